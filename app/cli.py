@@ -1,0 +1,321 @@
+"""The ``tasklease`` command: what operators, tests and ``make run`` drive."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from app import config, db, errors, logs, queue, service, sweeper
+from app.states import JobState
+
+T = TypeVar("T")
+
+cli = typer.Typer(help="Durable asynchronous jobs for long AI work on SQS, Lambda and PostgreSQL.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+queues_cli = typer.Typer(help="Create the queues.", no_args_is_help=True)
+jobs_cli = typer.Typer(help="Look at jobs.", no_args_is_help=True)
+cli.add_typer(queues_cli, name="queues")
+cli.add_typer(jobs_cli, name="jobs")
+
+out = Console()
+err = Console(stderr=True)
+
+STATE_STYLE = {
+    JobState.QUEUED: "cyan",
+    JobState.LEASED: "blue",
+    JobState.RUNNING: "bold blue",
+    JobState.RETRYING: "yellow",
+    JobState.STALLED: "magenta",
+    JobState.SUCCEEDED: "green",
+    JobState.DEAD_LETTERED: "bold red",
+    JobState.CANCELLED: "dim",
+}
+
+
+def styled(state: str) -> str:
+    return f"[{STATE_STYLE.get(JobState(state), 'white')}]{state}[/]"
+
+
+def settings_or_exit(**overrides: Any) -> config.Settings:
+    try:
+        s = config.load(**overrides)
+    except errors.ConfigError as exc:
+        err.print(f"[red]configuration error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    logs.setup(s.log_level)
+    return s
+
+
+def run(coro: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return asyncio.run(coro())  # type: ignore[arg-type]
+    except errors.ConfigError as exc:
+        err.print(f"[red]configuration error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    except errors.TaskleaseError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+
+
+async def _open(s: config.Settings) -> tuple[db.Database, queue.Queue]:
+    s.need("database_url", "queue_url", "dlq_url")
+    database = db.Database(s.database, min_size=1, max_size=4)
+    await database.open()
+    sqs = queue.Queue(s)
+    await sqs.open()
+    return database, sqs
+
+
+# --- set-up ---------------------------------------------------------------------
+
+
+@cli.command()
+def migrate() -> None:
+    """Apply the database migrations (forward-only, safe to run concurrently)."""
+    s = settings_or_exit()
+    s.need("database_url")
+    applied = run(lambda: db.migrate(s.database))
+    out.print(f"migrations applied: {', '.join(applied) if applied else 'none (up to date)'}")
+
+
+@queues_cli.command("create")
+def queues_create(
+    name: Annotated[str | None, typer.Option(help="queue name; default TASKLEASE_QUEUE_NAME")] = None,
+) -> None:
+    """Create the source queue and its DLQ with the redrive policy; print their URLs."""
+    s = settings_or_exit()
+
+    async def go() -> queue.QueueUrls:
+        sqs = queue.Queue(s)
+        await sqs.open()
+        try:
+            return await sqs.create_queues(name or s.queue_name)
+        finally:
+            await sqs.close()
+
+    urls = run(go)
+    out.print(f"export TASKLEASE_QUEUE_URL={urls.queue_url}")
+    out.print(f"export TASKLEASE_DLQ_URL={urls.dlq_url}")
+
+
+# --- long-running processes -----------------------------------------------------
+
+
+@cli.command()
+def api(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+) -> None:
+    """Serve the HTTP API with uvicorn."""
+    import uvicorn
+
+    from app.api import create_app
+
+    s = settings_or_exit()
+    try:
+        app = create_app(s)
+    except errors.ConfigError as exc:
+        err.print(f"[red]configuration error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
+
+
+@cli.command()
+def worker(
+    concurrency: Annotated[int, typer.Option(min=1, max=100, help="batches in flight at once")] = 1,
+    max_batches: Annotated[int | None, typer.Option(help="stop after this many batches")] = None,
+) -> None:
+    """Poll the queue and run jobs (what Lambda's SQS event source mapping does on AWS)."""
+    from app.engine import Engine
+    from app.eventsource import EventSource
+
+    s = settings_or_exit()
+
+    async def go() -> None:
+        engine = await Engine.start(s)
+        try:
+            await EventSource(s, engine).run(concurrency, max_batches=max_batches)
+        finally:
+            await engine.close()
+
+    run(go)
+
+
+@cli.command()
+def sweep(once: Annotated[bool, typer.Option("--once", help="one pass, then exit")] = False) -> None:
+    """Mark stalled leases, send unsent outbox rows, re-send lost messages."""
+    s = settings_or_exit()
+
+    async def go() -> None:
+        database, sqs = await _open(s)
+        try:
+            while True:
+                try:
+                    report = await sweeper.sweep_once(s, database, sqs)
+                    if once:
+                        out.print(f"sweep: {report}")
+                        return
+                except (errors.StoreError, errors.QueueError) as exc:
+                    if once:
+                        raise
+                    err.print(f"[yellow]sweep failed, will retry:[/] {exc}")
+                await asyncio.sleep(s.sweep_interval_seconds)
+        finally:
+            await sqs.close()
+            await database.close()
+
+    try:
+        run(go)
+    except KeyboardInterrupt:
+        pass
+
+
+@cli.command("webhook-receiver")
+def webhook_receiver(
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8081,
+    log: Annotated[Path | None, typer.Option(help="append each delivery to this JSON-lines file")] = None,
+) -> None:
+    """A local webhook that records every delivery (the embedded default's outside system)."""
+    import uvicorn
+
+    from app.webhook_receiver import create_app
+
+    uvicorn.run(create_app(log), host="127.0.0.1", port=port, log_level="warning")
+
+
+@cli.command()
+def dev(
+    workers: Annotated[int, typer.Option(min=1, max=16, help="worker processes")] = 2,
+    api_port: Annotated[int, typer.Option(help="API port")] = 8000,
+    data_dir: Annotated[Path, typer.Option(help="where the embedded PostgreSQL keeps its data")] = Path(".tasklease"),
+    demo: Annotated[bool, typer.Option(help="submit the demo jobs")] = True,
+    exit_when_done: Annotated[bool, typer.Option(help="stop once the demo jobs have settled")] = False,
+) -> None:
+    """Run everything on this machine: PostgreSQL, SQS (moto), API, workers, sweeper, demo."""
+    from app import dev as dev_mod
+
+    s = settings_or_exit()
+    code = dev_mod.main(s, workers=workers, api_port=api_port, data_dir=data_dir, demo=demo,
+                        exit_when_done=exit_when_done)
+    raise typer.Exit(code)
+
+
+# --- jobs -----------------------------------------------------------------------
+
+
+@cli.command()
+def submit(
+    kind: Annotated[str, typer.Argument(help="job kind, e.g. support.triage")],
+    payload: Annotated[str, typer.Option(help="the payload, as JSON")] = "{}",
+    idempotency_key: Annotated[str | None, typer.Option(help="same key, same job")] = None,
+    max_attempts: Annotated[int | None, typer.Option(min=1, max=100)] = None,
+    timeout_seconds: Annotated[int | None, typer.Option(min=1)] = None,
+) -> None:
+    """Submit a job (the same path as POST /v1/jobs) and print its id."""
+    s = settings_or_exit()
+    try:
+        doc = json.loads(payload)
+    except ValueError as exc:
+        err.print(f"[red]--payload is not valid JSON:[/] {exc}")
+        raise typer.Exit(2) from exc
+
+    async def go() -> service.Submitted:
+        database, sqs = await _open(s)
+        try:
+            return await service.submit(
+                s, database, sqs, kind=kind, payload=doc, max_attempts=max_attempts,
+                timeout_seconds=timeout_seconds, idempotency_key=idempotency_key,
+            )
+        finally:
+            await sqs.close()
+            await database.close()
+
+    submitted = run(go)
+    out.print(str(submitted.job["id"]), highlight=False)
+    if not submitted.created:
+        err.print("(an earlier submission with this idempotency key)")
+
+
+@jobs_cli.command("show")
+def jobs_show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
+    """A job, its timeline and its recorded effects."""
+    s = settings_or_exit()
+    try:
+        jid = uuid.UUID(job_id)
+    except ValueError as exc:
+        err.print(f"[red]not a job id:[/] {job_id!r}")
+        raise typer.Exit(2) from exc
+
+    async def go() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+        s.need("database_url")
+        database = db.Database(s.database, min_size=1, max_size=2)
+        await database.open()
+        try:
+            job = await service.get_job(database, jid)
+            return job, await service.events(database, jid), await service.effects(database, jid)
+        finally:
+            await database.close()
+
+    job, events, effects = run(go)
+    summary = Table(show_header=False, title=f"job {jid}", title_justify="left")
+    for key in ("kind", "state", "attempt", "max_attempts", "lease_owner", "last_error", "created_at",
+                "finished_at"):
+        value = job[key]
+        summary.add_row(key, styled(value) if key == "state" else ("" if value is None else str(value)))
+    summary.add_row("result", json.dumps(job["result"]) if job["result"] is not None else "")
+    out.print(summary)
+    timeline = Table("at", "from", "to", "attempt", "worker", "detail", title="timeline", title_justify="left")
+    for e in events:
+        timeline.add_row(e["at"].strftime("%H:%M:%S.%f")[:-3], e["from_state"] or "", styled(e["to_state"]),
+                         str(e["attempt"]), e["worker"] or "", e["detail"] or "")
+    out.print(timeline)
+    fx = Table("#", "key", "attempt", "worker", "recorded", title="effects", title_justify="left")
+    for f in effects:
+        fx.add_row(str(f["seq"]), f["key"], str(f["attempt"]), f["worker"] or "",
+                   f["recorded_at"].strftime("%H:%M:%S.%f")[:-3])
+    out.print(fx)
+
+
+@jobs_cli.command("list")
+def jobs_list(
+    state: Annotated[JobState | None, typer.Option(help="only jobs in this state")] = None,
+    kind: Annotated[str | None, typer.Option(help="only jobs of this kind")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=service.MAX_PAGE)] = 50,
+) -> None:
+    """The newest jobs, as a table."""
+    s = settings_or_exit()
+
+    async def go() -> list[dict[str, Any]]:
+        s.need("database_url")
+        database = db.Database(s.database, min_size=1, max_size=2)
+        await database.open()
+        try:
+            rows, _ = await service.list_jobs(database, state=state, kind=kind, limit=limit)
+            return rows
+        finally:
+            await database.close()
+
+    rows = run(go)
+    table = Table("id", "kind", "state", "attempt", "created", "last error", title=f"{len(rows)} jobs",
+                  title_justify="left")
+    for r in rows:
+        table.add_row(str(r["id"]), r["kind"], styled(r["state"]), f"{r['attempt']}/{r['max_attempts']}",
+                      r["created_at"].strftime("%Y-%m-%d %H:%M:%S"), (r["last_error"] or "")[:60])
+    out.print(table)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""One typed settings object, read from ``TASKLEASE_*`` and the standard AWS variables.
+
+Bad configuration fails at start-up with a message that names the variable and
+the allowed range. The SQS endpoint is not a tasklease setting: boto3 reads
+``AWS_ENDPOINT_URL_SQS`` (or ``AWS_ENDPOINT_URL``) itself, so the same code
+talks to AWS, LocalStack or moto's server.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Literal, Self
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app import errors, limits
+
+PREFIX = "TASKLEASE_"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore", frozen=True)
+
+    # Endpoints. Optional here; each command asks for the ones it needs with need().
+    database_url: str | None = None
+    queue_url: str | None = None
+    dlq_url: str | None = None
+    queue_name: str = "tasklease-jobs"
+    region: str = Field(
+        default_factory=lambda: os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+        or "us-east-1"
+    )
+
+    # Leases. The lease is the message's visibility timeout, mirrored in the row.
+    visibility_timeout_seconds: int = Field(30, ge=1, le=limits.MAX_VISIBILITY_SECONDS)
+    # Heartbeat this many times per lease (every visibility/N seconds).
+    heartbeats_per_lease: int = Field(3, ge=2, le=10)
+
+    # Retries. Attempts are counted in the database at claim time.
+    max_attempts: int = Field(5, ge=1, le=100)
+    # The queue's redrive policy; well above max_attempts (see DESIGN.md).
+    max_receive_count: int = Field(20, ge=1, le=limits.MAX_RECEIVE_COUNT)
+    backoff_base_seconds: float = Field(2.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
+    backoff_cap_seconds: float = Field(300.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
+    message_retention_seconds: int = Field(
+        4 * 24 * 3600, ge=limits.MIN_RETENTION_SECONDS, le=limits.MAX_RETENTION_SECONDS
+    )
+    dlq_retention_seconds: int = Field(
+        14 * 24 * 3600, ge=limits.MIN_RETENTION_SECONDS, le=limits.MAX_RETENTION_SECONDS
+    )
+
+    # Jobs.
+    default_job_timeout_seconds: int = Field(600, ge=1, le=limits.MAX_VISIBILITY_SECONDS)
+
+    # The local event source (what Lambda's event source mapping does on AWS).
+    batch_size: int = Field(10, ge=1, le=limits.MAX_BATCH)
+    wait_time_seconds: int = Field(20, ge=0, le=limits.MAX_WAIT_SECONDS)
+    function_timeout_seconds: int = Field(900, ge=1, le=limits.MAX_LAMBDA_TIMEOUT_SECONDS)
+    # Hand the lease back when less than this is left of the invocation.
+    handback_margin_seconds: float = Field(10.0, ge=0)
+    worker_id: str = Field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+
+    # Outbox relay and sweeper.
+    outbox_grace_seconds: float = Field(5.0, ge=0)
+    sweep_interval_seconds: float = Field(5.0, gt=0)
+    # A queued/retrying/stalled job that saw no change for this long gets a new message.
+    lost_message_seconds: float = Field(900.0, gt=0)
+
+    # Database pool.
+    pool_min_size: int = Field(1, ge=0, le=100)
+    pool_max_size: int = Field(10, ge=1, le=100)
+
+    # The model behind support.triage.
+    model_provider: Literal["fake", "openai"] = "fake"
+    openai_base_url: str | None = None
+    openai_api_key: str | None = Field(default=None, repr=False)
+    openai_model: str = "gpt-4o-mini"
+    model_timeout_seconds: float = Field(120.0, gt=0)
+    fake_model_latency_ms: int = Field(200, ge=0, le=3_600_000)
+    fake_model_transient_rate: float = Field(0.0, ge=0, le=1)
+    fake_model_permanent_rate: float = Field(0.0, ge=0, le=1)
+    # Append-only JSON lines: one line per fake model call, shared by all processes.
+    fake_model_log: str | None = None
+
+    # Where support.triage posts its draft reply.
+    webhook_url: str | None = None
+    webhook_timeout_seconds: float = Field(10.0, gt=0)
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    # Crash points (tests only): both must be set, and never inside Lambda.
+    crash_at: str | None = None
+    allow_crash_points: str | None = None
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Self:
+        if self.max_receive_count <= self.max_attempts:
+            raise ValueError(
+                f"TASKLEASE_MAX_RECEIVE_COUNT ({self.max_receive_count}) must be above "
+                f"TASKLEASE_MAX_ATTEMPTS ({self.max_attempts}): attempts are counted in the database, the redrive "
+                "policy is only the last backstop"
+            )
+        if self.backoff_cap_seconds < self.backoff_base_seconds:
+            raise ValueError("TASKLEASE_BACKOFF_CAP_SECONDS must be at least TASKLEASE_BACKOFF_BASE_SECONDS")
+        if self.dlq_retention_seconds < self.message_retention_seconds:
+            raise ValueError(
+                "TASKLEASE_DLQ_RETENTION_SECONDS must be at least TASKLEASE_MESSAGE_RETENTION_SECONDS: "
+                "SQS keeps a "
+                "dead-lettered message's original enqueue time"
+            )
+        if self.pool_min_size > self.pool_max_size:
+            raise ValueError("TASKLEASE_POOL_MIN_SIZE must not exceed TASKLEASE_POOL_MAX_SIZE")
+        if self.model_provider == "openai" and not self.openai_base_url:
+            raise ValueError("TASKLEASE_OPENAI_BASE_URL is required when TASKLEASE_MODEL_PROVIDER is 'openai'")
+        return self
+
+    def need(self, *names: str) -> None:
+        """Fail fast when a command needs a setting that is not set."""
+        missing = [PREFIX + n.upper() for n in names if not getattr(self, n)]
+        if missing:
+            raise errors.ConfigError(f"{', '.join(missing)} must be set")
+
+    @property
+    def database(self) -> str:
+        self.need("database_url")
+        assert self.database_url is not None
+        return self.database_url
+
+    @property
+    def queue(self) -> str:
+        self.need("queue_url")
+        assert self.queue_url is not None
+        return self.queue_url
+
+    @property
+    def dlq(self) -> str:
+        self.need("dlq_url")
+        assert self.dlq_url is not None
+        return self.dlq_url
+
+
+def load(**overrides: object) -> Settings:
+    """Read the settings; a bad value raises ConfigError naming the variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]  # pydantic accepts field kwargs
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = [str(p) for p in err["loc"]]
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            problems.append(f"{PREFIX + loc[0].upper()}: {msg}" if loc else msg)
+        raise errors.ConfigError("invalid configuration: " + "; ".join(problems)) from exc

@@ -1,0 +1,60 @@
+"""Named steps where a process may die, and a test-only switch that kills it there.
+
+``TASKLEASE_CRASH_AT=<point>[,<point>...]`` makes the process SIGKILL itself when it
+reaches a named point. It only works together with
+``TASKLEASE_ALLOW_CRASH_POINTS=kill-this-process`` and never inside AWS Lambda,
+so it cannot be switched on by accident in production.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import signal
+
+log = logging.getLogger(__name__)
+
+CONSENT = "kill-this-process"
+
+
+class Point(enum.StrEnum):
+    AFTER_RECEIVE = "after_receive"  # local event source: received, before the handler
+    AFTER_CLAIM = "after_claim"
+    INSIDE_EFFECT = "inside_effect"  # the outside call returned, nothing recorded yet
+    AFTER_EFFECT = "after_effect"  # the effect is recorded
+    BEFORE_COMPLETION = "before_completion"
+    AFTER_COMPLETION = "after_completion"  # the row says succeeded, the message is not deleted
+    WHILE_DEAD_LETTERING = "while_dead_lettering"  # DLQ message sent, row not yet marked
+    AFTER_OUTBOX_COMMIT = "after_outbox_commit"  # API: job committed, message not sent
+
+
+def _armed() -> frozenset[str]:
+    wanted = os.environ.get("TASKLEASE_CRASH_AT", "")
+    if not wanted:
+        return frozenset()
+    if os.environ.get("TASKLEASE_ALLOW_CRASH_POINTS") != CONSENT:
+        raise RuntimeError(
+            "TASKLEASE_CRASH_AT is set but TASKLEASE_ALLOW_CRASH_POINTS is not "
+            f"{CONSENT!r}: crash points are for tests only"
+        )
+    if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+        raise RuntimeError("TASKLEASE_CRASH_AT must not be set inside AWS Lambda")
+    names = {n.strip() for n in wanted.split(",") if n.strip()}
+    unknown = names - {p.value for p in Point}
+    if unknown:
+        raise RuntimeError(
+            f"TASKLEASE_CRASH_AT names unknown points {sorted(unknown)}; "
+            f"known: {[p.value for p in Point]}"
+        )
+    return frozenset(names)
+
+
+ARMED = _armed()
+
+
+def hit(point: Point, **fields: object) -> None:
+    """Die here, at once and without cleanup, when this point is armed."""
+    if point.value in ARMED:
+        log.warning("crash point %s reached: SIGKILL", point.value, extra=dict(fields))
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,127 @@
+"""PostgreSQL: the connection pool, the one executor, and migrations."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, LiteralString
+
+import psycopg
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from app import errors, sql
+
+Conn = psycopg.AsyncConnection[DictRow]
+
+# Serialises concurrent `migrate` runs (several workers starting at once).
+_MIGRATION_LOCK = 0x7461736B6C65  # "taskle"
+
+
+def redact(url: str) -> str:
+    """A database URL safe to print: the password replaced."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "<unparseable database URL>"
+    if info.get("password"):
+        info["password"] = "***"  # noqa: S105 - a mask, not a secret
+    return psycopg.conninfo.make_conninfo(**{k: v for k, v in info.items() if v is not None})
+
+
+class Database:
+    """An async pool and the named queries it runs."""
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        self.url = url
+        self.pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs={"row_factory": dict_row, "autocommit": True},
+            check=AsyncConnectionPool.check_connection,
+            name="tasklease",
+        )
+
+    async def open(self, *, wait: bool = True, timeout: float = 30.0) -> None:
+        try:
+            await self.pool.open(wait=wait, timeout=timeout)
+        except Exception as exc:
+            raise errors.StoreError(f"cannot connect to PostgreSQL at {redact(self.url)}: {exc}") from exc
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[Conn]:
+        try:
+            async with self.pool.connection() as conn:
+                yield conn
+        except psycopg.OperationalError as exc:
+            raise errors.StoreError(f"PostgreSQL: {exc}") from exc
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Conn]:
+        async with self.connection() as conn, conn.transaction():
+            yield conn
+
+    async def fetch(
+        self, query: LiteralString, params: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        async with self.connection() as conn:
+            return await fetch_txn(conn, query, params)
+
+    async def fetch_one(
+        self, query: LiteralString, params: Mapping[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        rows = await self.fetch(query, params)
+        return rows[0] if rows else None
+
+    async def ping(self) -> None:
+        await self.fetch("SELECT 1 AS ok")
+
+
+async def fetch_txn(
+    conn: Conn, query: LiteralString, params: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Run one named query on the caller's connection (and so inside its transaction)."""
+    try:
+        cur = await conn.execute(query, params or {}, prepare=True)
+        return list(await cur.fetchall()) if cur.description else []
+    except psycopg.OperationalError as exc:
+        raise errors.StoreError(f"PostgreSQL: {exc}") from exc
+
+
+def q(name: str) -> LiteralString:
+    return sql.queries[name]
+
+
+async def migrate(url: str) -> list[str]:
+    """Apply every migration not yet applied, in order; returns the versions applied."""
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise errors.StoreError(f"cannot connect to PostgreSQL at {redact(url)}: {exc}") from exc
+    applied: list[str] = []
+    async with conn:
+        await conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        try:
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            cur = await conn.execute("SELECT version FROM schema_migrations")
+            done = {row[0] for row in await cur.fetchall()}
+            for version, body in sql.migrations():
+                if version in done:
+                    continue
+                async with conn.transaction():
+                    await conn.execute(body)
+                    await conn.execute(
+                        "INSERT INTO schema_migrations (version) VALUES (%s)", (version,)
+                    )
+                applied.append(version)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+    return applied

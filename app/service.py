@@ -1,0 +1,173 @@
+"""What the API and the CLI share: submit a job, read jobs, their events and effects."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from app import crashpoints, errors, kinds, limits, queue
+from app.config import Settings
+from app.db import Database, q
+from app.states import JobState
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TENANT = "default"
+MAX_IDEMPOTENCY_KEY = 200
+MAX_PAGE = 200
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job: dict[str, Any]
+    created: bool  # False: an earlier request with the same Idempotency-Key made it
+
+
+def request_hash(kind: str, payload: Any, max_attempts: int, timeout_seconds: int) -> str:
+    canonical = json.dumps(
+        {"kind": kind, "payload": payload, "max_attempts": max_attempts, "timeout": timeout_seconds},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+async def submit(
+    settings: Settings,
+    db: Database,
+    sqs: queue.Queue,
+    *,
+    kind: str,
+    payload: Any,
+    max_attempts: int | None = None,
+    timeout_seconds: int | None = None,
+    idempotency_key: str | None = None,
+    tenant: str = DEFAULT_TENANT,
+) -> Submitted:
+    """Validate, write the job and its outbox row in one statement, commit, then send."""
+    k = kinds.get(kind)
+    parsed = k.parse(payload)
+    attempts = max_attempts or k.max_attempts or settings.max_attempts
+    timeout = timeout_seconds or k.timeout_seconds or settings.default_job_timeout_seconds
+    if not 1 <= attempts < settings.max_receive_count:
+        raise errors.BadRequest(
+            f"max_attempts must be between 1 and {settings.max_receive_count - 1} "
+            "(below the queue's maxReceiveCount)"
+        )
+    if not 1 <= timeout <= limits.MAX_VISIBILITY_SECONDS:
+        raise errors.BadRequest(f"timeout_seconds must be between 1 and {limits.MAX_VISIBILITY_SECONDS}")
+    if idempotency_key is not None and not 1 <= len(idempotency_key) <= MAX_IDEMPOTENCY_KEY:
+        raise errors.BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
+    stored_payload = parsed.model_dump(mode="json", exclude_unset=True)
+    digest = request_hash(kind, stored_payload, attempts, timeout)
+    rows = await db.fetch(
+        q("insert_job"),
+        {
+            "id": uuid.uuid4(),
+            "tenant": tenant,
+            "kind": kind,
+            "payload": Jsonb(stored_payload),
+            "max_attempts": attempts,
+            "timeout_seconds": timeout,
+            "idempotency_key": idempotency_key,
+            "request_hash": digest,
+        },
+    )
+    if not rows:
+        existing = await db.fetch_one(
+            q("job_by_idempotency_key"), {"tenant": tenant, "idempotency_key": idempotency_key}
+        )
+        if existing is None:  # pragma: no cover - the conflict row cannot vanish (no deletes)
+            raise errors.StoreError("idempotency conflict with no row")
+        if existing["request_hash"] != digest:
+            raise errors.Conflict(
+                "Idempotency-Key was already used with a different request body; "
+                "use a new key for a new job"
+            )
+        return Submitted(job=existing, created=False)
+    job = rows[0]
+    crashpoints.hit(crashpoints.Point.AFTER_OUTBOX_COMMIT, job_id=job["id"])
+    await send_outbox(db, sqs, [(job["outbox_id"], job["id"])])
+    return Submitted(job=job, created=True)
+
+
+async def send_outbox(db: Database, sqs: queue.Queue, rows: list[tuple[int, uuid.UUID]]) -> int:
+    """Send the messages for these outbox rows; mark the sent ones. Returns how many were sent."""
+    if not rows:
+        return 0
+    failed = set(await sqs.send_jobs([job_id for _, job_id in rows]))
+    sent = [oid for oid, job_id in rows if str(job_id) not in failed]
+    unsent = [oid for oid, job_id in rows if str(job_id) in failed]
+    if sent:
+        await db.fetch(q("mark_outbox_sent"), {"ids": sent})
+    if unsent:
+        log.warning("send failed; the outbox relay will retry", extra={"count": len(unsent)})
+        await db.fetch(q("note_outbox_failure"), {"ids": unsent, "error": "send failed"})
+    return len(sent)
+
+
+async def get_job(db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
+    row = await db.fetch_one(q("get_job_for_tenant"), {"id": job_id, "tenant": tenant})
+    if row is None:
+        raise errors.NotFound(f"no job {job_id}")
+    return row
+
+
+def encode_cursor(row: dict[str, Any]) -> str:
+    raw = f"{row['created_at'].isoformat()}|{row['id']}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        created, job_id = raw.split("|", 1)
+        return dt.datetime.fromisoformat(created), uuid.UUID(job_id)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.BadRequest("cursor is not one this API returned") from exc
+
+
+async def list_jobs(
+    db: Database,
+    *,
+    state: JobState | None = None,
+    kind: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+    tenant: str = DEFAULT_TENANT,
+) -> tuple[list[dict[str, Any]], str | None]:
+    if not 1 <= limit <= MAX_PAGE:
+        raise errors.BadRequest(f"limit must be between 1 and {MAX_PAGE}")
+    after_created, after_id = decode_cursor(cursor) if cursor else (None, None)
+    rows = await db.fetch(
+        q("list_jobs"),
+        {
+            "tenant": tenant,
+            "state": state.value if state else None,
+            "kind": kind,
+            "after_created": after_created,
+            "after_id": after_id,
+            "limit": limit + 1,
+        },
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (encode_cursor(rows[-1]) if more and rows else None)
+
+
+async def events(db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
+    await get_job(db, job_id, tenant)
+    return await db.fetch(q("job_events"), {"id": job_id})
+
+
+async def effects(db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
+    await get_job(db, job_id, tenant)
+    return await db.fetch(q("job_effects"), {"id": job_id})

@@ -1,0 +1,198 @@
+-- Named queries. Each starts with "-- name: NAME"; app/sql/__init__.py loads them.
+-- Parameters are always bound (%(name)s), never formatted into the text.
+
+-- name: insert_job
+-- The job row and its outbox row in one statement, so they commit together.
+WITH job AS (
+    INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
+                      idempotency_key, request_hash)
+    VALUES (%(id)s, %(tenant)s, %(kind)s, %(payload)s, %(max_attempts)s, %(timeout_seconds)s,
+            %(idempotency_key)s, %(request_hash)s)
+    ON CONFLICT (tenant, idempotency_key) DO NOTHING
+    RETURNING *
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
+    SELECT id, NULL, 'queued', 0, 'accepted' FROM job
+), box AS (
+    INSERT INTO outbox (job_id) SELECT id FROM job RETURNING id
+)
+SELECT job.*, (SELECT id FROM box) AS outbox_id FROM job;
+
+-- name: job_by_idempotency_key
+SELECT * FROM jobs WHERE tenant = %(tenant)s AND idempotency_key = %(idempotency_key)s;
+
+-- name: get_job
+SELECT * FROM jobs WHERE id = %(id)s;
+
+-- name: get_job_for_tenant
+SELECT * FROM jobs WHERE id = %(id)s AND tenant = %(tenant)s;
+
+-- name: list_jobs
+-- Keyset pagination, newest first; the cursor is (created_at, id) of the last row seen.
+SELECT * FROM jobs
+WHERE tenant = %(tenant)s
+  AND (%(state)s::job_state IS NULL OR state = %(state)s::job_state)
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(after_created)s::timestamptz IS NULL
+       OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: job_events
+SELECT * FROM job_events WHERE job_id = %(id)s ORDER BY id;
+
+-- name: job_effects
+SELECT * FROM effects WHERE job_id = %(id)s ORDER BY seq;
+
+-- name: mark_outbox_sent
+UPDATE outbox SET sent_at = now(), send_attempts = send_attempts + 1
+WHERE id = ANY(%(ids)s) AND sent_at IS NULL;
+
+-- name: note_outbox_failure
+UPDATE outbox SET send_attempts = send_attempts + 1, last_error = %(error)s
+WHERE id = ANY(%(ids)s);
+
+-- name: take_unsent_outbox
+-- Rows the fast path did not send; SKIP LOCKED lets several relays share the work.
+SELECT id, job_id FROM outbox
+WHERE sent_at IS NULL AND created_at < now() - make_interval(secs => %(grace)s)
+ORDER BY created_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim
+-- One statement: claim with a fresh fencing token, count the attempt, write the event.
+-- Claimable: queued, retrying, stalled; leased/running with an expired lease; a
+-- dead_lettered job when this delivery is a redrive (then the attempt budget restarts).
+WITH target AS (
+    SELECT id, state AS from_state FROM jobs WHERE id = %(id)s FOR UPDATE
+), claimed AS (
+    UPDATE jobs j
+    SET state = 'leased',
+        attempt = CASE WHEN j.state = 'dead_lettered' THEN 1 ELSE j.attempt + 1 END,
+        redrives = j.redrives + CASE WHEN j.state = 'dead_lettered' THEN 1 ELSE 0 END,
+        dead_lettered_by = NULL,
+        lease_owner = %(owner)s,
+        lease_token = %(token)s,
+        lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
+        updated_at = now()
+    FROM target t
+    WHERE j.id = t.id
+      AND NOT j.cancel_requested
+      AND (j.state IN ('queued', 'retrying', 'stalled')
+           OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now())
+           OR (j.state = 'dead_lettered'
+               AND (%(redrive_marker)s OR j.dead_lettered_by = 'sweeper')))
+    RETURNING j.*, t.from_state
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
+    SELECT id, from_state, 'leased', attempt, lease_owner,
+           CASE WHEN from_state = 'dead_lettered' THEN 'redriven' END
+    FROM claimed
+)
+SELECT * FROM claimed;
+
+-- name: start
+-- leased -> running, and the recorded effects in the same round trip.
+WITH started AS (
+    UPDATE jobs SET state = 'running', started_at = coalesce(started_at, now()), updated_at = now()
+    WHERE id = %(id)s AND lease_token = %(token)s AND state = 'leased'
+    RETURNING id, attempt, lease_owner
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, worker)
+    SELECT id, 'leased', 'running', attempt, lease_owner FROM started
+)
+SELECT (SELECT count(*) FROM started) AS started,
+       coalesce((SELECT jsonb_agg(jsonb_build_array(e.key, e.result) ORDER BY e.seq)
+                 FROM effects e WHERE e.job_id = %(id)s), '[]'::jsonb) AS effects;
+
+-- name: heartbeat
+UPDATE jobs SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s)
+WHERE id = %(id)s AND lease_token = %(token)s AND state IN ('leased', 'running')
+RETURNING cancel_requested;
+
+-- name: record_effect
+-- Fenced: only the lease holder records. ON CONFLICT: the first record wins.
+INSERT INTO effects (job_id, key, seq, result, attempt, worker)
+SELECT j.id, %(key)s, %(seq)s, %(result)s, j.attempt, j.lease_owner
+FROM jobs j
+WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state = 'running'
+ON CONFLICT (job_id, key) DO NOTHING
+RETURNING result;
+
+-- name: get_effect
+SELECT result FROM effects WHERE job_id = %(id)s AND key = %(key)s;
+
+-- name: finish
+-- Fenced transition out of a live lease: succeeded, retrying, dead_lettered, queued
+-- (lease handed back, attempt returned) or cancelled.
+WITH done AS (
+    UPDATE jobs j
+    SET state = %(to_state)s::job_state,
+        result = coalesce(%(result)s, j.result),
+        last_error = coalesce(%(error)s, j.last_error),
+        attempt = j.attempt - %(refund)s,
+        dead_lettered_by = %(dead_lettered_by)s,
+        lease_expires_at = CASE WHEN %(to_state)s::job_state = 'retrying'
+                                THEN now() + make_interval(secs => %(delay)s) END,
+        lease_token = NULL,
+        finished_at = CASE WHEN %(to_state)s::job_state IN ('succeeded', 'dead_lettered', 'cancelled')
+                           THEN now() END,
+        updated_at = now()
+    WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state IN ('leased', 'running')
+    RETURNING j.id, j.attempt, j.lease_owner
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
+    SELECT id, %(from_state)s::job_state, %(to_state)s::job_state, attempt, lease_owner, %(detail)s
+    FROM done
+)
+SELECT count(*) AS changed FROM done;
+
+-- name: mark_stalled
+-- Leases that expired with no heartbeat: the holder is presumed dead.
+WITH stalled AS (
+    UPDATE jobs j SET state = 'stalled', updated_at = now()
+    FROM (SELECT id, state FROM jobs
+          WHERE state IN ('leased', 'running') AND lease_expires_at < now() - make_interval(secs => %(grace)s)
+          ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) old
+    WHERE j.id = old.id
+    RETURNING j.id, old.state AS from_state, j.attempt, j.lease_owner
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
+    SELECT id, from_state, 'stalled', attempt, lease_owner, 'lease expired with no heartbeat from ' || coalesce(lease_owner, '?')
+    FROM stalled
+)
+SELECT id FROM stalled;
+
+-- name: touch_lost
+-- Waiting jobs that saw no change for a long time: their message may be gone.
+UPDATE jobs j SET updated_at = now()
+FROM (SELECT id FROM jobs
+      WHERE state IN ('queued', 'retrying', 'stalled') AND NOT cancel_requested
+        AND updated_at < now() - make_interval(secs => %(age)s)
+      ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) old
+WHERE j.id = old.id
+RETURNING j.id;
+
+-- name: count_by_state
+SELECT state, count(*) AS n FROM jobs GROUP BY state;
+
+-- name: cancel_waiting
+WITH done AS (
+    UPDATE jobs SET state = 'cancelled', finished_at = now(), updated_at = now(), lease_token = NULL
+    WHERE id = %(id)s AND state IN ('queued', 'retrying', 'stalled', 'dead_lettered')
+    RETURNING id, state, attempt
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
+    SELECT id, NULL, 'cancelled', attempt, 'cancelled before it ran' FROM done
+)
+SELECT count(*) AS changed FROM done;
+
+-- name: waiting_jobs
+-- Jobs that need a message: used when a queue was created anew (the embedded default).
+SELECT id FROM jobs
+WHERE state IN ('queued', 'retrying', 'stalled', 'leased', 'running') AND NOT cancel_requested
+ORDER BY created_at;
+
+-- name: jobs_by_ids
+SELECT * FROM jobs WHERE id = ANY(%(ids)s);

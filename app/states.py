@@ -1,0 +1,25 @@
+"""Job states, mirrored by the PostgreSQL enum ``job_state`` (see sql/migrations)."""
+
+from __future__ import annotations
+
+import enum
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"
+    LEASED = "leased"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    STALLED = "stalled"
+    SUCCEEDED = "succeeded"
+    DEAD_LETTERED = "dead_lettered"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({JobState.SUCCEEDED, JobState.CANCELLED})
+# dead_lettered is not terminal: a redrive brings the job back.
+FINAL_FOR_NOW = frozenset({JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD_LETTERED})
