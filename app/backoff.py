@@ -10,7 +10,9 @@ import random
 from app import limits
 
 
-def full_jitter(attempt: int, *, base: float, cap: float, rng: random.Random | None = None) -> float:
+def full_jitter(
+    attempt: int, *, base: float, cap: float, rng: random.Random | None = None
+) -> float:
     """A delay in [0, min(cap, base * 2**(attempt-1))] seconds, never past SQS's visibility cap."""
     ceiling = min(cap, base * 2 ** max(0, attempt - 1), limits.MAX_VISIBILITY_SECONDS)
-    return (rng or random).uniform(0, ceiling)  # noqa: S311 - jitter, not cryptography
+    return (rng or random).uniform(0, ceiling)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,8 +19,11 @@ from app.states import JobState
 
 T = TypeVar("T")
 
-cli = typer.Typer(help="Durable asynchronous jobs for long AI work on SQS, Lambda and PostgreSQL.",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
+cli = typer.Typer(
+    help="Durable asynchronous jobs for long AI work on SQS, Lambda and PostgreSQL.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 queues_cli = typer.Typer(help="Create the queues.", no_args_is_help=True)
 jobs_cli = typer.Typer(help="Look at jobs.", no_args_is_help=True)
 cli.add_typer(queues_cli, name="queues")
@@ -89,7 +92,9 @@ def migrate() -> None:
 
 @queues_cli.command("create")
 def queues_create(
-    name: Annotated[str | None, typer.Option(help="queue name; default TASKLEASE_QUEUE_NAME")] = None,
+    name: Annotated[
+        str | None, typer.Option(help="queue name; default TASKLEASE_QUEUE_NAME")
+    ] = None,
 ) -> None:
     """Create the source queue and its DLQ with the redrive policy; print their URLs."""
     s = settings_or_exit()
@@ -151,7 +156,9 @@ def worker(
 
 
 @cli.command()
-def sweep(once: Annotated[bool, typer.Option("--once", help="one pass, then exit")] = False) -> None:
+def sweep(
+    once: Annotated[bool, typer.Option("--once", help="one pass, then exit")] = False,
+) -> None:
     """Mark stalled leases, send unsent outbox rows, re-send lost messages."""
     s = settings_or_exit()
 
@@ -173,16 +180,16 @@ def sweep(once: Annotated[bool, typer.Option("--once", help="one pass, then exit
             await sqs.close()
             await database.close()
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         run(go)
-    except KeyboardInterrupt:
-        pass
 
 
 @cli.command("webhook-receiver")
 def webhook_receiver(
     port: Annotated[int, typer.Option(help="port to listen on")] = 8081,
-    log: Annotated[Path | None, typer.Option(help="append each delivery to this JSON-lines file")] = None,
+    log: Annotated[
+        Path | None, typer.Option(help="append each delivery to this JSON-lines file")
+    ] = None,
 ) -> None:
     """A local webhook that records every delivery (the embedded default's outside system)."""
     import uvicorn
@@ -196,16 +203,26 @@ def webhook_receiver(
 def dev(
     workers: Annotated[int, typer.Option(min=1, max=16, help="worker processes")] = 2,
     api_port: Annotated[int, typer.Option(help="API port")] = 8000,
-    data_dir: Annotated[Path, typer.Option(help="where the embedded PostgreSQL keeps its data")] = Path(".tasklease"),
+    data_dir: Annotated[
+        Path, typer.Option(help="where the embedded PostgreSQL keeps its data")
+    ] = Path(".tasklease"),
     demo: Annotated[bool, typer.Option(help="submit the demo jobs")] = True,
-    exit_when_done: Annotated[bool, typer.Option(help="stop once the demo jobs have settled")] = False,
+    exit_when_done: Annotated[
+        bool, typer.Option(help="stop once the demo jobs have settled")
+    ] = False,
 ) -> None:
     """Run everything on this machine: PostgreSQL, SQS (moto), API, workers, sweeper, demo."""
     from app import dev as dev_mod
 
     s = settings_or_exit()
-    code = dev_mod.main(s, workers=workers, api_port=api_port, data_dir=data_dir, demo=demo,
-                        exit_when_done=exit_when_done)
+    code = dev_mod.main(
+        s,
+        workers=workers,
+        api_port=api_port,
+        data_dir=data_dir,
+        demo=demo,
+        exit_when_done=exit_when_done,
+    )
     raise typer.Exit(code)
 
 
@@ -232,8 +249,14 @@ def submit(
         database, sqs = await _open(s)
         try:
             return await service.submit(
-                s, database, sqs, kind=kind, payload=doc, max_attempts=max_attempts,
-                timeout_seconds=timeout_seconds, idempotency_key=idempotency_key,
+                s,
+                database,
+                sqs,
+                kind=kind,
+                payload=doc,
+                max_attempts=max_attempts,
+                timeout_seconds=timeout_seconds,
+                idempotency_key=idempotency_key,
             )
         finally:
             await sqs.close()
@@ -267,21 +290,44 @@ def jobs_show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> No
 
     job, events, effects = run(go)
     summary = Table(show_header=False, title=f"job {jid}", title_justify="left")
-    for key in ("kind", "state", "attempt", "max_attempts", "lease_owner", "last_error", "created_at",
-                "finished_at"):
+    for key in (
+        "kind",
+        "state",
+        "attempt",
+        "max_attempts",
+        "lease_owner",
+        "last_error",
+        "created_at",
+        "finished_at",
+    ):
         value = job[key]
-        summary.add_row(key, styled(value) if key == "state" else ("" if value is None else str(value)))
+        summary.add_row(
+            key, styled(value) if key == "state" else ("" if value is None else str(value))
+        )
     summary.add_row("result", json.dumps(job["result"]) if job["result"] is not None else "")
     out.print(summary)
-    timeline = Table("at", "from", "to", "attempt", "worker", "detail", title="timeline", title_justify="left")
+    timeline = Table(
+        "at", "from", "to", "attempt", "worker", "detail", title="timeline", title_justify="left"
+    )
     for e in events:
-        timeline.add_row(e["at"].strftime("%H:%M:%S.%f")[:-3], e["from_state"] or "", styled(e["to_state"]),
-                         str(e["attempt"]), e["worker"] or "", e["detail"] or "")
+        timeline.add_row(
+            e["at"].strftime("%H:%M:%S.%f")[:-3],
+            e["from_state"] or "",
+            styled(e["to_state"]),
+            str(e["attempt"]),
+            e["worker"] or "",
+            e["detail"] or "",
+        )
     out.print(timeline)
     fx = Table("#", "key", "attempt", "worker", "recorded", title="effects", title_justify="left")
     for f in effects:
-        fx.add_row(str(f["seq"]), f["key"], str(f["attempt"]), f["worker"] or "",
-                   f["recorded_at"].strftime("%H:%M:%S.%f")[:-3])
+        fx.add_row(
+            str(f["seq"]),
+            f["key"],
+            str(f["attempt"]),
+            f["worker"] or "",
+            f["recorded_at"].strftime("%H:%M:%S.%f")[:-3],
+        )
     out.print(fx)
 
 
@@ -305,11 +351,25 @@ def jobs_list(
             await database.close()
 
     rows = run(go)
-    table = Table("id", "kind", "state", "attempt", "created", "last error", title=f"{len(rows)} jobs",
-                  title_justify="left")
+    table = Table(
+        "id",
+        "kind",
+        "state",
+        "attempt",
+        "created",
+        "last error",
+        title=f"{len(rows)} jobs",
+        title_justify="left",
+    )
     for r in rows:
-        table.add_row(str(r["id"]), r["kind"], styled(r["state"]), f"{r['attempt']}/{r['max_attempts']}",
-                      r["created_at"].strftime("%Y-%m-%d %H:%M:%S"), (r["last_error"] or "")[:60])
+        table.add_row(
+            str(r["id"]),
+            r["kind"],
+            styled(r["state"]),
+            f"{r['attempt']}/{r['max_attempts']}",
+            r["created_at"].strftime("%Y-%m-%d %H:%M:%S"),
+            (r["last_error"] or "")[:60],
+        )
     out.print(table)
 
 
@@ -318,4 +378,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

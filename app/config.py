@@ -29,9 +29,9 @@ class Settings(BaseSettings):
     dlq_url: str | None = None
     queue_name: str = "tasklease-jobs"
     region: str = Field(
-        default_factory=lambda: os.environ.get("AWS_REGION")
-        or os.environ.get("AWS_DEFAULT_REGION")
-        or "us-east-1"
+        default_factory=lambda: (
+            os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        )
     )
 
     # Leases. The lease is the message's visibility timeout, mirrored in the row.
@@ -104,7 +104,9 @@ class Settings(BaseSettings):
                 "policy is only the last backstop"
             )
         if self.backoff_cap_seconds < self.backoff_base_seconds:
-            raise ValueError("TASKLEASE_BACKOFF_CAP_SECONDS must be at least TASKLEASE_BACKOFF_BASE_SECONDS")
+            raise ValueError(
+                "TASKLEASE_BACKOFF_CAP_SECONDS must be at least TASKLEASE_BACKOFF_BASE_SECONDS"
+            )
         if self.dlq_retention_seconds < self.message_retention_seconds:
             raise ValueError(
                 "TASKLEASE_DLQ_RETENTION_SECONDS must be at least TASKLEASE_MESSAGE_RETENTION_SECONDS: "
@@ -114,7 +116,9 @@ class Settings(BaseSettings):
         if self.pool_min_size > self.pool_max_size:
             raise ValueError("TASKLEASE_POOL_MIN_SIZE must not exceed TASKLEASE_POOL_MAX_SIZE")
         if self.model_provider == "openai" and not self.openai_base_url:
-            raise ValueError("TASKLEASE_OPENAI_BASE_URL is required when TASKLEASE_MODEL_PROVIDER is 'openai'")
+            raise ValueError(
+                "TASKLEASE_OPENAI_BASE_URL is required when TASKLEASE_MODEL_PROVIDER is 'openai'"
+            )
         return self
 
     def need(self, *names: str) -> None:

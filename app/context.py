@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import uuid
@@ -55,7 +54,7 @@ class JobContext:
             "effect": key,
         }
 
-    async def effect(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
+    async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
         """Run ``fn`` once for this job, ever, and return its recorded (JSON) result.
 
         A result recorded by an earlier attempt is returned without calling ``fn``.
@@ -70,12 +69,13 @@ class JobContext:
             self.replayed.append(key)
             log.info("effect replayed", extra=self._fields(key))
             return self.recorded[key]  # type: ignore[no-any-return]
-        value = fn()
-        result = await value if inspect.isawaitable(value) else value
+        result = await fn()
         try:
             encoded = Jsonb(json.loads(json.dumps(result)))
         except (TypeError, ValueError) as exc:
-            raise errors.PermanentError(f"effect {key!r} returned a value that is not JSON") from exc
+            raise errors.PermanentError(
+                f"effect {key!r} returned a value that is not JSON"
+            ) from exc
         crashpoints.hit(crashpoints.Point.INSIDE_EFFECT, **self._fields(key))
         params = {
             "id": self.job_id,

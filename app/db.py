@@ -26,7 +26,7 @@ def redact(url: str) -> str:
         return "<unparseable database URL>"
     if info.get("password"):
         info["password"] = "***"  # noqa: S105 - a mask, not a secret
-    return psycopg.conninfo.make_conninfo(**{k: v for k, v in info.items() if v is not None})
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
 
 
 class Database:
@@ -44,11 +44,13 @@ class Database:
             name="tasklease",
         )
 
-    async def open(self, *, wait: bool = True, timeout: float = 30.0) -> None:
+    async def open(self, *, wait: bool = True, wait_seconds: float = 30.0) -> None:
         try:
-            await self.pool.open(wait=wait, timeout=timeout)
+            await self.pool.open(wait=wait, timeout=wait_seconds)
         except Exception as exc:
-            raise errors.StoreError(f"cannot connect to PostgreSQL at {redact(self.url)}: {exc}") from exc
+            raise errors.StoreError(
+                f"cannot connect to PostgreSQL at {redact(self.url)}: {exc}"
+            ) from exc
 
     async def close(self) -> None:
         await self.pool.close()

@@ -35,17 +35,32 @@ from app.states import FINAL_FOR_NOW, JobState
 console = Console()
 
 DEMO_TICKETS: list[dict[str, Any]] = [
-    {"ticket_id": "T-1001", "subject": "Charged twice for my invoice",
-     "body": "My card was charged twice this month. Please refund one payment.",
-     "customer_email": "ana@example.com"},
-    {"ticket_id": "T-1002", "subject": "App crashes on login",
-     "body": "Since the update the app crashes with an error when I sign in. Urgent!"},
-    {"ticket_id": "T-1003", "subject": "Please add dark mode",
-     "body": "It would be nice to have a dark theme. Feature request."},
-    {"ticket_id": "T-1004", "subject": "[transient] Password reset email never arrives",
-     "body": "I asked for a password reset three times. (The fake model fails its first call.)"},
-    {"ticket_id": "T-1005", "subject": "[permanent] Unreadable ticket",
-     "body": "The fake model refuses this one: it lands in the dead-letter queue."},
+    {
+        "ticket_id": "T-1001",
+        "subject": "Charged twice for my invoice",
+        "body": "My card was charged twice this month. Please refund one payment.",
+        "customer_email": "ana@example.com",
+    },
+    {
+        "ticket_id": "T-1002",
+        "subject": "App crashes on login",
+        "body": "Since the update the app crashes with an error when I sign in. Urgent!",
+    },
+    {
+        "ticket_id": "T-1003",
+        "subject": "Please add dark mode",
+        "body": "It would be nice to have a dark theme. Feature request.",
+    },
+    {
+        "ticket_id": "T-1004",
+        "subject": "[transient] Password reset email never arrives",
+        "body": "I asked for a password reset three times. (The fake model fails its first call.)",
+    },
+    {
+        "ticket_id": "T-1005",
+        "subject": "[permanent] Unreadable ticket",
+        "body": "The fake model refuses this one: it lands in the dead-letter queue.",
+    },
 ]
 
 # Settings the demo uses unless the environment says otherwise: quick retries, short polls.
@@ -86,8 +101,10 @@ class Stack:
                 self.postgres = embedded.EmbeddedPostgres(self.data_dir / "pgdata")
                 database_url = self.postgres.start()
             asyncio.run(db.migrate(database_url))
-        console.print(f"[green]✓[/] PostgreSQL  {db.redact(database_url)}"
-                      + ("  (embedded, data in .tasklease/pgdata)" if self.postgres else ""))
+        console.print(
+            f"[green]✓[/] PostgreSQL  {db.redact(database_url)}"
+            + ("  (embedded, data in .tasklease/pgdata)" if self.postgres else "")
+        )
         env["TASKLEASE_DATABASE_URL"] = database_url
 
         if s.queue_url and s.dlq_url:
@@ -99,36 +116,65 @@ class Stack:
                 endpoint = self.moto.start()
                 env.update(embedded.local_aws_env(endpoint, s.region))
                 os.environ.update(env)
-                urls = asyncio.run(_create_queues(self.settings.model_copy(update={"region": s.region}),
-                                                  s.queue_name))
+                urls = asyncio.run(
+                    _create_queues(
+                        self.settings.model_copy(update={"region": s.region}), s.queue_name
+                    )
+                )
                 queue_url, dlq_url = urls.queue_url, urls.dlq_url
             console.print(f"[green]✓[/] SQS         {endpoint} (moto), queue {s.queue_name} + DLQ")
         env["TASKLEASE_QUEUE_URL"] = queue_url
         env["TASKLEASE_DLQ_URL"] = dlq_url
 
         hook_port = embedded.free_port()
-        env["TASKLEASE_WEBHOOK_URL"] = env.get("TASKLEASE_WEBHOOK_URL") or f"http://127.0.0.1:{hook_port}/hook"
+        env["TASKLEASE_WEBHOOK_URL"] = (
+            env.get("TASKLEASE_WEBHOOK_URL") or f"http://127.0.0.1:{hook_port}/hook"
+        )
         env.setdefault("TASKLEASE_FAKE_MODEL_LOG", str(self.data_dir / "model-calls.jsonl"))
         self.env = {**os.environ, **env}
         os.environ.update(env)
 
-        self._spawn("webhook", ["webhook-receiver", "--port", str(hook_port),
-                                "--log", str(self.data_dir / "webhook-deliveries.jsonl")])
+        self._spawn(
+            "webhook",
+            [
+                "webhook-receiver",
+                "--port",
+                str(hook_port),
+                "--log",
+                str(self.data_dir / "webhook-deliveries.jsonl"),
+            ],
+        )
         embedded.wait_for_http(f"http://127.0.0.1:{hook_port}/deliveries", timeout=30)
         self._spawn("api", ["api", "--port", str(self.api_port)])
         embedded.wait_for_http(f"{self.api_url}/healthz", timeout=30, proc=self.procs[-1][1])
         console.print(f"[green]✓[/] API         {self.api_url}   docs {self.api_url}/docs")
         for i in range(self.workers):
-            self._spawn(f"worker-{i + 1}", ["worker", "--concurrency", "2"],
-                        {"TASKLEASE_WORKER_ID": f"worker-{i + 1}"})
+            self._spawn(
+                f"worker-{i + 1}",
+                ["worker", "--concurrency", "2"],
+                {"TASKLEASE_WORKER_ID": f"worker-{i + 1}"},
+            )
         self._spawn("sweeper", ["sweep"])
-        console.print(f"[green]✓[/] {self.workers} worker processes, 1 sweeper, webhook receiver on :{hook_port}"
-                      f"   logs in {self.data_dir / 'logs'}")
-        resent = asyncio.run(_resend_waiting(Settings(**{**self.settings.model_dump(),
-                                                          "queue_url": queue_url, "dlq_url": dlq_url,
-                                                          "database_url": database_url})))
+        console.print(
+            f"[green]✓[/] {self.workers} worker processes, 1 sweeper, webhook receiver on :{hook_port}"
+            f"   logs in {self.data_dir / 'logs'}"
+        )
+        resent = asyncio.run(
+            _resend_waiting(
+                Settings(
+                    **{
+                        **self.settings.model_dump(),
+                        "queue_url": queue_url,
+                        "dlq_url": dlq_url,
+                        "database_url": database_url,
+                    }
+                )
+            )
+        )
         if resent:
-            console.print(f"[yellow]↻[/] {resent} unfinished jobs from an earlier run sent to the new queue")
+            console.print(
+                f"[yellow]↻[/] {resent} unfinished jobs from an earlier run sent to the new queue"
+            )
 
     @property
     def api_url(self) -> str:
@@ -138,7 +184,10 @@ class Stack:
         fh = self._log(name)
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "app.cli", *args],
-            stdout=fh, stderr=fh, env={**self.env, **(extra or {})}, start_new_session=True,
+            stdout=fh,
+            stderr=fh,
+            env={**self.env, **(extra or {})},
+            start_new_session=True,
         )
         self.procs.append((name, proc))
 
@@ -188,16 +237,28 @@ async def _resend_waiting(s: Settings) -> int:
 
 
 def _table(jobs: list[dict[str, Any]], elapsed: float) -> Table:
-    table = Table("job", "ticket", "state", "attempt", "outcome", title=f"demo jobs · {elapsed:4.1f} s",
-                  title_justify="left")
+    table = Table(
+        "job",
+        "ticket",
+        "state",
+        "attempt",
+        "outcome",
+        title=f"demo jobs · {elapsed:4.1f} s",
+        title_justify="left",
+    )
     for j in jobs:
         outcome = ""
         if j["state"] == JobState.SUCCEEDED and j["result"]:
             outcome = f"{j['result'].get('category')} / {j['result'].get('priority')}"
         elif j["last_error"]:
             outcome = escape(j["last_error"][:70])
-        table.add_row(str(j["id"])[:8], j["payload"].get("ticket_id", ""), styled(j["state"]),
-                      f"{j['attempt']}/{j['max_attempts']}", outcome)
+        table.add_row(
+            str(j["id"])[:8],
+            j["payload"].get("ticket_id", ""),
+            styled(j["state"]),
+            f"{j['attempt']}/{j['max_attempts']}",
+            outcome,
+        )
     return table
 
 
@@ -205,7 +266,9 @@ def _submit_demo(api_url: str) -> list[str]:
     ids = []
     with httpx.Client(base_url=api_url, timeout=30) as client:
         for ticket in DEMO_TICKETS:
-            resp = client.post("/v1/jobs", json={"kind": "support.triage", "payload": ticket, "max_attempts": 3})
+            resp = client.post(
+                "/v1/jobs", json={"kind": "support.triage", "payload": ticket, "max_attempts": 3}
+            )
             resp.raise_for_status()
             ids.append(resp.json()["id"])
     return ids
@@ -213,7 +276,10 @@ def _submit_demo(api_url: str) -> list[str]:
 
 def _watch(stack: Stack, ids: list[str], timeout: float = 120.0) -> bool:
     start = time.monotonic()
-    with httpx.Client(base_url=stack.api_url, timeout=10) as client, Live(console=console, refresh_per_second=4) as live:
+    with (
+        httpx.Client(base_url=stack.api_url, timeout=10) as client,
+        Live(console=console, refresh_per_second=4) as live,
+    ):
         while True:
             jobs = [client.get(f"/v1/jobs/{i}").json() for i in ids]
             live.update(_table(jobs, time.monotonic() - start))
@@ -224,8 +290,15 @@ def _watch(stack: Stack, ids: list[str], timeout: float = 120.0) -> bool:
             time.sleep(0.25)
 
 
-def main(settings: Settings, *, workers: int, api_port: int, data_dir: Path, demo: bool,
-         exit_when_done: bool) -> int:
+def main(
+    settings: Settings,
+    *,
+    workers: int,
+    api_port: int,
+    data_dir: Path,
+    demo: bool,
+    exit_when_done: bool,
+) -> int:
     stack = Stack(settings, data_dir, workers, api_port)
     try:
         stack.start()
@@ -235,17 +308,25 @@ def main(settings: Settings, *, workers: int, api_port: int, data_dir: Path, dem
             settled = _watch(stack, ids)
             if not settled:
                 dead = stack.check()
-                console.print(f"[red]the demo jobs did not settle[/]{' (exited: ' + ', '.join(dead) + ')' if dead else ''}")
+                console.print(
+                    f"[red]the demo jobs did not settle[/]{' (exited: ' + ', '.join(dead) + ')' if dead else ''}"
+                )
                 return 1
-            console.print("[green]all demo jobs settled.[/] One retried after a transient model failure; "
-                          "one was dead-lettered (see [bold]tasklease jobs list --state dead_lettered[/]).")
+            console.print(
+                "[green]all demo jobs settled.[/] One retried after a transient model failure; "
+                "one was dead-lettered (see [bold]tasklease jobs list --state dead_lettered[/])."
+            )
         if exit_when_done:
             return 0
-        console.print(f"\nAPI {stack.api_url}   OpenAPI docs {stack.api_url}/docs   — Ctrl-C to stop")
+        console.print(
+            f"\nAPI {stack.api_url}   OpenAPI docs {stack.api_url}/docs   — Ctrl-C to stop"
+        )
         while True:
             dead = stack.check()
             if dead:
-                console.print(f"[red]exited unexpectedly: {', '.join(dead)}[/] (logs in {stack.data_dir / 'logs'})")
+                console.print(
+                    f"[red]exited unexpectedly: {', '.join(dead)}[/] (logs in {stack.data_dir / 'logs'})"
+                )
                 return 1
             time.sleep(1)
     except KeyboardInterrupt:

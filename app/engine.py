@@ -67,7 +67,9 @@ class Engine:
     @classmethod
     async def start(cls, settings: Settings) -> Engine:
         settings.need("database_url", "queue_url", "dlq_url")
-        db = Database(settings.database, min_size=settings.pool_min_size, max_size=settings.pool_max_size)
+        db = Database(
+            settings.database, min_size=settings.pool_min_size, max_size=settings.pool_max_size
+        )
         await db.open()
         sqs = queue.Queue(settings)
         await sqs.open()
@@ -80,13 +82,17 @@ class Engine:
 
     # --- the batch -------------------------------------------------------------
 
-    async def handle(self, event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
+    async def handle(
+        self, event: Mapping[str, Any], context: LambdaContext | None
+    ) -> dict[str, Any]:
         records = list(event.get("Records") or [])
         outcomes = await asyncio.gather(
             *(self._guarded(r, context) for r in records), return_exceptions=False
         )
         failures = [
-            {"itemIdentifier": r["messageId"]} for r, ok in zip(records, outcomes, strict=True) if not ok
+            {"itemIdentifier": r["messageId"]}
+            for r, ok in zip(records, outcomes, strict=True)
+            if not ok
         ]
         return {"batchItemFailures": failures}
 
@@ -147,9 +153,8 @@ class Engine:
 
         if job["attempt"] > job["max_attempts"]:
             # Every earlier attempt died without finishing (a crash, a kill, a timeout).
-            reason = (
-                f"worker never finished: attempt budget of {job['max_attempts']} used up"
-                + (f"; last error: {job['last_error']}" if job["last_error"] else "")
+            reason = f"worker never finished: attempt budget of {job['max_attempts']} used up" + (
+                f"; last error: {job['last_error']}" if job["last_error"] else ""
             )
             return await self._dead_letter(lease, JobState.LEASED, reason)
         try:
@@ -174,7 +179,9 @@ class Engine:
         )
         log.info("running", extra={**fields, "state": JobState.RUNNING})
         try:
-            result = await self._run_leased(lease, kind, ctx, payload, job["timeout_seconds"], context)
+            result = await self._run_leased(
+                lease, kind, ctx, payload, job["timeout_seconds"], context
+            )
         except errors.LeaseLost:
             log.warning("lease lost: stopping, writing nothing", extra=fields)
             return False
@@ -278,7 +285,11 @@ class Engine:
             try:
                 rows = await self.db.fetch(
                     q("heartbeat"),
-                    {"id": lease.job_id, "token": lease.token, "lease_seconds": s.visibility_timeout_seconds},
+                    {
+                        "id": lease.job_id,
+                        "token": lease.token,
+                        "lease_seconds": s.visibility_timeout_seconds,
+                    },
                 )
             except errors.StoreError as exc:
                 # Keep going: the lease is still ours until it expires; the next beat retries.
@@ -349,15 +360,21 @@ class Engine:
         s = self.settings
         delay = getattr(exc, "delay", None)
         if delay is None:
-            delay = backoff.full_jitter(job["attempt"], base=s.backoff_base_seconds, cap=s.backoff_cap_seconds)
+            delay = backoff.full_jitter(
+                job["attempt"], base=s.backoff_base_seconds, cap=s.backoff_cap_seconds
+            )
         delay = min(float(delay), limits.MAX_VISIBILITY_SECONDS)
-        if not await self._finish(lease, JobState.RETRYING, error=message, delay=delay, detail=message):
+        if not await self._finish(
+            lease, JobState.RETRYING, error=message, delay=delay, detail=message
+        ):
             return False
         # The message comes back after the backoff; until then nobody sees it.
         with contextlib.suppress(errors.QueueError):
             await self.sqs.change_visibility(lease.receipt_handle, delay)
         log.info(
-            "retrying: %s", message, extra={**lease.fields, "state": JobState.RETRYING, "delay": round(delay, 3)}
+            "retrying: %s",
+            message,
+            extra={**lease.fields, "state": JobState.RETRYING, "delay": round(delay, 3)},
         )
         return False
 
@@ -376,13 +393,18 @@ class Engine:
         if not changed:
             log.warning("dead-lettering refused: lease lost", extra=lease.fields)
             return False
-        log.warning("dead-lettered: %s", reason, extra={**lease.fields, "state": JobState.DEAD_LETTERED})
+        log.warning(
+            "dead-lettered: %s", reason, extra={**lease.fields, "state": JobState.DEAD_LETTERED}
+        )
         return True
 
     async def _hand_back(self, lease: Lease) -> bool:
         """Out of time: give the lease back without using an attempt; effects resume it."""
         if await self._finish(
-            lease, JobState.QUEUED, refund=1, detail="lease handed back: invocation running out of time"
+            lease,
+            JobState.QUEUED,
+            refund=1,
+            detail="lease handed back: invocation running out of time",
         ):
             with contextlib.suppress(errors.QueueError):
                 await self.sqs.change_visibility(lease.receipt_handle, HANDBACK_VISIBILITY_SECONDS)

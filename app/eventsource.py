@@ -122,7 +122,9 @@ class EventSource:
 
     async def _invoke(self, messages: list[dict[str, Any]], arn: str) -> None:
         crashpoints.hit(crashpoints.Point.AFTER_RECEIVE, count=len(messages))
-        event = {"Records": [to_record(m, queue_arn=arn, region=self.settings.region) for m in messages]}
+        event = {
+            "Records": [to_record(m, queue_arn=arn, region=self.settings.region) for m in messages]
+        }
         context = LocalContext(self.settings.function_timeout_seconds)
         try:
             response = await self.engine.handle(event, context)

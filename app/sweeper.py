@@ -55,12 +55,18 @@ async def relay_outbox(settings: Settings, db: Database, sqs: Queue) -> int:
 
 async def sweep_once(settings: Settings, db: Database, sqs: Queue) -> SweepReport:
     report = SweepReport()
-    stalled = await db.fetch(q("mark_stalled"), {"grace": STALL_GRACE_SECONDS, "limit": SWEEP_LIMIT})
+    stalled = await db.fetch(
+        q("mark_stalled"), {"grace": STALL_GRACE_SECONDS, "limit": SWEEP_LIMIT}
+    )
     report.stalled = len(stalled)
     for row in stalled:
-        log.warning("lease expired with no heartbeat", extra={"job_id": row["id"], "state": "stalled"})
+        log.warning(
+            "lease expired with no heartbeat", extra={"job_id": row["id"], "state": "stalled"}
+        )
     report.outbox_sent = await relay_outbox(settings, db, sqs)
-    lost = await db.fetch(q("touch_lost"), {"age": settings.lost_message_seconds, "limit": SWEEP_LIMIT})
+    lost = await db.fetch(
+        q("touch_lost"), {"age": settings.lost_message_seconds, "limit": SWEEP_LIMIT}
+    )
     if lost:
         failed = await sqs.send_jobs([r["id"] for r in lost])
         report.resent = len(lost) - len(failed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,14 +22,14 @@ class SleepPayload(BaseModel):
 
 async def sleep(ctx: JobContext, p: SleepPayload) -> dict[str, Any]:
     """``steps`` effects, each sleeping ``seconds``: a long job made of checkpoints."""
-    done = []
-    for i in range(p.steps):
-
-        async def step(i: int = i) -> int:
+    def step(i: int) -> Callable[[], Awaitable[int]]:
+        async def go() -> int:
             await asyncio.sleep(p.seconds)
             return i
 
-        done.append(await ctx.effect(f"step-{i}", step))
+        return go
+
+    done: list[int] = [await ctx.effect(f"step-{i}", step(i)) for i in range(p.steps)]
     return {"steps": len(done), "replayed": len(ctx.replayed)}
 
 
@@ -59,6 +60,6 @@ async def noop(ctx: JobContext, p: NoopPayload) -> dict[str, Any]:
     return {"ok": True}
 
 
-register(Kind("demo.sleep", SleepPayload, sleep, "Sleep in steps, one effect per step."))  # type: ignore[arg-type]
-register(Kind("demo.flaky", FlakyPayload, flaky, "Fail the first N attempts, then succeed."))  # type: ignore[arg-type]
-register(Kind("demo.noop", NoopPayload, noop, "Do nothing; for benchmarks."))  # type: ignore[arg-type]
+register(Kind("demo.sleep", SleepPayload, sleep, "Sleep in steps, one effect per step."))
+register(Kind("demo.flaky", FlakyPayload, flaky, "Fail the first N attempts, then succeed."))
+register(Kind("demo.noop", NoopPayload, noop, "Do nothing; for benchmarks."))

@@ -54,7 +54,7 @@ async def run(ctx: JobContext, ticket: Ticket) -> dict[str, Any]:
             raise errors.PermanentError(f"webhook refused the delivery: {resp.status_code}")
         return {"delivered": True, "status": resp.status_code}
 
-    delivery = await ctx.effect("post", post)
+    delivery: dict[str, Any] = await ctx.effect("post", post)
     return {
         "ticket_id": ticket.ticket_id,
         "category": answer.get("category"),
@@ -68,7 +68,7 @@ KIND = register(
     Kind(
         name="support.triage",
         payload=Ticket,
-        run=run,  # type: ignore[arg-type]  # the engine passes the parsed Ticket
+        run=run,
         description="Classify a support ticket with a model, draft a reply, post it to a webhook.",
         timeout_seconds=300,
     )

@@ -30,5 +30,5 @@ queries: dict[str, LiteralString] = _load()
 def migrations() -> list[tuple[str, LiteralString]]:
     """(version, sql) for each migration file, in order."""
     folder = resources.files(__package__).joinpath("migrations")
-    files = sorted(p for p in folder.iterdir() if p.name.endswith(".sql"))
-    return [(p.name.removesuffix(".sql"), cast(LiteralString, p.read_text())) for p in files]
+    files = sorted((p for p in folder.iterdir() if p.name.endswith(".sql")), key=lambda p: p.name)
+    return [(p.name.removesuffix(".sql"), cast(LiteralString, p.read_text())) for p in files]  # type: ignore[redundant-cast]  # mypy reads LiteralString as str; pyright does not

@@ -1,0 +1,27 @@
+"""The one sync entry point for Lambda: an event loop per process, kept across invocations.
+
+Lambda calls handlers synchronously; the engine is async. Each process keeps one
+loop, and what is built on it (pools, clients) lives as long as the process, so
+a warm invocation reuses connections instead of opening them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    if _loop is None or _loop.is_closed():
+        _loop = asyncio.new_event_loop()
+    return _loop
+
+
+def run(make: Callable[[], Awaitable[T]]) -> T:
+    return loop().run_until_complete(make())

