@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from app import config, db, errors, logs, queue, service, sweeper
@@ -26,8 +27,10 @@ cli = typer.Typer(
 )
 queues_cli = typer.Typer(help="Create the queues.", no_args_is_help=True)
 jobs_cli = typer.Typer(help="Look at jobs.", no_args_is_help=True)
+dlq_cli = typer.Typer(help="The dead-letter queue.", no_args_is_help=True)
 cli.add_typer(queues_cli, name="queues")
 cli.add_typer(jobs_cli, name="jobs")
+cli.add_typer(dlq_cli, name="dlq")
 
 out = Console()
 err = Console(stderr=True)
@@ -371,6 +374,172 @@ def jobs_list(
             (r["last_error"] or "")[:60],
         )
     out.print(table)
+
+
+@jobs_cli.command("cancel")
+def jobs_cancel(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
+    """Cancel a job: at once if it is waiting; a running job stops at its next heartbeat."""
+    s = settings_or_exit()
+    jid = _job_id_or_exit(job_id)
+
+    async def go() -> dict[str, Any]:
+        s.need("database_url")
+        database = db.Database(s.database, min_size=1, max_size=2)
+        await database.open()
+        try:
+            return await service.cancel(database, jid)
+        finally:
+            await database.close()
+
+    job = run(go)
+    if job["state"] == JobState.CANCELLED:
+        out.print(f"job {jid}: {styled(job['state'])}")
+    else:
+        out.print(
+            f"job {jid}: {styled(job['state'])}, cancel requested: it stops at its next heartbeat"
+        )
+
+
+def _job_id_or_exit(job_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(job_id)
+    except ValueError as exc:
+        err.print(f"[red]not a job id:[/] {job_id!r}")
+        raise typer.Exit(2) from exc
+
+
+def _dead_letter_table(rows: list[dict[str, Any]], title: str) -> Table:
+    table = Table(
+        "id",
+        "kind",
+        "attempts",
+        "by",
+        "dead-lettered",
+        "last error",
+        title=title,
+        title_justify="left",
+    )
+    for r in rows:
+        when = r["finished_at"].strftime("%Y-%m-%d %H:%M:%S") if r["finished_at"] else ""
+        table.add_row(
+            str(r["id"]),
+            r["kind"],
+            f"{r['attempt']}/{r['max_attempts']}",
+            r["dead_lettered_by"] or "",
+            when,
+            escape((r["last_error"] or "")[:80]),
+        )
+    return table
+
+
+@dlq_cli.command("list")
+def dlq_list(
+    kind: Annotated[str | None, typer.Option(help="only jobs of this kind")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 100,
+) -> None:
+    """Dead-lettered jobs: kind, attempts, last error, when."""
+    from app import redrive as redrive_mod
+
+    s = settings_or_exit()
+
+    async def go() -> tuple[list[dict[str, Any]], dict[str, int]]:
+        database, sqs = await _open(s)
+        try:
+            return await redrive_mod.dead_letters(
+                database, kind=kind, limit=limit
+            ), await sqs.depth(s.dlq)
+        finally:
+            await sqs.close()
+            await database.close()
+
+    rows, depth = run(go)
+    out.print(_dead_letter_table(rows, f"{len(rows)} dead-lettered jobs"))
+    out.print(
+        f"messages in the DLQ: {depth.get('ApproximateNumberOfMessages', 0)} visible, "
+        f"{depth.get('ApproximateNumberOfMessagesNotVisible', 0)} in flight"
+    )
+
+
+@cli.command()
+def redrive(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="show what would be redriven; change nothing")
+    ] = False,
+    limit: Annotated[int | None, typer.Option(min=1, help="at most this many jobs")] = None,
+    kind: Annotated[str | None, typer.Option(help="only jobs of this kind")] = None,
+    job: Annotated[
+        list[str] | None, typer.Option("--job", help="only this job (repeatable)")
+    ] = None,
+) -> None:
+    """Move dead letters back to the source queue with a fresh attempt budget."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from app import redrive as redrive_mod
+
+    s = settings_or_exit()
+    ids = [_job_id_or_exit(j) for j in job or []]
+
+    async def go(progress: redrive_mod.Progress | None) -> redrive_mod.RedriveReport:
+        database, sqs = await _open(s)
+        try:
+            return await redrive_mod.redrive(
+                s,
+                database,
+                sqs,
+                job_ids=ids or None,
+                kind=kind,
+                limit=limit,
+                dry_run=dry_run,
+                progress=progress,
+            )
+        finally:
+            await sqs.close()
+            await database.close()
+
+    with Progress(
+        TextColumn("redriving"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("redrive", total=None)
+
+        def tick(done: int, total: int | None) -> None:
+            bar.update(task, completed=done, total=total)
+
+        report = run(lambda: go(None if dry_run else tick))
+    title = "would redrive" if dry_run else f"redrive ({report.mode})"
+    out.print(
+        _dead_letter_table(
+            report.selected, f"{title}: {len(report.selected)} dead-lettered jobs selected"
+        )
+    )
+    if dry_run:
+        out.print("dry run: nothing changed")
+        return
+    summary = Table(
+        "moved from the DLQ",
+        "jobs reset",
+        "sent anew (no dead letter found)",
+        "stale deleted",
+        "left in the DLQ",
+        title="summary",
+        title_justify="left",
+    )
+    summary.add_row(
+        str(report.moved),
+        str(report.reset),
+        str(report.sent_without_dead_letter),
+        str(report.stale_deleted),
+        str(report.left_in_dlq),
+    )
+    out.print(summary)
+    if report.mode == "StartMessageMoveTask":
+        out.print(
+            "moved with StartMessageMoveTask: each job's attempt budget restarts when its message is claimed"
+        )
 
 
 def main() -> None:

@@ -46,6 +46,7 @@ class Lease:
     token: uuid.UUID
     receipt_handle: str
     first_receive: float  # epoch seconds: SQS caps visibility at 12 h from here
+    generation: int  # the job's redrive count, carried by its dead letter
     stop: errors.TaskleaseError | None = None
     beats: int = 0
     fields: dict[str, Any] = field(default_factory=dict)
@@ -119,8 +120,7 @@ class Engine:
             await self.sqs.send_raw_dead_letter(body, f"not a tasklease message: {exc}")
             return True
 
-        attrs = record.get("messageAttributes") or {}
-        redrive_marker = queue.ATTR_DEAD_LETTERED_AT in attrs
+        generation = _redrive_generation(record)
         token = uuid.uuid4()
         rows = await self.db.fetch(
             q("claim"),
@@ -129,7 +129,7 @@ class Engine:
                 "owner": self.owner,
                 "token": token,
                 "lease_seconds": self.settings.visibility_timeout_seconds,
-                "redrive_marker": redrive_marker,
+                "redrive_generation": generation,
             },
         )
         if not rows:
@@ -148,6 +148,7 @@ class Engine:
             token=token,
             receipt_handle=str(record.get("receiptHandle", "")),
             first_receive=_first_receive(record),
+            generation=int(job["redrives"]),
             fields=fields,
         )
 
@@ -217,7 +218,9 @@ class Engine:
             log.info("late duplicate deleted", extra=fields)
             return True
         if job["cancel_requested"]:
-            await self.db.fetch(q("cancel_waiting"), {"id": job_id})
+            await self.db.fetch(
+                q("cancel_waiting"), {"id": job_id, "detail": "cancelled before it ran"}
+            )
             log.info("cancelled before it ran", extra=fields)
             return True
         if state in (JobState.LEASED, JobState.RUNNING) and job["lease_expires_at"] is not None:
@@ -380,7 +383,7 @@ class Engine:
 
     async def _dead_letter(self, lease: Lease, from_state: JobState, reason: str) -> bool:
         """Send a new, marked message to the DLQ, mark the row, then delete the source."""
-        await self.sqs.send_dead_letter(lease.job_id, reason)
+        await self.sqs.send_dead_letter(lease.job_id, reason, generation=lease.generation)
         crashpoints.hit(crashpoints.Point.WHILE_DEAD_LETTERING, **lease.fields)
         changed = await self._finish(
             lease,
@@ -410,6 +413,18 @@ class Engine:
                 await self.sqs.change_visibility(lease.receipt_handle, HANDBACK_VISIBILITY_SECONDS)
             log.info("lease handed back", extra={**lease.fields, "state": JobState.QUEUED})
         return False
+
+
+def _redrive_generation(record: Mapping[str, Any]) -> int | None:
+    """The generation a marked dead letter carries, when this message is one moved back."""
+    attrs = record.get("messageAttributes") or {}
+    if queue.ATTR_DEAD_LETTERED_AT not in attrs:
+        return None
+    raw = (attrs.get(queue.ATTR_GENERATION) or {}).get("stringValue")
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
 
 
 def _first_receive(record: Mapping[str, Any]) -> float:

@@ -10,7 +10,7 @@ import contextlib
 import datetime as dt
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,19 @@ MESSAGE_VERSION = 1
 ATTR_DEAD_LETTERED_AT = "tasklease-dead-lettered-at"
 ATTR_REASON = "tasklease-reason"
 ATTR_JOB_ID = "tasklease-job-id"
+# The job's redrive count when it was dead-lettered: a redrive is honoured once per
+# dead-lettering, so a stale copy of an older dead letter cannot run the job again.
+ATTR_GENERATION = "tasklease-generation"
 MAX_REASON_CHARS = 1000
+# StartMessageMoveTask moves at most 500 messages per second.
+MAX_MOVE_RATE = 500
+_UNSUPPORTED = {
+    "InvalidAction",
+    "UnsupportedOperation",
+    "NotImplemented",
+    "AWS.SimpleQueueService.UnsupportedOperation",
+}
+_ATTR_KEYS = {"DataType", "StringValue", "BinaryValue"}
 
 
 def body_for(job_id: uuid.UUID | str) -> str:
@@ -114,7 +126,9 @@ class Queue:
             failed.extend(str(chunk[int(f["Id"])]) for f in resp.get("Failed", []))
         return failed
 
-    async def send_dead_letter(self, job_id: uuid.UUID | str, reason: str) -> None:
+    async def send_dead_letter(
+        self, job_id: uuid.UUID | str, reason: str, *, generation: int = 0
+    ) -> None:
         """A new message on the DLQ, carrying the marker and the reason."""
         now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
         await self._call(
@@ -128,6 +142,7 @@ class Queue:
                     "StringValue": (reason or "unknown")[:MAX_REASON_CHARS],
                 },
                 ATTR_JOB_ID: {"DataType": "String", "StringValue": str(job_id)},
+                ATTR_GENERATION: {"DataType": "Number", "StringValue": str(generation)},
             },
         )
 
@@ -144,10 +159,19 @@ class Queue:
 
     # --- receiving -------------------------------------------------------------
 
-    async def receive(self, *, max_messages: int, wait_seconds: int) -> list[dict[str, Any]]:
+    async def receive(
+        self,
+        *,
+        max_messages: int,
+        wait_seconds: int,
+        url: str | None = None,
+        visibility: int | None = None,
+    ) -> list[dict[str, Any]]:
+        extra = {} if visibility is None else {"VisibilityTimeout": visibility}
         resp = await self._call(
             "receive_message",
-            QueueUrl=self.settings.queue,
+            QueueUrl=url or self.settings.queue,
+            **extra,
             MaxNumberOfMessages=max_messages,
             WaitTimeSeconds=wait_seconds,
             MessageSystemAttributeNames=["All"],
@@ -155,14 +179,16 @@ class Queue:
         )
         return list(resp.get("Messages", []))
 
-    async def delete_batch(self, receipt_handles: Sequence[str]) -> list[str]:
+    async def delete_batch(
+        self, receipt_handles: Sequence[str], *, url: str | None = None
+    ) -> list[str]:
         """Delete in batches of 10; returns the handles that failed."""
         failed: list[str] = []
         for chunk in _chunks(list(receipt_handles)):
             entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(chunk)]
             try:
                 resp = await self._call(
-                    "delete_message_batch", QueueUrl=self.settings.queue, Entries=entries
+                    "delete_message_batch", QueueUrl=url or self.settings.queue, Entries=entries
                 )
             except errors.QueueError:
                 failed.extend(chunk)
@@ -170,14 +196,76 @@ class Queue:
             failed.extend(chunk[int(f["Id"])] for f in resp.get("Failed", []))
         return failed
 
-    async def change_visibility(self, receipt_handle: str, seconds: float) -> None:
+    async def change_visibility(
+        self, receipt_handle: str, seconds: float, *, url: str | None = None
+    ) -> None:
         seconds = int(max(0, min(seconds, limits.MAX_VISIBILITY_SECONDS)))
         await self._call(
             "change_message_visibility",
-            QueueUrl=self.settings.queue,
+            QueueUrl=url or self.settings.queue,
             ReceiptHandle=receipt_handle,
             VisibilityTimeout=seconds,
         )
+
+    async def send_moved(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Send DLQ messages to the source queue as they were, attributes and all; a message
+        without our marker (SQS moved it by the redrive policy) gets one. Returns the
+        MessageIds that failed."""
+        failed: list[str] = []
+        for chunk in _chunks(list(messages)):
+            entries = []
+            for i, m in enumerate(chunk):
+                attrs = dict(m.get("MessageAttributes") or {})
+                attrs.setdefault(
+                    ATTR_DEAD_LETTERED_AT,
+                    {"DataType": "String", "StringValue": dt.datetime.now(dt.UTC).isoformat()},
+                )
+                attrs = {
+                    k: {kk: vv for kk, vv in v.items() if kk in _ATTR_KEYS}
+                    for k, v in attrs.items()
+                }
+                entries.append({"Id": str(i), "MessageBody": m["Body"], "MessageAttributes": attrs})
+            try:
+                resp = await self._call(
+                    "send_message_batch", QueueUrl=self.settings.queue, Entries=entries
+                )
+            except errors.QueueError:
+                failed.extend(m["MessageId"] for m in chunk)
+                continue
+            failed.extend(chunk[int(f["Id"])]["MessageId"] for f in resp.get("Failed", []))
+        return failed
+
+    async def start_move(self, *, rate: int | None = None) -> str | None:
+        """StartMessageMoveTask from the DLQ back to the source queue, the destination named
+        (LocalStack fails the task without one for messages SQS did not move itself).
+        Returns the task handle, or None where the endpoint does not implement it (moto)."""
+        params: dict[str, Any] = {
+            "SourceArn": await self.queue_arn(self.settings.dlq),
+            "DestinationArn": await self.queue_arn(self.settings.queue),
+        }
+        if rate:
+            params["MaxNumberOfMessagesPerSecond"] = min(rate, MAX_MOVE_RATE)
+        try:
+            resp = await self.client.start_message_move_task(**params)
+        except botocore.exceptions.ClientError as exc:
+            err = exc.response.get("Error", {})
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if status >= 500 or err.get("Code") in _UNSUPPORTED:
+                return None
+            raise errors.QueueError(f"SQS start_message_move_task: {exc}") from exc
+        except botocore.exceptions.BotoCoreError as exc:
+            raise errors.QueueError(f"SQS start_message_move_task: {exc}") from exc
+        return str(resp.get("TaskHandle", ""))
+
+    async def move_status(self) -> dict[str, Any]:
+        """The newest move task of the DLQ (LocalStack lists TaskHandle only while running)."""
+        resp = await self._call(
+            "list_message_move_tasks",
+            SourceArn=await self.queue_arn(self.settings.dlq),
+            MaxResults=1,
+        )
+        results = resp.get("Results") or [{}]
+        return dict(results[0])
 
     # --- administration --------------------------------------------------------
 

@@ -33,7 +33,12 @@ class Submitted:
 
 def request_hash(kind: str, payload: Any, max_attempts: int, timeout_seconds: int) -> str:
     canonical = json.dumps(
-        {"kind": kind, "payload": payload, "max_attempts": max_attempts, "timeout": timeout_seconds},
+        {
+            "kind": kind,
+            "payload": payload,
+            "max_attempts": max_attempts,
+            "timeout": timeout_seconds,
+        },
         sort_keys=True,
         separators=(",", ":"),
     )
@@ -63,7 +68,9 @@ async def submit(
             "(below the queue's maxReceiveCount)"
         )
     if not 1 <= timeout <= limits.MAX_VISIBILITY_SECONDS:
-        raise errors.BadRequest(f"timeout_seconds must be between 1 and {limits.MAX_VISIBILITY_SECONDS}")
+        raise errors.BadRequest(
+            f"timeout_seconds must be between 1 and {limits.MAX_VISIBILITY_SECONDS}"
+        )
     if idempotency_key is not None and not 1 <= len(idempotency_key) <= MAX_IDEMPOTENCY_KEY:
         raise errors.BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
     stored_payload = parsed.model_dump(mode="json", exclude_unset=True)
@@ -163,11 +170,35 @@ async def list_jobs(
     return rows, (encode_cursor(rows[-1]) if more and rows else None)
 
 
-async def events(db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
+async def events(
+    db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT
+) -> list[dict[str, Any]]:
     await get_job(db, job_id, tenant)
     return await db.fetch(q("job_events"), {"id": job_id})
 
 
-async def effects(db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
+async def effects(
+    db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT
+) -> list[dict[str, Any]]:
     await get_job(db, job_id, tenant)
     return await db.fetch(q("job_effects"), {"id": job_id})
+
+
+async def cancel(db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
+    """Cancel a job: at once when no live lease holds it; otherwise ask its worker, whose
+    heartbeat stops the job and marks it cancelled. A finished job is a Conflict."""
+    job = await get_job(db, job_id, tenant)
+    state = JobState(job["state"])
+    if state in (JobState.SUCCEEDED, JobState.CANCELLED):
+        raise errors.Conflict(
+            f"job {job_id} is already {state}: only unfinished jobs can be cancelled"
+        )
+    changed = await db.fetch_one(
+        q("cancel_waiting"), {"id": job_id, "detail": "cancelled by the caller"}
+    )
+    if not (changed and changed["changed"]):
+        await db.fetch(q("request_cancel"), {"id": job_id})
+    job = await get_job(db, job_id, tenant)
+    if JobState(job["state"]) == JobState.SUCCEEDED:
+        raise errors.Conflict(f"job {job_id} succeeded before it could be cancelled")
+    return job

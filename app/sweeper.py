@@ -7,13 +7,16 @@ locally). Every step is idempotent and safe to run from several places at once
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import uuid
 from dataclasses import dataclass
 
-from app import limits
+from app import errors, limits, queue
 from app.config import Settings
 from app.db import Database, q
 from app.queue import Queue
+from app.states import JobState
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +29,14 @@ class SweepReport:
     stalled: int = 0
     outbox_sent: int = 0
     resent: int = 0
+    dead_lettered: int = 0
+    stale_dead_letters: int = 0
 
     def __str__(self) -> str:
-        return f"stalled={self.stalled} outbox_sent={self.outbox_sent} resent={self.resent}"
+        return (
+            f"stalled={self.stalled} outbox_sent={self.outbox_sent} resent={self.resent} "
+            f"dead_lettered={self.dead_lettered} stale_dead_letters={self.stale_dead_letters}"
+        )
 
 
 async def relay_outbox(settings: Settings, db: Database, sqs: Queue) -> int:
@@ -71,4 +79,62 @@ async def sweep_once(settings: Settings, db: Database, sqs: Queue) -> SweepRepor
         failed = await sqs.send_jobs([r["id"] for r in lost])
         report.resent = len(lost) - len(failed)
         log.info("re-sent messages for waiting jobs", extra={"count": report.resent})
+    report.dead_lettered, report.stale_dead_letters = await reconcile_dlq(db, sqs)
     return report
+
+
+# Dead letters the scan has looked at stay hidden this long: one scan sees each once.
+DLQ_SCAN_VISIBILITY_SECONDS = 2
+DLQ_SCAN_BATCHES = 10
+
+
+async def reconcile_dlq(db: Database, sqs: Queue) -> tuple[int, int]:
+    """Look at the DLQ: jobs SQS moved there itself (no marker) become dead_lettered
+    ("worker never finished"); stale dead letters of finished or redriven jobs are
+    deleted. Returns (reconciled, deleted)."""
+    reconciled = deleted = 0
+    for _ in range(DLQ_SCAN_BATCHES):
+        messages = await sqs.receive(
+            url=sqs.settings.dlq,
+            max_messages=limits.MAX_BATCH,
+            wait_seconds=0,
+            visibility=DLQ_SCAN_VISIBILITY_SECONDS,
+        )
+        if not messages:
+            break
+        ids: dict[str, uuid.UUID] = {}
+        for m in messages:
+            with contextlib.suppress(errors.BadRequest):
+                ids[m["MessageId"]] = queue.parse_body(m.get("Body", ""))
+        if not ids:
+            continue
+        jobs = {
+            r["id"]: r for r in await db.fetch(q("jobs_by_ids"), {"ids": list(set(ids.values()))})
+        }
+        to_mark: list[uuid.UUID] = []
+        stale: list[str] = []
+        for m in messages:
+            job = jobs.get(ids.get(m["MessageId"]))
+            if job is None:
+                continue  # not ours, or unknown: an operator looks at it
+            attrs = m.get("MessageAttributes") or {}
+            if job["state"] in (JobState.SUCCEEDED, JobState.CANCELLED):
+                stale.append(m["ReceiptHandle"])
+            elif queue.ATTR_DEAD_LETTERED_AT in attrs:
+                gen = (attrs.get(queue.ATTR_GENERATION) or {}).get("StringValue")
+                if gen is not None and gen.isdigit() and int(gen) < job["redrives"]:
+                    stale.append(m["ReceiptHandle"])  # a dead letter from before a redrive
+            elif job["state"] != JobState.DEAD_LETTERED:
+                to_mark.append(job["id"])
+        if to_mark:
+            rows = await db.fetch(q("reconcile_moved"), {"ids": to_mark})
+            reconciled += len(rows)
+            for r in rows:
+                log.warning(
+                    "moved to the DLQ by the redrive policy: worker never finished",
+                    extra={"job_id": r["id"], "state": JobState.DEAD_LETTERED},
+                )
+        if stale:
+            await sqs.delete_batch(stale, url=sqs.settings.dlq)
+            deleted += len(stale)
+    return reconciled, deleted

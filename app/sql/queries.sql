@@ -82,7 +82,7 @@ WITH target AS (
       AND (j.state IN ('queued', 'retrying', 'stalled')
            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now())
            OR (j.state = 'dead_lettered'
-               AND (%(redrive_marker)s OR j.dead_lettered_by = 'sweeper')))
+               AND (%(redrive_generation)s::int = j.redrives OR j.dead_lettered_by = 'sweeper')))
     RETURNING j.*, t.from_state
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
@@ -178,15 +178,72 @@ RETURNING j.id;
 SELECT state, count(*) AS n FROM jobs GROUP BY state;
 
 -- name: cancel_waiting
-WITH done AS (
-    UPDATE jobs SET state = 'cancelled', finished_at = now(), updated_at = now(), lease_token = NULL
-    WHERE id = %(id)s AND state IN ('queued', 'retrying', 'stalled', 'dead_lettered')
-    RETURNING id, state, attempt
+-- A job no live lease holds is cancelled at once: waiting, dead-lettered, or its lease expired.
+WITH target AS (
+    SELECT id, state AS from_state FROM jobs WHERE id = %(id)s FOR UPDATE
+), done AS (
+    UPDATE jobs j
+    SET state = 'cancelled', cancel_requested = true, finished_at = now(), updated_at = now(),
+        lease_token = NULL, lease_expires_at = NULL
+    FROM target t
+    WHERE j.id = t.id
+      AND (j.state IN ('queued', 'retrying', 'stalled', 'dead_lettered')
+           OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now()))
+    RETURNING j.id, t.from_state, j.attempt
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
-    SELECT id, NULL, 'cancelled', attempt, 'cancelled before it ran' FROM done
+    SELECT id, from_state, 'cancelled', attempt, %(detail)s FROM done
 )
 SELECT count(*) AS changed FROM done;
+
+-- name: request_cancel
+-- A job under a live lease: ask its worker to stop; the heartbeat sees the flag.
+UPDATE jobs SET cancel_requested = true, updated_at = now()
+WHERE id = %(id)s AND state IN ('leased', 'running')
+RETURNING id;
+
+-- name: dead_letters
+SELECT * FROM jobs
+WHERE state = 'dead_lettered'
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(ids)s::uuid[] IS NULL OR id = ANY(%(ids)s::uuid[]))
+ORDER BY finished_at, id
+LIMIT %(limit)s;
+
+-- name: redrive_reset
+-- Back to queued with a fresh attempt budget; a new generation refuses stale dead letters.
+WITH r AS (
+    UPDATE jobs
+    SET state = 'queued', attempt = 0, redrives = redrives + 1, dead_lettered_by = NULL,
+        finished_at = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+    WHERE id = ANY(%(ids)s) AND state = 'dead_lettered'
+    RETURNING id
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
+    SELECT id, 'dead_lettered', 'queued', 0, %(detail)s FROM r
+), box AS (
+    INSERT INTO outbox (job_id) SELECT id FROM r WHERE %(with_outbox)s RETURNING id, job_id
+)
+SELECT r.id, box.id AS outbox_id FROM r LEFT JOIN box ON box.job_id = r.id;
+
+-- name: reconcile_moved
+-- Jobs whose message SQS moved to the DLQ by its redrive policy: the last backstop fired.
+WITH moved AS (
+    UPDATE jobs j
+    SET state = 'dead_lettered', dead_lettered_by = 'sweeper', finished_at = now(), updated_at = now(),
+        lease_token = NULL, lease_expires_at = NULL,
+        last_error = 'worker never finished: the queue''s redrive policy moved the message to the DLQ'
+    FROM (SELECT id, state FROM jobs WHERE id = ANY(%(ids)s) FOR UPDATE) t
+    WHERE j.id = t.id
+      AND (j.state IN ('queued', 'retrying', 'stalled')
+           OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now()))
+    RETURNING j.id, t.state AS from_state, j.attempt, j.lease_owner
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
+    SELECT id, from_state, 'dead_lettered', attempt, lease_owner,
+           'worker never finished: moved to the DLQ by the redrive policy' FROM moved
+)
+SELECT id FROM moved;
 
 -- name: waiting_jobs
 -- Jobs that need a message: used when a queue was created anew (the embedded default).

@@ -187,7 +187,7 @@ def test_a_zombie_workers_late_effect_and_completion_change_nothing(stack: Stack
                     "owner": "zombie",
                     "token": zombie_token,
                     "lease_seconds": 0.2,
-                    "redrive_marker": False,
+                    "redrive_generation": None,
                 },
             )
             assert claimed, "the zombie's claim"

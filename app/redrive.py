@@ -1,0 +1,206 @@
+"""Dead letters: list them, and redrive them back to the source queue.
+
+Three paths, one rule (the job row decides):
+- A whole-queue redrive uses StartMessageMoveTask where the endpoint implements it
+  (AWS, LocalStack), always naming the source queue as the destination. The moved
+  messages keep their attributes; the marker and the generation on them make the
+  claim restart the attempt budget, once per dead-lettering. This is also what a
+  redrive from the AWS console does.
+- A filtered redrive (--job, --kind, --limit), and any redrive where the endpoint
+  has no move task (moto), walks the DLQ: for each matching message it resets the
+  job (queued, attempt 0, a new generation), sends the message to the source
+  queue and deletes it from the DLQ. A selected job whose message is not in the
+  DLQ is reset with an outbox row, so it is sent anyway.
+- POST /v1/jobs/{id}/redrive resets the job with an outbox row and sends; the
+  stale dead letter is deleted later by the sweeper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app import errors, limits, queue, service
+from app.config import Settings
+from app.db import Database, q
+from app.states import JobState
+
+Progress = Callable[[int, int | None], None]
+
+MOVE_POLL_SECONDS = 0.5
+# Messages the walk has looked at stay hidden this long, so one walk sees each once.
+WALK_VISIBILITY_SECONDS = 30
+MAX_LIST = 1000
+
+
+@dataclass
+class RedriveReport:
+    mode: str
+    selected: list[dict[str, Any]] = field(default_factory=list)
+    moved: int = 0
+    reset: int = 0
+    sent_without_dead_letter: int = 0
+    stale_deleted: int = 0
+    left_in_dlq: int = 0
+    dry_run: bool = False
+
+
+async def dead_letters(
+    db: Database,
+    *,
+    kind: str | None = None,
+    job_ids: Sequence[uuid.UUID] | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    return await db.fetch(
+        q("dead_letters"),
+        {"kind": kind, "ids": list(job_ids) if job_ids else None, "limit": limit or MAX_LIST},
+    )
+
+
+async def reset(
+    db: Database, sqs: queue.Queue, job_ids: Sequence[uuid.UUID], *, with_outbox: bool, detail: str
+) -> list[uuid.UUID]:
+    """Dead-lettered jobs back to queued with a fresh budget; with_outbox also sends them."""
+    rows = await db.fetch(
+        q("redrive_reset"), {"ids": list(job_ids), "with_outbox": with_outbox, "detail": detail}
+    )
+    if with_outbox:
+        await service.send_outbox(
+            db, sqs, [(r["outbox_id"], r["id"]) for r in rows if r["outbox_id"]]
+        )
+    return [r["id"] for r in rows]
+
+
+async def redrive_job(
+    db: Database, sqs: queue.Queue, job_id: uuid.UUID, tenant: str = service.DEFAULT_TENANT
+) -> dict[str, Any]:
+    """One job, from the API: 409 unless it is dead-lettered."""
+    job = await service.get_job(db, job_id, tenant)
+    if job["state"] != JobState.DEAD_LETTERED:
+        raise errors.Conflict(
+            f"job {job_id} is {job['state']}, not dead_lettered: only dead letters are redriven"
+        )
+    if not await reset(db, sqs, [job_id], with_outbox=True, detail="redriven through the API"):
+        raise errors.Conflict(f"job {job_id} changed state while being redriven")
+    return await service.get_job(db, job_id, tenant)
+
+
+async def redrive(
+    settings: Settings,
+    db: Database,
+    sqs: queue.Queue,
+    *,
+    job_ids: Sequence[uuid.UUID] | None = None,
+    kind: str | None = None,
+    limit: int | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> RedriveReport:
+    selected = await dead_letters(db, kind=kind, job_ids=job_ids, limit=limit)
+    filtered = bool(job_ids or kind or limit)
+    if dry_run:
+        return RedriveReport(mode="dry run", selected=selected, dry_run=True)
+    if not filtered:
+        handle = await sqs.start_move()
+        if handle is not None:
+            report = RedriveReport(mode="StartMessageMoveTask", selected=selected)
+            report.moved = await _wait_for_move(sqs, progress)
+            return report
+    return await _walk(db, sqs, selected, filtered=filtered, progress=progress)
+
+
+async def _wait_for_move(sqs: queue.Queue, progress: Progress | None) -> int:
+    while True:
+        status = await sqs.move_status()
+        moved = int(status.get("ApproximateNumberOfMessagesMoved", 0))
+        total = status.get("ApproximateNumberOfMessagesToMove")
+        if progress:
+            progress(moved, int(total) if total is not None else None)
+        state = status.get("Status")
+        if state == "COMPLETED":
+            return moved
+        if state in ("FAILED", "CANCELLED"):
+            raise errors.QueueError(
+                f"the message move task {state.lower()}: {status.get('FailureReason', 'no reason given')}"
+            )
+        await asyncio.sleep(MOVE_POLL_SECONDS)
+
+
+async def _walk(
+    db: Database,
+    sqs: queue.Queue,
+    selected: list[dict[str, Any]],
+    *,
+    filtered: bool,
+    progress: Progress | None,
+) -> RedriveReport:
+    report = RedriveReport(mode="receive/send/delete", selected=selected)
+    wanted = {row["id"] for row in selected}
+    found: set[uuid.UUID] = set()
+    total = len(wanted)
+    while not filtered or found != wanted:
+        messages = await sqs.receive(
+            url=sqs.settings.dlq,
+            max_messages=limits.MAX_BATCH,
+            wait_seconds=1,
+            visibility=WALK_VISIBILITY_SECONDS,
+        )
+        if not messages:
+            break
+        ids: dict[str, uuid.UUID] = {}
+        for m in messages:
+            try:
+                ids[m["MessageId"]] = queue.parse_body(m.get("Body", ""))
+            except errors.BadRequest:
+                report.left_in_dlq += 1  # not ours: an operator looks at it
+        states = (
+            {r["id"]: r for r in await db.fetch(q("jobs_by_ids"), {"ids": list(set(ids.values()))})}
+            if ids
+            else {}
+        )
+        move: list[dict[str, Any]] = []
+        stale: list[str] = []
+        for m in messages:
+            job_id = ids.get(m["MessageId"])
+            if job_id is None:
+                continue
+            job = states.get(job_id)
+            if job_id in wanted or (
+                not filtered and job is not None and job["state"] == JobState.DEAD_LETTERED
+            ):
+                move.append(m)
+            elif job is not None and job["state"] in (JobState.SUCCEEDED, JobState.CANCELLED):
+                stale.append(m["ReceiptHandle"])
+            else:
+                report.left_in_dlq += 1
+        if move:
+            move_ids = list({ids[m["MessageId"]] for m in move})
+            report.reset += len(
+                await reset(db, sqs, move_ids, with_outbox=False, detail="redriven from the DLQ")
+            )
+            failed = set(await sqs.send_moved(move))
+            sent = [m for m in move if m["MessageId"] not in failed]
+            await sqs.delete_batch([m["ReceiptHandle"] for m in sent], url=sqs.settings.dlq)
+            report.moved += len(sent)
+            found.update(ids[m["MessageId"]] for m in sent)
+            total = max(total, len(found))
+        if stale:
+            await sqs.delete_batch(stale, url=sqs.settings.dlq)
+            report.stale_deleted += len(stale)
+        if progress:
+            progress(len(found), total or None)
+    # Selected jobs whose dead letter was not found (expired, purged, never sent): send anyway.
+    missing = [row["id"] for row in selected if row["id"] not in found]
+    if missing:
+        anew = await reset(
+            db, sqs, missing, with_outbox=True, detail="redriven: no dead letter found, sent anew"
+        )
+        report.sent_without_dead_letter = len(anew)
+        report.reset += len(anew)
+    if progress:
+        progress(len(found) + report.sent_without_dead_letter, len(selected) or None)
+    return report

@@ -1,0 +1,346 @@
+"""Failure as designed states: dead letters and redrive, cancellation, stalled leases.
+
+Real PostgreSQL and a real SQS server over HTTP; the engine runs in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from app import errors, queue, redrive, service, sweeper
+from app.states import JobState
+from tests.conftest import Stack, job_row, run
+from tests.helpers import engine_for, receive_records, submit
+
+pytestmark = pytest.mark.integration
+
+# The fake model fails this ticket's first call: dead-lettered with a budget of 1,
+# it succeeds once redriven ("the cause is gone").
+FLAKY_TICKET = {
+    "ticket_id": "T-9",
+    "subject": "[transient] Login loop",
+    "body": "I cannot sign in.",
+}
+
+
+def is_localstack(stack: Stack) -> bool:
+    return (
+        ":4566" in stack.env["AWS_ENDPOINT_URL_SQS"]
+        or "localstack" in stack.env["AWS_ENDPOINT_URL_SQS"]
+    )
+
+
+async def drain(
+    engine: Any, sql: Any, job_id: Any, until: set[JobState], rounds: int = 20
+) -> dict[str, Any]:
+    for _ in range(rounds):
+        records = await receive_records(engine, wait=1)
+        if records:
+            await engine.handle({"Records": records}, None)
+        row = job_row(sql, job_id)
+        if JobState(row["state"]) in until:
+            return row
+    return job_row(sql, job_id)
+
+
+def dlq_messages(stack: Stack) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for _ in range(3):
+        got = stack.sqs.receive_message(
+            QueueUrl=stack.settings.dlq,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=1,
+            MessageAttributeNames=["All"],
+            VisibilityTimeout=1,
+        ).get("Messages", [])
+        out += got
+        if not got:
+            break
+    return out
+
+
+def dead_letter_one(stack: Stack, sql: Any) -> Any:
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            job_id = await submit(engine, "support.triage", FLAKY_TICKET, max_attempts=1)
+            await drain(engine, sql, job_id, {JobState.DEAD_LETTERED})
+            return job_id
+
+    job_id = run(go())
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.DEAD_LETTERED, row
+    assert row["last_error"].startswith("attempts used up (1)")
+    return job_id
+
+
+def test_a_dead_lettered_job_redriven_by_id_succeeds_once_its_cause_is_gone(
+    stack: Stack, sql: Any
+) -> None:
+    job_id = dead_letter_one(stack, sql)
+
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            report = await redrive.redrive(stack.settings, engine.db, engine.sqs, job_ids=[job_id])
+            after_redrive = job_row(sql, job_id)
+            final = await drain(engine, sql, job_id, {JobState.SUCCEEDED, JobState.DEAD_LETTERED})
+            return report, after_redrive, final
+
+    report, after_redrive, final = run(go())
+    assert report.mode == "receive/send/delete"
+    assert report.moved == 1 and report.reset == 1
+    assert after_redrive["state"] == JobState.QUEUED and after_redrive["attempt"] == 0
+    assert after_redrive["redrives"] == 1
+    assert final["state"] == JobState.SUCCEEDED, final
+    assert final["attempt"] == 1
+    assert dlq_messages(stack) == []  # the dead letter was moved, not copied
+    ok_calls = [c for c in stack.model_calls() if c["outcome"] == "ok"]
+    assert len(ok_calls) == 1
+
+
+def test_a_dry_run_redrive_changes_nothing(stack: Stack, sql: Any) -> None:
+    job_id = dead_letter_one(stack, sql)
+
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            return await redrive.redrive(stack.settings, engine.db, engine.sqs, dry_run=True)
+
+    report = run(go())
+    assert [r["id"] for r in report.selected] == [job_id]
+    assert report.moved == 0
+    assert job_row(sql, job_id)["state"] == JobState.DEAD_LETTERED
+    assert len(dlq_messages(stack)) == 1
+
+
+def test_a_whole_queue_redrive_uses_the_move_task_where_the_endpoint_has_one(
+    stack: Stack, sql: Any
+) -> None:
+    """LocalStack (and AWS) implement StartMessageMoveTask; moto's server does not."""
+    job_id = dead_letter_one(stack, sql)
+
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            report = await redrive.redrive(stack.settings, engine.db, engine.sqs)
+            final = await drain(engine, sql, job_id, {JobState.SUCCEEDED}, rounds=30)
+            return report, final
+
+    report, final = run(go())
+    assert report.mode == (
+        "StartMessageMoveTask" if is_localstack(stack) else "receive/send/delete"
+    )
+    assert report.moved == 1
+    assert final["state"] == JobState.SUCCEEDED, final
+    assert final["attempt"] == 1  # the budget restarted
+    assert final["redrives"] == 1
+
+
+def test_a_redrive_from_outside_tasklease_like_the_aws_console_also_works(
+    stack: Stack, sql: Any
+) -> None:
+    """Another SQS client moves the dead letter back: the marker attribute makes it a redrive."""
+    job_id = dead_letter_one(stack, sql)
+    if is_localstack(stack):
+        arn = lambda url: stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]  # noqa: E731
+        stack.sqs.start_message_move_task(
+            SourceArn=arn(stack.settings.dlq), DestinationArn=arn(stack.settings.queue)
+        )
+    else:  # what the console's "redrive to a custom destination" does, by hand
+        msgs = dlq_messages(stack)
+        assert len(msgs) == 1
+        stack.sqs.send_message(
+            QueueUrl=stack.settings.queue,
+            MessageBody=msgs[0]["Body"],
+            MessageAttributes=msgs[0]["MessageAttributes"],
+        )
+        stack.sqs.delete_message(
+            QueueUrl=stack.settings.dlq, ReceiptHandle=msgs[0]["ReceiptHandle"]
+        )
+
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            return await drain(engine, sql, job_id, {JobState.SUCCEEDED}, rounds=30)
+
+    final = run(go())
+    assert final["state"] == JobState.SUCCEEDED, final
+    assert final["attempt"] == 1 and final["redrives"] == 1
+
+
+def test_a_stale_copy_of_an_old_dead_letter_does_not_run_the_job_again(
+    stack: Stack, sql: Any
+) -> None:
+    job_id = dead_letter_one(stack, sql)
+    old = dlq_messages(stack)[0]
+
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            await redrive.redrive(stack.settings, engine.db, engine.sqs, job_ids=[job_id])
+            await drain(engine, sql, job_id, {JobState.SUCCEEDED})
+            # The old dead letter, marker and all, arrives on the source queue once more.
+            stack.sqs.send_message(
+                QueueUrl=stack.settings.queue,
+                MessageBody=old["Body"],
+                MessageAttributes=old["MessageAttributes"],
+            )
+            records = await receive_records(engine)
+            return await engine.handle({"Records": records}, None)
+
+    response = run(go())
+    assert response == {"batchItemFailures": []}  # deleted as a late duplicate
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.SUCCEEDED and row["redrives"] == 1
+    succeeded = sql.execute(
+        "SELECT count(*) AS n FROM job_events WHERE job_id = %s AND to_state = 'succeeded'",
+        (job_id,),
+    ).fetchone()["n"]
+    assert succeeded == 1
+
+
+def test_a_message_sqs_moved_by_its_redrive_policy_is_reconciled_and_can_be_redriven(
+    stack: Stack, sql: Any
+) -> None:
+    """The backstop: a message that never reached a claim ends in the DLQ with no marker."""
+
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            job_id = await submit(engine, "demo.noop", {})
+            await receive_records(engine)  # the source message is taken and never claimed…
+            stack.sqs.send_message(
+                QueueUrl=stack.settings.dlq, MessageBody=queue.body_for(job_id)
+            )  # …SQS moved it
+            report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
+            reconciled = job_row(sql, job_id)
+            await redrive.redrive(stack.settings, engine.db, engine.sqs)
+            final = await drain(engine, sql, job_id, {JobState.SUCCEEDED}, rounds=30)
+            return report, reconciled, final
+
+    report, reconciled, final = run(go())
+    assert report.dead_lettered == 1
+    assert reconciled["state"] == JobState.DEAD_LETTERED
+    assert reconciled["dead_lettered_by"] == "sweeper"
+    assert "worker never finished" in reconciled["last_error"]
+    assert final["state"] == JobState.SUCCEEDED, final
+
+
+def test_the_api_redrive_resets_the_budget_and_the_sweeper_deletes_the_stale_dead_letter(
+    stack: Stack, sql: Any
+) -> None:
+    job_id = dead_letter_one(stack, sql)
+
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            job = await redrive.redrive_job(engine.db, engine.sqs, job_id)
+            final = await drain(engine, sql, job_id, {JobState.SUCCEEDED})
+            report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
+            with pytest.raises(errors.Conflict, match="not dead_lettered"):
+                await redrive.redrive_job(engine.db, engine.sqs, job_id)
+            return job, final, report
+
+    job, final, report = run(go())
+    assert job["state"] == JobState.QUEUED and job["attempt"] == 0
+    assert final["state"] == JobState.SUCCEEDED
+    assert report.stale_dead_letters == 1
+    assert dlq_messages(stack) == []
+
+
+def test_cancelling_a_queued_job_is_immediate_and_its_message_is_then_dropped(
+    stack: Stack, sql: Any
+) -> None:
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            job_id = await submit(engine, "demo.noop", {})
+            cancelled = await service.cancel(engine.db, job_id)
+            response = await engine.handle({"Records": await receive_records(engine)}, None)
+            with pytest.raises(errors.Conflict, match="already cancelled"):
+                await service.cancel(engine.db, job_id)
+            return job_id, cancelled, response
+
+    job_id, cancelled, response = run(go())
+    assert cancelled["state"] == JobState.CANCELLED
+    assert response == {"batchItemFailures": []}
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.CANCELLED and row["attempt"] == 0 and row["result"] is None
+
+
+def test_cancelling_a_running_job_stops_it_at_its_next_heartbeat(stack: Stack, sql: Any) -> None:
+    settings = stack.with_settings(visibility_timeout_seconds=2)
+
+    async def go() -> Any:
+        async with engine_for(settings) as engine:
+            job_id = await submit(engine, "demo.sleep", {"seconds": 1, "steps": 10})
+            task = asyncio.create_task(
+                engine.handle({"Records": await receive_records(engine)}, None)
+            )
+            while job_row(sql, job_id)["state"] != JobState.RUNNING:
+                await asyncio.sleep(0.05)
+            requested = await service.cancel(engine.db, job_id)
+            return job_id, requested, await task
+
+    job_id, requested, response = run(go())
+    assert requested["state"] == JobState.RUNNING and requested["cancel_requested"] is True
+    assert response == {"batchItemFailures": []}
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.CANCELLED
+    steps = sql.execute(
+        "SELECT count(*) AS n FROM effects WHERE job_id = %s", (job_id,)
+    ).fetchone()["n"]
+    assert steps < 10
+
+
+def test_cancelling_a_finished_job_is_a_conflict_and_changes_nothing(
+    stack: Stack, sql: Any
+) -> None:
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            job_id = await submit(engine, "demo.noop", {})
+            await engine.handle({"Records": await receive_records(engine)}, None)
+            with pytest.raises(errors.Conflict, match="already succeeded"):
+                await service.cancel(engine.db, job_id)
+            return job_id
+
+    job_id = run(go())
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.SUCCEEDED and row["cancel_requested"] is False
+
+
+def test_the_sweeper_marks_an_expired_lease_stalled_and_the_job_resumes_when_its_message_returns(
+    stack: Stack, sql: Any
+) -> None:
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            job_id = await submit(engine, "demo.noop", {})
+            [record] = await receive_records(engine)
+            # A worker claimed it and died: its lease expired, its message is still out.
+            sql.execute(
+                "UPDATE jobs SET state = 'running', attempt = 1, lease_owner = 'dead-worker', "
+                "lease_token = gen_random_uuid(), lease_expires_at = now() - interval '5 seconds' WHERE id = %s",
+                (job_id,),
+            )
+            report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
+            stalled = job_row(sql, job_id)
+            response = await engine.handle({"Records": [record]}, None)  # the message comes back
+            return job_id, report, stalled, response
+
+    job_id, report, stalled, response = run(go())
+    assert report.stalled == 1
+    assert stalled["state"] == JobState.STALLED
+    detail = sql.execute(
+        "SELECT detail FROM job_events WHERE job_id = %s AND to_state = 'stalled'", (job_id,)
+    ).fetchone()["detail"]
+    assert "dead-worker" in detail
+    assert response == {"batchItemFailures": []}
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.SUCCEEDED and row["attempt"] == 2
+
+
+def test_a_dead_letter_keeps_the_jobs_generation_in_its_attributes(stack: Stack, sql: Any) -> None:
+    job_id = dead_letter_one(stack, sql)
+    [msg] = dlq_messages(stack)
+    assert json.loads(msg["Body"])["job_id"] == str(job_id)
+    assert msg["MessageAttributes"][queue.ATTR_GENERATION]["StringValue"] == "0"
+    assert uuid.UUID(msg["MessageAttributes"][queue.ATTR_JOB_ID]["StringValue"]) == job_id
