@@ -13,7 +13,7 @@ from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from app import __version__, errors, limits, service
+from app import __version__, errors, limits, redrive, service
 from app import config as config_mod
 from app.db import Database
 from app.queue import Queue
@@ -49,6 +49,8 @@ class JobPublic(BaseModel):
     lease_owner: str | None
     lease_expires_at: dt.datetime | None
     redrives: int
+    cancel_requested: bool
+    dead_lettered_by: str | None
     created_at: dt.datetime
     updated_at: dt.datetime
     started_at: dt.datetime | None
@@ -95,10 +97,16 @@ class Runtime:
     def __init__(self, settings: config_mod.Settings) -> None:
         settings.need("database_url", "queue_url", "dlq_url")
         self.settings = settings
-        self.db = Database(settings.database, min_size=settings.pool_min_size, max_size=settings.pool_max_size)
+        self.db = Database(
+            settings.database, min_size=settings.pool_min_size, max_size=settings.pool_max_size
+        )
         self.sqs = Queue(settings)
 
     async def open(self) -> None:
+        # Mangum runs the lifespan around every Lambda invocation, and a closed psycopg
+        # pool cannot be opened again: each opening gets a pool of its own.
+        s = self.settings
+        self.db = Database(s.database, min_size=s.pool_min_size, max_size=s.pool_max_size)
         await self.db.open(wait=False)
         await self.sqs.open()
 
@@ -151,15 +159,24 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
         return JSONResponse({"detail": str(exc)}, status_code=status)
 
     responses: dict[int | str, dict[str, Any]] = {
-        404: {"model": Problem}, 422: {"model": Problem}, 503: {"model": Problem}
+        404: {"model": Problem},
+        422: {"model": Problem},
+        503: {"model": Problem},
     }
 
-    @app.post("/v1/jobs", status_code=202, response_model=JobPublic, responses={409: {"model": Problem}, **responses})
+    @app.post(
+        "/v1/jobs",
+        status_code=202,
+        response_model=JobPublic,
+        responses={409: {"model": Problem}, **responses},
+    )
     async def create_job(
         body: JobCreate,
         rt: Rt,
         response: Response,
-        idempotency_key: Annotated[str | None, Header(max_length=service.MAX_IDEMPOTENCY_KEY)] = None,
+        idempotency_key: Annotated[
+            str | None, Header(max_length=service.MAX_IDEMPOTENCY_KEY)
+        ] = None,
     ) -> JobPublic:
         """Accept a job: it is durable when this answers 202, and runs later."""
         submitted = await service.submit(
@@ -186,7 +203,9 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
         cursor: Annotated[str | None, Query(max_length=200)] = None,
     ) -> JobPage | JSONResponse:
         try:
-            rows, next_cursor = await service.list_jobs(rt.db, state=state, kind=kind, limit=limit, cursor=cursor)
+            rows, next_cursor = await service.list_jobs(
+                rt.db, state=state, kind=kind, limit=limit, cursor=cursor
+            )
         except errors.BadRequest as exc:
             return JSONResponse({"detail": str(exc)}, status_code=400)
         return JobPage(items=[JobPublic.of(r) for r in rows], next_cursor=next_cursor)
@@ -202,6 +221,30 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
     @app.get("/v1/jobs/{job_id}/effects", response_model=list[EffectPublic], responses=responses)
     async def get_effects(job_id: uuid.UUID, rt: Rt) -> list[EffectPublic]:
         return [EffectPublic.model_validate(e) for e in await service.effects(rt.db, job_id)]
+
+    conflict = {409: {"model": Problem}, **responses}
+
+    @app.post("/v1/jobs/{job_id}/cancel", response_model=JobPublic, responses=conflict)
+    async def cancel_job(job_id: uuid.UUID, rt: Rt) -> JobPublic:
+        """Cancel: at once when the job waits; a running job stops at its next heartbeat
+        (``cancel_requested`` is true until then). A finished job is 409."""
+        return JobPublic.of(await service.cancel(rt.db, job_id))
+
+    @app.post(
+        "/v1/jobs/{job_id}/redrive", response_model=JobPublic, status_code=202, responses=conflict
+    )
+    async def redrive_job(job_id: uuid.UUID, rt: Rt) -> JobPublic:
+        """Send a dead-lettered job back to the queue with a fresh attempt budget."""
+        return JobPublic.of(await redrive.redrive_job(rt.db, rt.sqs, job_id))
+
+    @app.get("/v1/dead-letters", response_model=list[JobPublic], responses=responses)
+    async def dead_letters(
+        rt: Rt,
+        kind: Annotated[str | None, Query(max_length=100)] = None,
+        limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
+    ) -> list[JobPublic]:
+        """Dead-lettered jobs, oldest first: kind, attempts, last error, when."""
+        return [JobPublic.of(r) for r in await redrive.dead_letters(rt.db, kind=kind, limit=limit)]
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -223,6 +266,9 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
         except errors.TaskleaseError as exc:
             checks["queue"] = f"unreachable: {exc}"
         ready = all(v == "ok" for v in checks.values())
-        return JSONResponse({"status": "ready" if ready else "not ready", **checks}, status_code=200 if ready else 503)
+        return JSONResponse(
+            {"status": "ready" if ready else "not ready", **checks},
+            status_code=200 if ready else 503,
+        )
 
     return app

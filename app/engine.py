@@ -45,7 +45,7 @@ class Lease:
     job_id: uuid.UUID
     token: uuid.UUID
     receipt_handle: str
-    first_receive: float  # epoch seconds: SQS caps visibility at 12 h from here
+    received_at: float  # epoch seconds: SQS caps this receive's visibility at 12 h from here
     generation: int  # the job's redrive count, carried by its dead letter
     stop: errors.TaskleaseError | None = None
     beats: int = 0
@@ -147,7 +147,7 @@ class Engine:
             job_id=job_id,
             token=token,
             receipt_handle=str(record.get("receiptHandle", "")),
-            first_receive=_first_receive(record),
+            received_at=time.time(),
             generation=int(job["redrives"]),
             fields=fields,
         )
@@ -318,7 +318,7 @@ class Engine:
         left: list[float] = []
         if context is not None:
             left.append(context.get_remaining_time_in_millis() / 1000 - margin)
-        cap_left = lease.first_receive + limits.MAX_VISIBILITY_SECONDS - time.time()
+        cap_left = lease.received_at + limits.MAX_VISIBILITY_SECONDS - time.time()
         left.append(cap_left - self.settings.visibility_timeout_seconds - margin)
         return min(left) if left else None
 
@@ -425,12 +425,3 @@ def _redrive_generation(record: Mapping[str, Any]) -> int | None:
         return int(raw) if raw is not None else None
     except ValueError:
         return None
-
-
-def _first_receive(record: Mapping[str, Any]) -> float:
-    attrs = record.get("attributes") or {}
-    raw = attrs.get("ApproximateFirstReceiveTimestamp")
-    try:
-        return int(raw) / 1000 if raw else time.time()
-    except (TypeError, ValueError):
-        return time.time()

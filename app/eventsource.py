@@ -11,6 +11,7 @@ after their visibility timeout, and no attempt is used for them.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import logging
@@ -42,13 +43,17 @@ class LocalContext:
 
 
 def _attribute(value: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "stringValue": value.get("StringValue"),
-        "binaryValue": value.get("BinaryValue"),
-        "stringListValues": list(value.get("StringListValues", [])),
-        "binaryListValues": list(value.get("BinaryListValues", [])),
-        "dataType": value.get("DataType", "String"),
-    }
+    """A message attribute as Lambda writes it: the value key present only when set,
+    binary values as base64 text (the event is JSON)."""
+    out: dict[str, Any] = {}
+    if value.get("StringValue") is not None:
+        out["stringValue"] = value["StringValue"]
+    if value.get("BinaryValue") is not None:
+        out["binaryValue"] = base64.b64encode(value["BinaryValue"]).decode()
+    out["stringListValues"] = list(value.get("StringListValues", []))
+    out["binaryListValues"] = [base64.b64encode(b).decode() for b in value.get("BinaryListValues", [])]
+    out["dataType"] = value.get("DataType", "String")
+    return out
 
 
 def to_record(message: Mapping[str, Any], *, queue_arn: str, region: str) -> dict[str, Any]:

@@ -1,0 +1,80 @@
+"""Named queries and migrations: every name loads once; migrations sort by their number."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from app import sql
+
+pytestmark = pytest.mark.unit
+
+APP = Path(sql.__file__).resolve().parent.parent
+QUERIES_TEXT = resources.files("app.sql").joinpath("queries.sql").read_text()
+NAMES = re.findall(r"^-- name: (\w+)\s*$", QUERIES_TEXT, flags=re.MULTILINE)
+
+
+def test_the_queries_file_declares_queries() -> None:
+    assert len(NAMES) >= 10
+
+
+def test_query_names_are_unique_in_the_file() -> None:
+    duplicates = sorted({n for n in NAMES if NAMES.count(n) > 1})
+    assert duplicates == []
+
+
+def test_every_named_query_loads_with_a_body() -> None:
+    assert list(sql.queries) == NAMES
+    empty = [name for name, body in sql.queries.items() if not body.strip()]
+    assert empty == []
+
+
+def test_no_query_body_swallowed_a_misspelt_name_line() -> None:
+    """A "--name:" typo would glue two queries into one body; each body is one statement."""
+    for name, body in sql.queries.items():
+        assert "-- name" not in body, name
+        assert "--name" not in body, name
+        code = re.sub(r"--[^\n]*", "", body).strip()
+        assert code.rstrip(";").count(";") == 0, name
+
+
+def test_queries_bind_parameters_instead_of_formatting_them() -> None:
+    for name, body in sql.queries.items():
+        assert "{" not in body, name
+        assert "%s" not in body, name
+
+
+def test_every_query_the_code_asks_for_exists() -> None:
+    used: set[str] = set()
+    for path in [*APP.glob("*.py"), *(APP / "kinds").glob("*.py")]:
+        used |= set(re.findall(r"""\bq\(\s*["'](\w+)["']\s*\)""", path.read_text()))
+    assert used, "the scan found no q(...) calls"
+    assert sorted(used - set(sql.queries)) == []
+
+
+def test_migrations_are_named_nnnn_and_sorted() -> None:
+    versions = [version for version, _ in sql.migrations()]
+    assert versions, "no migrations"
+    assert versions == sorted(versions)
+    for version in versions:
+        assert re.fullmatch(r"\d{4}_[a-z0-9_]+", version), version
+
+
+def test_migration_numbers_are_unique_and_contiguous_from_one() -> None:
+    numbers = [int(version[:4]) for version, _ in sql.migrations()]
+    assert numbers == list(range(1, len(numbers) + 1))
+
+
+def test_every_file_in_the_migrations_folder_is_a_migration() -> None:
+    folder = resources.files("app.sql").joinpath("migrations")
+    names = sorted(p.name for p in folder.iterdir() if not p.name.startswith(("__", ".")))
+    assert all(n.endswith(".sql") for n in names), names
+    assert [n.removesuffix(".sql") for n in names] == [v for v, _ in sql.migrations()]
+
+
+def test_every_migration_has_sql_in_it() -> None:
+    for version, body in sql.migrations():
+        assert re.search(r"\b(CREATE|ALTER|DROP|INSERT|UPDATE)\b", body), version
