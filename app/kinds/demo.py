@@ -22,6 +22,7 @@ class SleepPayload(BaseModel):
 
 async def sleep(ctx: JobContext, p: SleepPayload) -> dict[str, Any]:
     """``steps`` effects, each sleeping ``seconds``: a long job made of checkpoints."""
+
     def step(i: int) -> Callable[[], Awaitable[int]]:
         async def go() -> int:
             await asyncio.sleep(p.seconds)

@@ -146,7 +146,7 @@ def test_a_redrive_from_outside_tasklease_like_the_aws_console_also_works(
     if is_localstack(stack):
         arn = lambda url: stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
             "Attributes"
-        ]["QueueArn"]  # noqa: E731
+        ]["QueueArn"]
         stack.sqs.start_message_move_task(
             SourceArn=arn(stack.settings.dlq), DestinationArn=arn(stack.settings.queue)
         )
