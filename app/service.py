@@ -102,7 +102,15 @@ async def submit(
         return Submitted(job=existing, created=False)
     job = rows[0]
     crashpoints.hit(crashpoints.Point.AFTER_OUTBOX_COMMIT, job_id=job["id"])
-    await send_outbox(db, sqs, [(job["outbox_id"], job["id"])])
+    try:
+        await send_outbox(db, sqs, [(job["outbox_id"], job["id"])])
+    except errors.TaskleaseError as exc:
+        # The job is committed: the caller gets its 202 and the outbox relay sends it.
+        log.warning(
+            "fast-path send failed; the outbox relay will send it: %s",
+            exc,
+            extra={"job_id": job["id"]},
+        )
     return Submitted(job=job, created=True)
 
 
