@@ -51,7 +51,9 @@ def _attribute(value: Mapping[str, Any]) -> dict[str, Any]:
     if value.get("BinaryValue") is not None:
         out["binaryValue"] = base64.b64encode(value["BinaryValue"]).decode()
     out["stringListValues"] = list(value.get("StringListValues", []))
-    out["binaryListValues"] = [base64.b64encode(b).decode() for b in value.get("BinaryListValues", [])]
+    out["binaryListValues"] = [
+        base64.b64encode(b).decode() for b in value.get("BinaryListValues", [])
+    ]
     out["dataType"] = value.get("DataType", "String")
     return out
 
