@@ -6,7 +6,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: help run test test-unit test-localstack lint typecheck check sweep clean localstack-start localstack-stop
+.PHONY: help run test test-unit test-localstack lint typecheck check sweep clean localstack-start localstack-stop infra-check package plan
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -55,3 +55,47 @@ localstack-stop: ## stop it
 
 clean: ## remove the virtual environment and local data (.tasklease/, .localstack/)
 	rm -rf $(VENV) .tasklease .localstack .pytest_cache .mypy_cache .ruff_cache
+
+# --- cloud parity: infra/ checks, the Lambda package, a plan against LocalStack -----
+# (infra/README.md). checkov and tflocal live in their own venvs under .tools/.
+LAMBDA_ARCH ?= x86_64
+TERRAFORM ?= $(shell command -v terraform 2>/dev/null)
+# A provider mirror in -plugin-dir layout for offline `terraform init`; empty = the registry.
+TF_PLUGIN_DIR ?= $(wildcard /opt/tf-plugins)
+TF_INIT = $(TERRAFORM) -chdir=infra init -backend=false -input=false $(if $(TF_PLUGIN_DIR),-plugin-dir=$(TF_PLUGIN_DIR))
+TFLOCAL_VERSION := 0.27.0
+TFLOCAL_VENV := .tools/tflocal-venv
+
+infra-check: $(STAMP) ## infra static checks: HCL parse and drift tests, checkov, terraform fmt/validate when installed
+	@$(UV) run --no-sync pytest tests/infra -m unit -q $(ARGS)
+	@bash scripts/checkov.sh
+	@export CHECKPOINT_DISABLE=1; if [ -z "$(TERRAFORM)" ]; then \
+	  echo "infra-check: terraform is not installed: fmt -check and validate NOT run (CI's workflow runs them)"; \
+	else \
+	  $(TERRAFORM) fmt -check -recursive infra && $(TF_INIT) >/dev/null && $(TERRAFORM) -chdir=infra validate -no-color; \
+	fi
+
+package: $(STAMP) ## build infra/build/lambda.zip from uv.lock for the Lambda runtime (LAMBDA_ARCH=x86_64|arm64)
+	@LAMBDA_ARCH=$(LAMBDA_ARCH) $(UV) run --no-sync python scripts/package_lambda.py
+
+plan: $(STAMP) ## terraform plan against LocalStack through tflocal (says loudly when it cannot run)
+	@if [ -z "$(TERRAFORM)" ]; then \
+	  echo "=================================================================="; \
+	  echo "make plan: NOT RUN: terraform is not installed; make plan needs it (see infra/README.md)"; \
+	  echo "=================================================================="; exit 0; fi; \
+	export CHECKPOINT_DISABLE=1; \
+	[ -f infra/build/lambda.zip ] || $(MAKE) --no-print-directory package || exit $$?; \
+	if [ ! -f $(TFLOCAL_VENV)/.tflocal-$(TFLOCAL_VERSION) ]; then \
+	  rm -rf $(TFLOCAL_VENV) && $(UV) venv -q -p 3.11 $(TFLOCAL_VENV) && \
+	  $(UV) pip install -q --python $(TFLOCAL_VENV)/bin/python terraform-local==$(TFLOCAL_VERSION) && \
+	  touch $(TFLOCAL_VENV)/.tflocal-$(TFLOCAL_VERSION) || exit $$?; fi; \
+	endpoint=http://127.0.0.1:$${LOCALSTACK_PORT:-4566}; \
+	if bash localstack/run.sh status >/dev/null 2>&1; then echo "plan: using the LocalStack at $$endpoint"; \
+	else rc=0; bash localstack/run.sh start >/dev/null || rc=$$?; \
+	  if [ $$rc -eq 3 ] && [ "$${CI:-}" != "true" ]; then \
+	    echo "make plan: NOT RUN: Python 3.13 (needed by LocalStack) was not found; CI=true makes this a failure"; exit 0; \
+	  elif [ $$rc -ne 0 ]; then echo "make plan: LocalStack did not start (exit $$rc)"; exit $$rc; fi; \
+	  trap 'bash localstack/run.sh stop' EXIT; fi; \
+	$(TF_INIT) >/dev/null || exit $$?; \
+	TF_CMD=$(TERRAFORM) AWS_ENDPOINT_URL=$$endpoint $(TFLOCAL_VENV)/bin/tflocal -chdir=infra plan \
+	  -input=false -no-color -lock=false -var-file=terraform.tfvars.example -var skip_requesting_account_id=true $(ARGS)

@@ -1,0 +1,152 @@
+# Three functions from one artefact (infra/build/lambda.zip, `make package`).
+# There is no separate outbox-relay function: in this codebase the relay is part
+# of the sweeper (app/sweeper.py relay_outbox, called by sweep_once), so the
+# scheduled sweeper function relays the outbox too.
+
+locals {
+  functions = {
+    api = {
+      handler     = "handlers.api.handler"
+      description = "tasklease HTTP API (FastAPI via Mangum) behind API Gateway"
+      timeout     = var.api_timeout_seconds
+      memory      = var.api_memory_mb
+      env         = { TASKLEASE_POOL_MAX_SIZE = tostring(var.db_pool_max_size) }
+    }
+    worker = {
+      handler     = "handlers.worker.handler"
+      description = "tasklease worker, fed by the SQS event source mapping"
+      timeout     = local.worker_timeout_seconds
+      memory      = var.worker_memory_mb
+      env = {
+        TASKLEASE_POOL_MAX_SIZE = tostring(var.db_pool_max_size)
+        # The engine reads the time left from the Lambda context; this keeps the
+        # setting that the local event source uses equal to the real timeout.
+        TASKLEASE_FUNCTION_TIMEOUT_SECONDS = tostring(local.worker_timeout_seconds)
+      }
+    }
+    sweeper = {
+      handler     = "handlers.sweeper.handler"
+      description = "tasklease sweeper and outbox relay, every minute from EventBridge Scheduler"
+      timeout     = var.sweeper_timeout_seconds
+      memory      = var.sweeper_memory_mb
+      env         = {}
+    }
+  }
+
+  # What every function reads (app/config.py). The database password is NOT here:
+  # it lives in the RDS-managed secret, and the handlers must resolve
+  # TASKLEASE_DATABASE_SECRET_ARN into a URL (not yet done by the app: infra/README.md).
+  common_env = merge(
+    {
+      TASKLEASE_QUEUE_URL                  = aws_sqs_queue.source.url
+      TASKLEASE_DLQ_URL                    = aws_sqs_queue.dlq.url
+      TASKLEASE_QUEUE_NAME                 = aws_sqs_queue.source.name
+      TASKLEASE_VISIBILITY_TIMEOUT_SECONDS = tostring(local.visibility_timeout_seconds)
+      TASKLEASE_MAX_ATTEMPTS               = tostring(local.max_attempts)
+      TASKLEASE_MAX_RECEIVE_COUNT          = tostring(local.max_receive_count)
+      TASKLEASE_BATCH_SIZE                 = tostring(local.batch_size)
+      TASKLEASE_MESSAGE_RETENTION_SECONDS  = tostring(local.message_retention_seconds)
+      TASKLEASE_DLQ_RETENTION_SECONDS      = tostring(local.dlq_retention_seconds)
+      TASKLEASE_DATABASE_SECRET_ARN        = aws_db_instance.main.master_user_secret[0].secret_arn
+      TASKLEASE_DATABASE_HOST              = aws_db_instance.main.address
+      TASKLEASE_DATABASE_PORT              = tostring(aws_db_instance.main.port)
+      TASKLEASE_DATABASE_NAME              = aws_db_instance.main.db_name
+      # The parameter group sets rds.force_ssl=1.
+      TASKLEASE_DATABASE_SSLMODE = "require"
+      TASKLEASE_LOG_LEVEL        = var.log_level
+      TASKLEASE_MODEL_PROVIDER   = var.model_provider
+    },
+    var.openai_base_url == null ? {} : { TASKLEASE_OPENAI_BASE_URL = var.openai_base_url },
+    var.webhook_url == null ? {} : { TASKLEASE_WEBHOOK_URL = var.webhook_url },
+  )
+}
+
+resource "aws_cloudwatch_log_group" "fn" {
+  for_each = local.functions
+  #checkov:skip=CKV_AWS_158:encrypted by CloudWatch Logs' own key; a customer-managed KMS key needs an account-specific key policy, left to the operator (infra/README.md)
+
+  name              = "/aws/lambda/${var.name}-${each.key}"
+  retention_in_days = var.log_retention_days
+}
+
+resource "aws_lambda_function" "fn" {
+  for_each = local.functions
+  #checkov:skip=CKV_AWS_116:api and worker are invoked synchronously (API Gateway, the SQS event source, whose failures go to the queue's own DLQ); the sweeper's async config below drops a failed run because the next one starts a minute later
+  #checkov:skip=CKV_AWS_115:concurrency is bounded where it is decided: scaling_config.maximum_concurrency for the worker, stage throttling for the API; a reservation on a new account (limit 10) fails to apply, and the sweeper is safe to run twice (SKIP LOCKED)
+  #checkov:skip=CKV_AWS_173:the environment holds no secret (the password stays in Secrets Manager); Lambda encrypts it at rest with its AWS-managed key
+  #checkov:skip=CKV_AWS_272:code signing needs an AWS Signer profile the operator owns; the artefact is built reproducibly from uv.lock by `make package`
+
+  function_name = "${var.name}-${each.key}"
+  description   = each.value.description
+  role          = aws_iam_role.fn[each.key].arn
+  handler       = each.value.handler
+  runtime       = "python3.11"
+  architectures = [var.lambda_architecture]
+  timeout       = each.value.timeout
+  memory_size   = each.value.memory
+
+  filename         = local.lambda_package
+  source_code_hash = filebase64sha256(local.lambda_package)
+
+  vpc_config {
+    subnet_ids         = aws_subnet.private[*].id
+    security_group_ids = [aws_security_group.lambda.id]
+  }
+
+  environment {
+    variables = merge(local.common_env, each.value.env)
+  }
+
+  tracing_config {
+    mode = "Active"
+  }
+
+  logging_config {
+    log_format = "Text"
+    log_group  = aws_cloudwatch_log_group.fn[each.key].name
+  }
+
+  lifecycle {
+    precondition {
+      # The manifest is written by scripts/package_lambda.py next to the zip.
+      condition     = !fileexists(local.lambda_manifest) || try(jsondecode(file(local.lambda_manifest)).architecture, var.lambda_architecture) == var.lambda_architecture
+      error_message = "The package was built for another architecture than lambda_architecture: rebuild with `make package LAMBDA_ARCH=<arch>`."
+    }
+  }
+
+  depends_on = [
+    aws_iam_role_policy.fn,
+    aws_iam_role_policy_attachment.vpc_access,
+    aws_cloudwatch_log_group.fn,
+  ]
+}
+
+# SQS -> worker. Partial batch responses: the handler returns
+# {"batchItemFailures": [...]} and only those messages come back.
+resource "aws_lambda_event_source_mapping" "worker" {
+  event_source_arn                   = aws_sqs_queue.source.arn
+  function_name                      = aws_lambda_function.fn["worker"].arn
+  batch_size                         = local.batch_size
+  maximum_batching_window_in_seconds = var.maximum_batching_window_seconds
+  function_response_types            = ["ReportBatchItemFailures"]
+
+  scaling_config {
+    maximum_concurrency = var.worker_maximum_concurrency
+  }
+
+  lifecycle {
+    precondition {
+      # https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html
+      condition     = local.visibility_timeout_seconds >= 6 * local.worker_timeout_seconds
+      error_message = "The source queue's visibility timeout must be at least 6 x the worker function's timeout."
+    }
+  }
+}
+
+# The sweeper is invoked asynchronously by the scheduler. A failed run is not
+# retried: the next one starts a minute later and does the same idempotent work.
+resource "aws_lambda_function_event_invoke_config" "sweeper" {
+  function_name                = aws_lambda_function.fn["sweeper"].function_name
+  maximum_retry_attempts       = 0
+  maximum_event_age_in_seconds = 60
+}

@@ -1,0 +1,25 @@
+locals {
+  # One source of truth for what the code and the infrastructure share:
+  # app/shared_settings.json. A variable left at null takes its value from there;
+  # tests/infra/test_drift.py fails when the JSON, these locals or app/config.py's
+  # constraints disagree.
+  shared = jsondecode(file("${path.module}/../app/shared_settings.json"))
+
+  visibility_timeout_seconds = var.visibility_timeout_seconds != null ? var.visibility_timeout_seconds : local.shared.visibility_timeout_seconds
+  worker_timeout_seconds     = var.worker_timeout_seconds != null ? var.worker_timeout_seconds : local.shared.worker_timeout_seconds
+  max_attempts               = var.max_attempts != null ? var.max_attempts : local.shared.max_attempts
+  max_receive_count          = var.max_receive_count != null ? var.max_receive_count : local.shared.max_receive_count
+  batch_size                 = var.batch_size != null ? var.batch_size : local.shared.batch_size
+  message_retention_seconds  = var.message_retention_seconds != null ? var.message_retention_seconds : local.shared.message_retention_seconds
+  dlq_retention_seconds      = var.dlq_retention_seconds != null ? var.dlq_retention_seconds : local.shared.dlq_retention_seconds
+
+  # Queue names follow the app's convention (Settings.queue_name, create_queues: "<name>-dlq").
+  queue_name = "${var.name}-jobs"
+  dlq_name   = "${var.name}-jobs-dlq"
+
+  azs = length(var.availability_zones) > 0 ? var.availability_zones : ["${var.aws_region}a", "${var.aws_region}b"]
+
+  # Built by `make package` (scripts/package_lambda.py); one artefact for all three functions.
+  lambda_package  = var.lambda_package_path != null ? var.lambda_package_path : "${path.module}/build/lambda.zip"
+  lambda_manifest = "${local.lambda_package}.json"
+}

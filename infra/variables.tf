@@ -1,0 +1,460 @@
+# --- naming and placement ------------------------------------------------------
+
+variable "name" {
+  description = "Prefix of every resource name (queues become <name>-jobs and <name>-jobs-dlq, as the app names them)."
+  type        = string
+  default     = "tasklease"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,30}[a-z0-9]$", var.name))
+    error_message = "name must be 3-32 characters of lower-case letters, digits and '-', starting with a letter."
+  }
+}
+
+variable "aws_region" {
+  description = "AWS region to deploy into."
+  type        = string
+  default     = "us-east-1"
+
+  validation {
+    condition     = can(regex("^[a-z]{2}(-gov)?-[a-z]+-[0-9]$", var.aws_region))
+    error_message = "aws_region must look like us-east-1."
+  }
+}
+
+variable "availability_zones" {
+  description = "At least two availability zones for the private subnets; empty means <region>a and <region>b."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = length(var.availability_zones) == 0 || length(var.availability_zones) >= 2
+    error_message = "availability_zones must be empty or list at least two zones (RDS subnet groups need two)."
+  }
+}
+
+variable "vpc_cidr" {
+  description = "CIDR block of the VPC; private subnets take /24s from its start, public ones (NAT only) from .100 on."
+  type        = string
+  default     = "10.40.0.0/16"
+
+  validation {
+    condition     = can(cidrhost(var.vpc_cidr, 0)) && tonumber(split("/", var.vpc_cidr)[1]) <= 16
+    error_message = "vpc_cidr must be a valid IPv4 CIDR block of /16 or larger."
+  }
+}
+
+variable "enable_nat_gateway" {
+  description = "Give the Lambdas a route to the internet through a NAT gateway (needed for a real model provider or webhooks; SQS and Secrets Manager are reached through VPC endpoints either way)."
+  type        = bool
+  default     = false
+}
+
+variable "skip_requesting_account_id" {
+  description = "Do not look up the account ID (STS/IAM). Only for plans against a LocalStack that runs SQS alone (`make plan`); leave false on AWS."
+  type        = bool
+  default     = false
+}
+
+variable "tags" {
+  description = "Extra tags for every resource."
+  type        = map(string)
+  default     = {}
+}
+
+# --- shared with the app (null = the value in app/shared_settings.json) ----------
+
+variable "visibility_timeout_seconds" {
+  description = "Source queue visibility timeout, i.e. the lease. Null takes app/shared_settings.json. Must be at least 6 x worker_timeout_seconds."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.visibility_timeout_seconds == null ? true : (var.visibility_timeout_seconds >= 1 && var.visibility_timeout_seconds <= 43200 && floor(var.visibility_timeout_seconds) == var.visibility_timeout_seconds)
+    error_message = "visibility_timeout_seconds must be a whole number from 1 to 43200 (SQS's 12-hour cap)."
+  }
+}
+
+variable "worker_timeout_seconds" {
+  description = "Timeout of the worker function. Null takes app/shared_settings.json. The engine hands a lease back before it runs out."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.worker_timeout_seconds == null ? true : (var.worker_timeout_seconds >= 1 && var.worker_timeout_seconds <= 900 && floor(var.worker_timeout_seconds) == var.worker_timeout_seconds)
+    error_message = "worker_timeout_seconds must be a whole number from 1 to 900 (Lambda's 15-minute cap)."
+  }
+}
+
+variable "max_attempts" {
+  description = "Attempt budget per job, counted in the database at claim time. Null takes app/shared_settings.json."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.max_attempts == null ? true : (var.max_attempts >= 1 && var.max_attempts <= 100)
+    error_message = "max_attempts must be from 1 to 100."
+  }
+}
+
+variable "max_receive_count" {
+  description = "Redrive policy maxReceiveCount: the last backstop, well above max_attempts. Null takes app/shared_settings.json."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.max_receive_count == null ? true : (var.max_receive_count >= 1 && var.max_receive_count <= 1000)
+    error_message = "max_receive_count must be from 1 to 1000."
+  }
+}
+
+variable "batch_size" {
+  description = "Messages per worker invocation (event source mapping). Null takes app/shared_settings.json."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.batch_size == null ? true : (var.batch_size >= 1 && var.batch_size <= 10)
+    error_message = "batch_size must be from 1 to 10 (the app's limit, which is SQS's ReceiveMessage maximum)."
+  }
+}
+
+variable "message_retention_seconds" {
+  description = "Source queue message retention. Null takes app/shared_settings.json."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.message_retention_seconds == null ? true : (var.message_retention_seconds >= 60 && var.message_retention_seconds <= 1209600)
+    error_message = "message_retention_seconds must be from 60 to 1209600 (14 days)."
+  }
+}
+
+variable "dlq_retention_seconds" {
+  description = "Dead-letter queue retention; longer than the source's, since a dead-lettered message keeps its original enqueue time. Null takes app/shared_settings.json."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.dlq_retention_seconds == null ? true : (var.dlq_retention_seconds >= 60 && var.dlq_retention_seconds <= 1209600)
+    error_message = "dlq_retention_seconds must be from 60 to 1209600 (14 days)."
+  }
+}
+
+# --- functions -------------------------------------------------------------------
+
+variable "lambda_package_path" {
+  description = "Path of the zip built by `make package`; null means infra/build/lambda.zip."
+  type        = string
+  default     = null
+}
+
+variable "lambda_architecture" {
+  description = "Instruction set of the functions; must match LAMBDA_ARCH used by `make package` (checked against the package manifest)."
+  type        = string
+  default     = "x86_64"
+
+  validation {
+    condition     = contains(["x86_64", "arm64"], var.lambda_architecture)
+    error_message = "lambda_architecture must be x86_64 or arm64."
+  }
+}
+
+variable "api_memory_mb" {
+  description = "Memory of the API function."
+  type        = number
+  default     = 512
+
+  validation {
+    condition     = var.api_memory_mb >= 128 && var.api_memory_mb <= 10240
+    error_message = "api_memory_mb must be from 128 to 10240."
+  }
+}
+
+variable "worker_memory_mb" {
+  description = "Memory of the worker function."
+  type        = number
+  default     = 1024
+
+  validation {
+    condition     = var.worker_memory_mb >= 128 && var.worker_memory_mb <= 10240
+    error_message = "worker_memory_mb must be from 128 to 10240."
+  }
+}
+
+variable "sweeper_memory_mb" {
+  description = "Memory of the sweeper function."
+  type        = number
+  default     = 256
+
+  validation {
+    condition     = var.sweeper_memory_mb >= 128 && var.sweeper_memory_mb <= 10240
+    error_message = "sweeper_memory_mb must be from 128 to 10240."
+  }
+}
+
+variable "api_timeout_seconds" {
+  description = "Timeout of the API function; API Gateway HTTP APIs give up after 30 s."
+  type        = number
+  default     = 29
+
+  validation {
+    condition     = var.api_timeout_seconds >= 1 && var.api_timeout_seconds <= 30
+    error_message = "api_timeout_seconds must be from 1 to 30 (the HTTP API integration timeout)."
+  }
+}
+
+variable "sweeper_timeout_seconds" {
+  description = "Timeout of the sweeper function; below the schedule's one-minute period so runs do not pile up."
+  type        = number
+  default     = 55
+
+  validation {
+    condition     = var.sweeper_timeout_seconds >= 1 && var.sweeper_timeout_seconds < 60
+    error_message = "sweeper_timeout_seconds must be from 1 to 59."
+  }
+}
+
+variable "worker_maximum_concurrency" {
+  description = "Most worker invocations the SQS event source runs at once (scaling_config.maximum_concurrency); also bounds database connections."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.worker_maximum_concurrency >= 2 && var.worker_maximum_concurrency <= 1000
+    error_message = "worker_maximum_concurrency must be from 2 to 1000 (AWS's range)."
+  }
+}
+
+variable "maximum_batching_window_seconds" {
+  description = "How long the event source waits to fill a batch. 0: jobs are long, so a fuller batch saves little and the wait adds latency."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.maximum_batching_window_seconds >= 0 && var.maximum_batching_window_seconds <= 300
+    error_message = "maximum_batching_window_seconds must be from 0 to 300."
+  }
+}
+
+variable "db_pool_max_size" {
+  description = "Connections per function instance (TASKLEASE_POOL_MAX_SIZE). Worst case: worker_maximum_concurrency x this, plus the API's concurrency x this, must fit the instance's max_connections."
+  type        = number
+  default     = 4
+
+  validation {
+    condition     = var.db_pool_max_size >= 1 && var.db_pool_max_size <= 100
+    error_message = "db_pool_max_size must be from 1 to 100."
+  }
+}
+
+variable "sweeper_schedule_expression" {
+  description = "EventBridge Scheduler expression for the sweeper (which also relays the outbox)."
+  type        = string
+  default     = "rate(1 minute)"
+
+  validation {
+    condition     = can(regex("^(rate|cron)\\(.+\\)$", var.sweeper_schedule_expression))
+    error_message = "sweeper_schedule_expression must be a rate(...) or cron(...) expression."
+  }
+}
+
+variable "log_level" {
+  description = "TASKLEASE_LOG_LEVEL of the functions."
+  type        = string
+  default     = "INFO"
+
+  validation {
+    condition     = contains(["DEBUG", "INFO", "WARNING", "ERROR"], var.log_level)
+    error_message = "log_level must be DEBUG, INFO, WARNING or ERROR."
+  }
+}
+
+variable "log_retention_days" {
+  description = "Retention of the functions', API's and VPC flow logs' log groups."
+  type        = number
+  default     = 365
+
+  validation {
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.log_retention_days)
+    error_message = "log_retention_days must be a value CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653)."
+  }
+}
+
+variable "model_provider" {
+  description = "TASKLEASE_MODEL_PROVIDER: fake (no network) or openai (needs enable_nat_gateway, openai_base_url, and an API key the app does not yet read from Secrets Manager; see infra/README.md)."
+  type        = string
+  default     = "fake"
+
+  validation {
+    condition     = contains(["fake", "openai"], var.model_provider)
+    error_message = "model_provider must be fake or openai."
+  }
+}
+
+variable "openai_base_url" {
+  description = "TASKLEASE_OPENAI_BASE_URL, required by the app when model_provider is openai."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.openai_base_url == null ? true : can(regex("^https://", var.openai_base_url))
+    error_message = "openai_base_url must be an https:// URL."
+  }
+}
+
+variable "webhook_url" {
+  description = "TASKLEASE_WEBHOOK_URL, where support.triage posts its draft reply (needs enable_nat_gateway)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.webhook_url == null ? true : can(regex("^https?://", var.webhook_url))
+    error_message = "webhook_url must be an http(s):// URL."
+  }
+}
+
+# --- API ---------------------------------------------------------------------------
+
+variable "api_authorization_type" {
+  description = "Authorization of the HTTP API's route: AWS_IAM (callers sign with SigV4) or NONE (anyone who knows the URL can post jobs)."
+  type        = string
+  default     = "AWS_IAM"
+
+  validation {
+    condition     = contains(["AWS_IAM", "NONE"], var.api_authorization_type)
+    error_message = "api_authorization_type must be AWS_IAM or NONE."
+  }
+}
+
+variable "api_throttle_rate_limit" {
+  description = "Steady requests per second the HTTP API stage lets through; bounds API function concurrency and so database connections."
+  type        = number
+  default     = 50
+
+  validation {
+    condition     = var.api_throttle_rate_limit >= 1
+    error_message = "api_throttle_rate_limit must be at least 1."
+  }
+}
+
+variable "api_throttle_burst_limit" {
+  description = "Burst of requests the HTTP API stage lets through."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.api_throttle_burst_limit >= 1
+    error_message = "api_throttle_burst_limit must be at least 1."
+  }
+}
+
+# --- database ------------------------------------------------------------------------
+
+variable "db_instance_class" {
+  description = "RDS instance class."
+  type        = string
+  default     = "db.t4g.micro"
+
+  validation {
+    condition     = can(regex("^db\\.", var.db_instance_class))
+    error_message = "db_instance_class must start with db. (e.g. db.t4g.micro)."
+  }
+}
+
+variable "db_engine_version" {
+  description = "PostgreSQL major version (RDS picks the newest minor and upgrades minors automatically)."
+  type        = string
+  default     = "16"
+
+  validation {
+    condition     = can(regex("^1[4-9]$", var.db_engine_version))
+    error_message = "db_engine_version must be a PostgreSQL major version from 14 to 19, e.g. 16."
+  }
+}
+
+variable "db_allocated_storage_gb" {
+  description = "Initial storage of the database, in GiB."
+  type        = number
+  default     = 20
+
+  validation {
+    condition     = var.db_allocated_storage_gb >= 20 && var.db_allocated_storage_gb <= 65536
+    error_message = "db_allocated_storage_gb must be from 20 to 65536."
+  }
+}
+
+variable "db_max_allocated_storage_gb" {
+  description = "Storage autoscaling ceiling, in GiB (must be above db_allocated_storage_gb)."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.db_max_allocated_storage_gb >= 20 && var.db_max_allocated_storage_gb <= 65536
+    error_message = "db_max_allocated_storage_gb must be from 20 to 65536."
+  }
+}
+
+variable "db_name" {
+  description = "Name of the database the app uses."
+  type        = string
+  default     = "tasklease"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9_]{0,62}$", var.db_name))
+    error_message = "db_name must start with a letter and hold at most 63 lower-case letters, digits and underscores."
+  }
+}
+
+variable "db_username" {
+  description = "Master user name; RDS generates the password and keeps it in Secrets Manager."
+  type        = string
+  default     = "tasklease"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9_]{0,62}$", var.db_username)) && !contains(["postgres", "rdsadmin", "admin"], var.db_username)
+    error_message = "db_username must be a lower-case identifier of at most 63 characters and not a reserved name (postgres, rdsadmin, admin)."
+  }
+}
+
+variable "db_multi_az" {
+  description = "Run the database as a Multi-AZ deployment (recommended for production; doubles its cost)."
+  type        = bool
+  default     = false
+}
+
+variable "db_deletion_protection" {
+  description = "Refuse to delete the database (turn off before `terraform destroy`)."
+  type        = bool
+  default     = true
+}
+
+variable "db_backup_retention_days" {
+  description = "Days of automated backups."
+  type        = number
+  default     = 7
+
+  validation {
+    condition     = var.db_backup_retention_days >= 1 && var.db_backup_retention_days <= 35
+    error_message = "db_backup_retention_days must be from 1 to 35."
+  }
+}
+
+# --- alarms --------------------------------------------------------------------------
+
+variable "alarm_actions" {
+  description = "ARNs (e.g. SNS topics) notified when an alarm fires or clears."
+  type        = list(string)
+  default     = []
+}
+
+variable "oldest_message_alarm_seconds" {
+  description = "Alarm when the source queue's oldest message is older than this. A running job's message stays on the queue while it heartbeats, so set this above the longest job."
+  type        = number
+  default     = 3600
+
+  validation {
+    condition     = var.oldest_message_alarm_seconds >= 60
+    error_message = "oldest_message_alarm_seconds must be at least 60."
+  }
+}

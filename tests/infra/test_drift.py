@@ -1,0 +1,217 @@
+"""One source of truth: app/shared_settings.json, the Terraform, and app/config.py agree.
+
+The JSON holds the deployment values the code and the infrastructure share.
+Terraform takes its defaults from it (infra/locals.tf); this test fails when a
+value, a variable's validation range, or the app's own constraints drift apart.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import annotated_types
+import pytest
+
+from app import config, limits
+from tests.infra import tfconfig
+
+pytestmark = pytest.mark.unit
+
+# JSON key -> the app's Settings field that holds the same value.
+APP_FIELD = {
+    "visibility_timeout_seconds": "visibility_timeout_seconds",
+    "worker_timeout_seconds": "function_timeout_seconds",
+    "max_attempts": "max_attempts",
+    "max_receive_count": "max_receive_count",
+    "batch_size": "batch_size",
+    "message_retention_seconds": "message_retention_seconds",
+    "dlq_retention_seconds": "dlq_retention_seconds",
+}
+# Deployment values that deliberately differ from app/config.py's local defaults:
+# the 6x rule makes a 30 s lease impossible with any useful worker timeout, while
+# 30 s keeps local runs and crash tests fast. The functions get the deployment
+# value through TASKLEASE_* environment variables (infra/lambda.tf).
+DEPLOYMENT_ONLY = {"visibility_timeout_seconds", "worker_timeout_seconds"}
+
+# Terraform resource attribute (or environment variable) -> the local it must use.
+WIRING = [
+    (("aws_sqs_queue", "source"), "visibility_timeout_seconds", "local.visibility_timeout_seconds"),
+    (("aws_sqs_queue", "source"), "message_retention_seconds", "local.message_retention_seconds"),
+    (("aws_sqs_queue", "dlq"), "message_retention_seconds", "local.dlq_retention_seconds"),
+    (("aws_lambda_event_source_mapping", "worker"), "batch_size", "local.batch_size"),
+]
+ENV = {
+    "TASKLEASE_VISIBILITY_TIMEOUT_SECONDS": "visibility_timeout_seconds",
+    "TASKLEASE_MAX_ATTEMPTS": "max_attempts",
+    "TASKLEASE_MAX_RECEIVE_COUNT": "max_receive_count",
+    "TASKLEASE_BATCH_SIZE": "batch_size",
+    "TASKLEASE_MESSAGE_RETENTION_SECONDS": "message_retention_seconds",
+    "TASKLEASE_DLQ_RETENTION_SECONDS": "dlq_retention_seconds",
+}
+
+
+@pytest.fixture(scope="module")
+def shared() -> dict[str, Any]:
+    return tfconfig.shared_settings()
+
+
+def bounds(field: str) -> tuple[float | None, float | None]:
+    """The (ge, le) of a Settings field."""
+    lo = hi = None
+    for meta in config.Settings.model_fields[field].metadata:
+        if isinstance(meta, annotated_types.Ge):
+            lo = float(meta.ge)  # type: ignore[arg-type]
+        if isinstance(meta, annotated_types.Le):
+            hi = float(meta.le)  # type: ignore[arg-type]
+    return lo, hi
+
+
+def test_the_json_holds_exactly_the_shared_keys(shared: dict[str, Any]) -> None:
+    assert set(shared) == set(APP_FIELD)
+    for key, value in shared.items():
+        assert isinstance(value, int) and not isinstance(value, bool), f"{key} must be an integer"
+
+
+# --- JSON vs app/config.py ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", sorted(APP_FIELD))
+def test_each_value_is_inside_the_apps_field_constraints(shared: dict[str, Any], key: str) -> None:
+    lo, hi = bounds(APP_FIELD[key])
+    value = shared[key]
+    assert lo is None or value >= lo, f"{key}={value} is below Settings.{APP_FIELD[key]} ge={lo}"
+    assert hi is None or value <= hi, f"{key}={value} is above Settings.{APP_FIELD[key]} le={hi}"
+
+
+def test_the_app_accepts_the_whole_set(
+    shared: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Through load(), so the model validators (cross-field rules) run too.
+    for name in [n for n in os.environ if n.startswith(config.PREFIX)]:
+        monkeypatch.delenv(name)
+    settings = config.load(**{APP_FIELD[k]: v for k, v in shared.items()})
+    assert settings.max_receive_count == shared["max_receive_count"]
+
+
+def test_the_cross_field_rules_hold(shared: dict[str, Any]) -> None:
+    assert shared["max_receive_count"] > shared["max_attempts"]
+    assert shared["visibility_timeout_seconds"] <= limits.MAX_VISIBILITY_SECONDS
+    assert shared["batch_size"] <= limits.MAX_BATCH
+    assert shared["worker_timeout_seconds"] <= limits.MAX_LAMBDA_TIMEOUT_SECONDS
+    assert shared["dlq_retention_seconds"] > shared["message_retention_seconds"]
+    # https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html
+    assert shared["visibility_timeout_seconds"] >= 6 * shared["worker_timeout_seconds"]
+
+
+@pytest.mark.parametrize("key", sorted(set(APP_FIELD) - DEPLOYMENT_ONLY))
+def test_the_apps_local_defaults_match(shared: dict[str, Any], key: str) -> None:
+    default = config.Settings.model_fields[APP_FIELD[key]].default
+    assert default == shared[key], (
+        f"app/config.py's default for {APP_FIELD[key]} ({default}) drifted from "
+        f"app/shared_settings.json ({shared[key]})"
+    )
+
+
+# --- JSON vs Terraform ----------------------------------------------------------------
+
+
+def test_terraform_reads_the_json() -> None:
+    shared_local = tfconfig.expr(tfconfig.locals_()["shared"])
+    assert shared_local == 'jsondecode(file("${path.module}/../app/shared_settings.json"))'
+
+
+@pytest.mark.parametrize("key", sorted(APP_FIELD))
+def test_each_shared_variable_defaults_to_the_json(key: str) -> None:
+    variable = tfconfig.variables()[key]
+    assert variable["default"] is None, f"variable {key} must default to null (the JSON decides)"
+    assert tfconfig.expr(tfconfig.locals_()[key]) == (
+        f"var.{key} != null ? var.{key} : local.shared.{key}"
+    )
+
+
+@pytest.mark.parametrize(("address", "attribute", "local"), WIRING)
+def test_resources_use_the_shared_locals(
+    address: tuple[str, str], attribute: str, local: str
+) -> None:
+    assert tfconfig.expr(tfconfig.resources()[address][attribute]) == local
+
+
+def test_the_redrive_policy_uses_the_shared_max_receive_count() -> None:
+    policy = tfconfig.expr(tfconfig.resources()[("aws_sqs_queue", "source")]["redrive_policy"])
+    assert "maxReceiveCount = local.max_receive_count" in policy
+
+
+def test_the_worker_timeout_is_the_shared_one() -> None:
+    functions = tfconfig.config()["lambda.tf"]["locals"][0]["functions"]
+    assert tfconfig.expr(functions["worker"]["timeout"]) == "local.worker_timeout_seconds"
+
+
+def test_the_functions_get_the_same_values_the_queue_has() -> None:
+    common = tfconfig.expr(tfconfig.config()["lambda.tf"]["locals"][0]["common_env"])
+    for env, key in ENV.items():
+        assert re.search(rf"{env} = tostring\(local\.{key}\)", common), f"{env} is not local.{key}"
+
+
+def _numbers(condition: str, op: str) -> set[float]:
+    return {float(n) for n in re.findall(rf"{re.escape(op)} (\d+)", condition)}
+
+
+@pytest.mark.parametrize("key", sorted(APP_FIELD))
+def test_variable_validations_match_the_apps_bounds(key: str) -> None:
+    lo, hi = bounds(APP_FIELD[key])
+    conditions = " ".join(
+        tfconfig.expr(v["condition"])
+        for v in tfconfig.blocks(tfconfig.variables()[key], "validation")
+    )
+    if lo is not None:
+        assert lo in _numbers(conditions, ">="), f"{key}: validation lower bound is not {lo}"
+    if hi is not None:
+        assert hi in _numbers(conditions, "<="), f"{key}: validation upper bound is not {hi}"
+
+
+def test_the_six_times_rule_is_enforced_at_plan_time() -> None:
+    rule = "local.visibility_timeout_seconds >= 6 * local.worker_timeout_seconds"
+    for address in [("aws_sqs_queue", "source"), ("aws_lambda_event_source_mapping", "worker")]:
+        body = tfconfig.resources()[address]
+        conditions = [
+            tfconfig.expr(p["condition"])
+            for lc in tfconfig.blocks(body, "lifecycle")
+            for p in tfconfig.blocks(lc, "precondition")
+        ]
+        assert rule in conditions, f"{address} lacks the 6x precondition"
+
+
+def test_the_other_cross_field_rules_are_preconditions_too() -> None:
+    body = tfconfig.resources()[("aws_sqs_queue", "source")]
+    conditions = {
+        tfconfig.expr(p["condition"])
+        for lc in tfconfig.blocks(body, "lifecycle")
+        for p in tfconfig.blocks(lc, "precondition")
+    }
+    assert "local.max_receive_count > local.max_attempts" in conditions
+    assert "local.dlq_retention_seconds > local.message_retention_seconds" in conditions
+
+
+def test_the_tfvars_example_repeats_the_json(shared: dict[str, Any]) -> None:
+    text = (tfconfig.INFRA / "terraform.tfvars.example").read_text()
+    for key, value in shared.items():
+        found = re.findall(rf"^#?\s*{key}\s*=\s*(\d+)", text, flags=re.M)
+        assert found, f"terraform.tfvars.example does not mention {key}"
+        assert [int(v) for v in found] == [value] * len(found), f"{key} drifted in the example"
+
+
+# --- JSON vs LocalStack ------------------------------------------------------------------
+
+
+def test_the_localstack_init_hook_reads_the_json() -> None:
+    script = (tfconfig.ROOT / "localstack" / "init" / "ready.d" / "create-queues.sh").read_text()
+    assert "shared_settings.json" in script
+    for key in (
+        "visibility_timeout_seconds",
+        "message_retention_seconds",
+        "dlq_retention_seconds",
+        "max_receive_count",
+    ):
+        assert key in script, f"create-queues.sh does not use {key}"

