@@ -542,6 +542,58 @@ def redrive(
         )
 
 
+@cli.command()
+def chaos(
+    jobs: Annotated[int, typer.Option(min=1, help="support.triage jobs to submit")] = 200,
+    workers: Annotated[int, typer.Option(min=1, max=16, help="worker processes")] = 3,
+    sqs: Annotated[str, typer.Option(help="moto (started here) or localstack")] = "moto",
+    transient_rate: Annotated[float, typer.Option(min=0, max=1, help="fake model")] = 0.2,
+    permanent_rate: Annotated[float, typer.Option(min=0, max=1, help="fake model")] = 0.05,
+    slow_rate: Annotated[
+        float,
+        typer.Option(
+            min=0, max=1, help="share of workers whose model calls outlast the visibility timeout"
+        ),
+    ] = 0.1,
+    tagged_rate: Annotated[
+        float,
+        typer.Option(min=0, max=0.5, help="tickets tagged [permanent], and as many [transient:N]"),
+    ] = 0.02,
+    kill_every: Annotated[float, typer.Option(min=0.5, help="SIGKILL a worker every N s")] = 3.0,
+    fault_seconds: Annotated[float, typer.Option(min=1, help="how long faults go on")] = 20.0,
+    seed: Annotated[int, typer.Option(help="tickets, tags and victims")] = 1,
+    data_dir: Annotated[Path, typer.Option(help="wiped at start")] = Path(".tasklease/chaos"),
+    visibility: Annotated[int, typer.Option(min=1, max=60, help="visibility timeout, s")] = 4,
+    max_attempts: Annotated[int, typer.Option(min=1, max=10, help="attempt budget per job")] = 3,
+    clients: Annotated[int, typer.Option(min=1, max=64, help="concurrent HTTP clients")] = 8,
+    drain_timeout: Annotated[float, typer.Option(min=1, help="per drain, s")] = 300.0,
+) -> None:
+    """The chaos gate: jobs under worker kills and broker/database restarts, then a Jepsen-style check."""
+    from app import chaos as chaos_mod
+
+    logs.setup("WARNING")
+    code = chaos_mod.main(
+        chaos_mod.Config(
+            jobs=jobs,
+            workers=workers,
+            sqs=sqs,
+            transient_rate=transient_rate,
+            permanent_rate=permanent_rate,
+            slow_rate=slow_rate,
+            tagged_rate=tagged_rate,
+            kill_every=kill_every,
+            fault_seconds=fault_seconds,
+            seed=seed,
+            data_dir=data_dir,
+            visibility=visibility,
+            max_attempts=max_attempts,
+            clients=clients,
+            drain_timeout=drain_timeout,
+        )
+    )
+    raise typer.Exit(code)
+
+
 def main() -> None:
     cli()
 

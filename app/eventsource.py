@@ -88,11 +88,25 @@ class EventSource:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop)
-        arn = await self.engine.sqs.queue_arn(self.settings.queue)
+        arn = await self._queue_arn()
         log.info("worker polling", extra={"lease_owner": self.engine.owner, "count": concurrency})
         async with asyncio.TaskGroup() as tg:
             for _ in range(concurrency):
                 tg.create_task(self._poll(arn, max_batches))
+
+    async def _queue_arn(self) -> str:
+        """The queue's ARN for the records; retried while the broker is unreachable, so a
+        worker started during an outage waits for it instead of exiting."""
+        delay = ERROR_PAUSE_SECONDS
+        while True:
+            try:
+                return await self.engine.sqs.queue_arn(self.settings.queue)
+            except errors.QueueError as exc:
+                if self.stopping.is_set():
+                    raise
+                log.warning("queue not reachable yet, retrying in %.0f s: %s", delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
 
     def stop(self) -> None:
         if not self.stopping.is_set():

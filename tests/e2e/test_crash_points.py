@@ -1,0 +1,284 @@
+"""Every crash point of DESIGN.md, one real SIGKILL each, then every invariant.
+
+A process armed with ``TASKLEASE_CRASH_AT=<point>`` kills itself there (a real
+SIGKILL, returncode -9); a healthy worker (and, for the unsent outbox row, one
+sweep) picks the job up, and ``tests.invariants`` checks what was left behind.
+The stack's visibility timeout is 4 s, so each rescue waits at least that long.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from app import embedded
+from app.crashpoints import CONSENT, Point
+from app.states import JobState
+from tests import helpers
+from tests.conftest import Stack, job_row, run, wait_for
+from tests.invariants import (
+    check_invariants,
+    deliveries,
+    describe,
+    effects,
+    model_outcomes,
+    redrive_and_check,
+    timeline,
+    wait_for_state,
+)
+
+pytestmark = pytest.mark.e2e
+
+TICKET = {
+    "ticket_id": "T-7",
+    "subject": "App crashes on login",
+    "body": "Since the update the app crashes with an error when I sign in.",
+    "customer_email": "sam@example.com",
+}
+PERMANENT_TICKET = {**TICKET, "subject": "[permanent] App crashes on login"}
+
+
+def webhook_starting(stack: Stack) -> Callable[[], None]:
+    """Stack.webhook() without the wait, so the receiver and the first worker boot together
+    (each process takes seconds to start on a 2-core runner); call the result before submitting."""
+    port = embedded.free_port()
+    proc = stack.spawn("webhook-receiver", "--port", str(port), name="webhook")
+    url = f"http://127.0.0.1:{port}"
+    stack.env["TASKLEASE_WEBHOOK_URL"] = f"{url}/hook"
+    stack.settings = stack.with_settings(webhook_url=f"{url}/hook")
+    return lambda: embedded.wait_for_http(f"{url}/deliveries", timeout=30, proc=proc)
+
+
+def crash_env(point: Point) -> dict[str, str]:
+    return {"TASKLEASE_CRASH_AT": point.value, "TASKLEASE_ALLOW_CRASH_POINTS": CONSENT}
+
+
+def submit(stack: Stack, kind: str, payload: dict[str, Any], **kw: Any) -> str:
+    """The API's own submit path (service.submit), from this process."""
+
+    async def go() -> Any:
+        async with helpers.engine_for(stack.settings) as engine:
+            return await helpers.submit(engine, kind, payload, **kw)
+
+    return str(run(go()))
+
+
+def died_by_sigkill(proc: subprocess.Popen[bytes], what: str, timeout: float = 60) -> None:
+    try:
+        code = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what} never reached its crash point in {timeout:.0f} s")
+    log = proc.log_path.read_text()[-3000:]  # type: ignore[attr-defined]
+    assert code == -signal.SIGKILL, f"{what} exited {code}, not by SIGKILL:\n{log}"
+
+
+def dlq_messages_for(stack: Stack, job_id: str) -> list[dict[str, Any]]:
+    """The DLQ's messages for a job, looked at without hiding them (visibility 0)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for _ in range(3):
+        got = stack.sqs.receive_message(
+            QueueUrl=stack.settings.dlq,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=0,
+            WaitTimeSeconds=1,
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        for m in got:
+            seen[m["MessageId"]] = m
+    return [m for m in seen.values() if job_id in m["Body"]]
+
+
+def claims_of(sql: Any, job_id: str) -> list[dict[str, Any]]:
+    return [e for e in timeline(sql, job_id) if e["to_state"] == JobState.LEASED]
+
+
+def queue_empty(stack: Stack) -> bool:
+    attrs = stack.sqs.get_queue_attributes(
+        QueueUrl=stack.settings.queue,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return all(int(v) == 0 for v in attrs.values())
+
+
+# What the row shows the moment the armed worker died there, and the attempt that finishes.
+AT_DEATH: dict[Point, tuple[JobState, int, list[str], int]] = {
+    # point: (state, attempt, recorded effects, final attempt)
+    Point.AFTER_RECEIVE: (JobState.QUEUED, 0, [], 1),
+    Point.AFTER_CLAIM: (JobState.LEASED, 1, [], 2),
+    Point.INSIDE_EFFECT: (JobState.RUNNING, 1, [], 2),
+    Point.AFTER_EFFECT: (JobState.RUNNING, 1, ["triage"], 2),
+    Point.BEFORE_COMPLETION: (JobState.RUNNING, 1, ["triage", "post"], 2),
+    Point.AFTER_COMPLETION: (JobState.SUCCEEDED, 1, ["triage", "post"], 1),
+}
+
+
+@pytest.mark.parametrize("point", list(Point), ids=[p.value for p in Point])
+def test_a_process_killed_at_a_crash_point_leaves_every_invariant_standing(
+    stack: Stack, sql: Any, point: Point
+) -> None:
+    webhook_up = webhook_starting(stack)
+    if point == Point.AFTER_OUTBOX_COMMIT:
+        killed_after_the_outbox_commit(stack, sql, webhook_up)
+    elif point == Point.WHILE_DEAD_LETTERING:
+        killed_while_dead_lettering(stack, sql, webhook_up)
+    else:
+        killed_in_the_worker(stack, sql, point, webhook_up)
+
+
+def killed_in_the_worker(
+    stack: Stack, sql: Any, point: Point, webhook_up: Callable[[], None]
+) -> None:
+    assert point in AT_DEATH, f"crash point {point} is new: add what the row shows to AT_DEATH"
+    state, attempt, recorded, final_attempt = AT_DEATH[point]
+    # Given a worker armed to die at the point, and a triage job for it.
+    doomed = stack.worker(env=crash_env(point), name="doomed")
+    webhook_up()
+    job_id = submit(stack, "support.triage", TICKET)
+    # When it dies there.
+    died_by_sigkill(doomed, f"the worker armed at {point}")
+    row = job_row(sql, job_id)
+    assert (row["state"], row["attempt"]) == (state, attempt), describe(sql, job_id)
+    assert [f["key"] for f in effects(sql, job_id)] == recorded, describe(sql, job_id)
+    if point == Point.INSIDE_EFFECT:
+        # The outside call returned; the process died before the insert.
+        assert model_outcomes(stack, f"{job_id}:triage") == ["ok"]
+
+    # Then a healthy worker finishes it (or, after completion, drops the leftover message).
+    stack.worker(name="rescuer")
+    row = wait_for_state(sql, job_id, JobState.SUCCEEDED, timeout=60)
+    if point == Point.AFTER_COMPLETION:
+        wait_for(
+            lambda: queue_empty(stack),
+            timeout=60,
+            what="the leftover message of a finished job to be deleted",
+        )
+    row = job_row(sql, job_id)
+    assert row["attempt"] == final_attempt, describe(sql, job_id)
+    assert row["result"]["delivered"] is True
+    assert [f["key"] for f in effects(sql, job_id)] == ["triage", "post"]
+    expected_ok = 2 if point == Point.INSIDE_EFFECT else 1
+    assert model_outcomes(stack, f"{job_id}:triage") == ["ok"] * expected_ok
+    assert deliveries(stack) == {f"{job_id}:post": 1}
+    check_invariants(sql, stack, [job_id], allow_effect_window=point == Point.INSIDE_EFFECT)
+
+
+def killed_after_the_outbox_commit(stack: Stack, sql: Any, webhook_up: Callable[[], None]) -> None:
+    # Given `tasklease submit` dies after the commit, before the send.
+    proc = stack.spawn(
+        "submit",
+        "support.triage",
+        "--payload",
+        json.dumps(TICKET),
+        env=crash_env(Point.AFTER_OUTBOX_COMMIT),
+        name="submit",
+    )
+    died_by_sigkill(proc, "`tasklease submit` armed at after_outbox_commit")
+    rows = sql.execute(
+        "SELECT j.id, j.state, o.sent_at FROM jobs j JOIN outbox o ON o.job_id = j.id"
+    ).fetchall()
+    assert len(rows) == 1, rows
+    assert rows[0]["state"] == JobState.QUEUED
+    assert rows[0]["sent_at"] is None, "the message was sent before the crash point"
+    job_id = str(rows[0]["id"])
+
+    # When a worker runs and the sweeper relays the outbox once.
+    webhook_up()
+    stack.worker(name="worker")
+    sweep = stack.spawn("sweep", "--once", name="sweep")
+    assert sweep.wait(60) == 0, sweep.log_path.read_text()  # type: ignore[attr-defined]
+
+    # Then the job is sent once and succeeds once.
+    row = wait_for_state(sql, job_id, JobState.SUCCEEDED, timeout=60)
+    assert row["attempt"] == 1
+    sent = sql.execute("SELECT sent_at FROM outbox WHERE job_id = %s", (job_id,)).fetchall()
+    assert [r["sent_at"] is not None for r in sent] == [True]
+    assert deliveries(stack) == {f"{job_id}:post": 1}
+    check_invariants(sql, stack, [job_id])
+
+
+def killed_while_dead_lettering(stack: Stack, sql: Any, webhook_up: Callable[[], None]) -> None:
+    # Given a permanently failing job and a worker armed to die mid dead-lettering.
+    doomed = stack.worker(env=crash_env(Point.WHILE_DEAD_LETTERING), name="doomed")
+    webhook_up()
+    job_id = submit(stack, "support.triage", PERMANENT_TICKET)
+    died_by_sigkill(doomed, "the worker armed at while_dead_lettering")
+    row = job_row(sql, job_id)
+    # The DLQ message is sent; the row is not marked yet.
+    assert (row["state"], row["attempt"]) == (JobState.RUNNING, 1), describe(sql, job_id)
+    assert len(dlq_messages_for(stack, job_id)) == 1
+
+    # When a healthy worker gets the source message back: it runs the job again, which
+    # fails permanently again and is dead-lettered for good.
+    stack.worker(name="rescuer")
+    row = wait_for_state(sql, job_id, JobState.DEAD_LETTERED, timeout=60)
+    assert row["attempt"] == 2
+    assert row["dead_lettered_by"] == "engine"
+    assert "permanent" in row["last_error"]
+    # Each dead-lettering sent its own marked message: two for this one job.
+    letters = dlq_messages_for(stack, job_id)
+    assert len(letters) == 2, letters
+    assert all("tasklease-dead-lettered-at" in m["MessageAttributes"] for m in letters)
+    wait_for(lambda: queue_empty(stack), timeout=30, what="the source message to be deleted")
+    assert model_outcomes(stack, f"{job_id}:triage") == ["permanent", "permanent"]
+    check_invariants(sql, stack, [job_id])
+
+    # Then, once the cause is gone (an operator fixes the ticket), a redrive succeeds,
+    # and the second dead letter of the same job runs nothing again.
+    sql.execute(
+        "UPDATE jobs SET payload = jsonb_set(payload, '{subject}', to_jsonb(%s::text)) "
+        "WHERE id = %s",
+        (TICKET["subject"], job_id),
+    )
+    row = redrive_and_check(stack, sql, job_id)
+    assert row["result"]["delivered"] is True
+    # Both dead letters went back; the copy that arrives after the success is dropped.
+    assert dlq_messages_for(stack, job_id) == []
+    wait_for(lambda: queue_empty(stack), timeout=30, what="the second redriven copy to be dropped")
+    assert len(claims_of(sql, job_id)) == 3  # the doomed, the rescuer, the redrive
+    assert model_outcomes(stack, f"{job_id}:triage") == ["permanent", "permanent", "ok"]
+    assert deliveries(stack) == {f"{job_id}:post": 1}
+    check_invariants(sql, stack, [job_id])
+
+
+def test_the_invariant_checker_fails_on_what_it_guards_against(stack: Stack, sql: Any) -> None:
+    """A checker that cannot fail proves nothing: forge each violation on a finished job."""
+
+    async def go() -> str:
+        async with helpers.engine_for(stack.settings) as engine:
+            job_id = await helpers.submit(engine, "demo.noop", {})
+            records = await helpers.receive_records(engine)
+            await engine.handle({"Records": records}, None)
+            return str(job_id)
+
+    job_id = run(go())
+    check_invariants(sql, stack, [job_id])  # the honest run passes
+
+    # A second completion, a zombie's effect after the end, a lost outbox row.
+    sql.execute(
+        "INSERT INTO job_events (job_id, from_state, to_state, attempt, worker) "
+        "VALUES (%s, 'running', 'succeeded', 1, 'zombie')",
+        (job_id,),
+    )
+    sql.execute(
+        "INSERT INTO effects (job_id, key, seq, result, attempt, worker) "
+        "VALUES (%s, 'late', 0, '{}', 7, 'zombie')",
+        (job_id,),
+    )
+    sql.execute("DELETE FROM outbox WHERE job_id = %s", (job_id,))
+    with pytest.raises(pytest.fail.Exception) as failed:
+        check_invariants(sql, stack, [job_id])
+    message = str(failed.value)
+    for expected in (
+        "2: completed 2 times",
+        "3: effect 'late' written by attempt 7 (zombie)",
+        "3: effects ['late'] carry an attempt above the job's 1",
+        "3: effects ['late'] recorded after the job had succeeded",
+        "after the job was succeeded",
+        "5: no outbox row",
+    ):
+        assert expected in message, message
