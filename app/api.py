@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import logging
@@ -92,31 +93,46 @@ class Problem(BaseModel):
 
 
 class Runtime:
-    """The API's long-lived clients, opened in the lifespan."""
+    """The API's long-lived clients: opened by uvicorn's lifespan, or on the first request
+    of a Lambda process (handlers/api.py turns Mangum's per-invocation lifespan off, so a
+    warm function keeps its pool). A psycopg pool cannot be reopened once closed: each
+    opening builds its own."""
 
     def __init__(self, settings: config_mod.Settings) -> None:
         settings.need("database_url", "queue_url", "dlq_url")
         self.settings = settings
-        self.db = Database(
-            settings.database, min_size=settings.pool_min_size, max_size=settings.pool_max_size
-        )
+        self._db: Database | None = None
         self.sqs = Queue(settings)
+        self._lock = asyncio.Lock()
+
+    @property
+    def db(self) -> Database:
+        if self._db is None:
+            raise errors.StoreError("the API's database pool is not open")
+        return self._db
 
     async def open(self) -> None:
-        # Mangum runs the lifespan around every Lambda invocation, and a closed psycopg
-        # pool cannot be opened again: each opening gets a pool of its own.
-        s = self.settings
-        self.db = Database(s.database, min_size=s.pool_min_size, max_size=s.pool_max_size)
-        await self.db.open(wait=False)
-        await self.sqs.open()
+        async with self._lock:
+            if self._db is not None:
+                return
+            s = self.settings
+            db = Database(s.database, min_size=s.pool_min_size, max_size=s.pool_max_size)
+            await db.open(wait=False)
+            await self.sqs.open()
+            self._db = db
 
     async def close(self) -> None:
-        await self.sqs.close()
-        await self.db.close()
+        async with self._lock:
+            if self._db is None:
+                return
+            await self.sqs.close()
+            await self._db.close()
+            self._db = None
 
 
-def _runtime(request: Request) -> Runtime:
+async def _runtime(request: Request) -> Runtime:
     rt: Runtime = request.app.state.runtime
+    await rt.open()  # a no-op once open
     return rt
 
 

@@ -8,9 +8,13 @@ talks to AWS, LocalStack or moto's server.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import socket
-from typing import Literal, Self
+import urllib.parse
+from pathlib import Path
+from typing import Any, Literal, Self
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -19,12 +23,23 @@ from app import errors, limits
 
 PREFIX = "TASKLEASE_"
 
+# Settings the code and the deployment share; infra/*.tf reads the same file and
+# tests/infra/test_drift.py fails on any drift. Visibility and the function timeout
+# differ on purpose: the local defaults suit one machine, the file's suit Lambda.
+SHARED: dict[str, Any] = json.loads(Path(__file__).with_name("shared_settings.json").read_text())
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore", frozen=True)
 
     # Endpoints. Optional here; each command asks for the ones it needs with need().
     database_url: str | None = None
+    # On AWS: the RDS-managed secret ({"username", "password"}) and where the server is.
+    database_secret_arn: str | None = None
+    database_host: str | None = None
+    database_port: int = Field(5432, ge=1, le=65535)
+    database_name: str | None = None
+    database_sslmode: Literal["disable", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
     queue_url: str | None = None
     dlq_url: str | None = None
     queue_name: str = "tasklease-jobs"
@@ -40,23 +55,27 @@ class Settings(BaseSettings):
     heartbeats_per_lease: int = Field(3, ge=2, le=10)
 
     # Retries. Attempts are counted in the database at claim time.
-    max_attempts: int = Field(5, ge=1, le=100)
+    max_attempts: int = Field(SHARED["max_attempts"], ge=1, le=100)
     # The queue's redrive policy; well above max_attempts (see DESIGN.md).
-    max_receive_count: int = Field(20, ge=1, le=limits.MAX_RECEIVE_COUNT)
+    max_receive_count: int = Field(SHARED["max_receive_count"], ge=1, le=limits.MAX_RECEIVE_COUNT)
     backoff_base_seconds: float = Field(2.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
     backoff_cap_seconds: float = Field(300.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
     message_retention_seconds: int = Field(
-        4 * 24 * 3600, ge=limits.MIN_RETENTION_SECONDS, le=limits.MAX_RETENTION_SECONDS
+        SHARED["message_retention_seconds"],
+        ge=limits.MIN_RETENTION_SECONDS,
+        le=limits.MAX_RETENTION_SECONDS,
     )
     dlq_retention_seconds: int = Field(
-        14 * 24 * 3600, ge=limits.MIN_RETENTION_SECONDS, le=limits.MAX_RETENTION_SECONDS
+        SHARED["dlq_retention_seconds"],
+        ge=limits.MIN_RETENTION_SECONDS,
+        le=limits.MAX_RETENTION_SECONDS,
     )
 
     # Jobs.
     default_job_timeout_seconds: int = Field(600, ge=1, le=limits.MAX_VISIBILITY_SECONDS)
 
     # The local event source (what Lambda's event source mapping does on AWS).
-    batch_size: int = Field(10, ge=1, le=limits.MAX_BATCH)
+    batch_size: int = Field(SHARED["batch_size"], ge=1, le=limits.MAX_BATCH)
     wait_time_seconds: int = Field(20, ge=0, le=limits.MAX_WAIT_SECONDS)
     function_timeout_seconds: int = Field(900, ge=1, le=limits.MAX_LAMBDA_TIMEOUT_SECONDS)
     # Hand the lease back when less than this is left of the invocation.
@@ -82,6 +101,8 @@ class Settings(BaseSettings):
     fake_model_latency_ms: int = Field(200, ge=0, le=3_600_000)
     fake_model_transient_rate: float = Field(0.0, ge=0, le=1)
     fake_model_permanent_rate: float = Field(0.0, ge=0, le=1)
+    fake_model_slow_rate: float = Field(0.0, ge=0, le=1)
+    fake_model_slow_ms: int = Field(5000, ge=0, le=3_600_000)
     # Append-only JSON lines: one line per fake model call, shared by all processes.
     fake_model_log: str | None = None
 
@@ -123,15 +144,35 @@ class Settings(BaseSettings):
 
     def need(self, *names: str) -> None:
         """Fail fast when a command needs a setting that is not set."""
-        missing = [PREFIX + n.upper() for n in names if not getattr(self, n)]
+        missing = [PREFIX + n.upper() for n in names if not self._has(n)]
         if missing:
+            if "TASKLEASE_DATABASE_URL" in missing:
+                missing[missing.index("TASKLEASE_DATABASE_URL")] = (
+                    "TASKLEASE_DATABASE_URL (or TASKLEASE_DATABASE_SECRET_ARN with "
+                    "TASKLEASE_DATABASE_HOST and TASKLEASE_DATABASE_NAME)"
+                )
             raise errors.ConfigError(f"{', '.join(missing)} must be set")
+
+    def _has(self, name: str) -> bool:
+        if name == "database_url" and not self.database_url:
+            return bool(self.database_secret_arn and self.database_host and self.database_name)
+        return bool(getattr(self, name))
 
     @property
     def database(self) -> str:
+        """The database URL: as given, or built from the RDS secret (read once per process)."""
         self.need("database_url")
-        assert self.database_url is not None
-        return self.database_url
+        if self.database_url:
+            return self.database_url
+        assert self.database_secret_arn
+        assert self.database_host
+        assert self.database_name
+        user, password = _secret_credentials(self.database_secret_arn, self.region)
+        return (
+            f"postgresql://{urllib.parse.quote(user, safe='')}:{urllib.parse.quote(password, safe='')}"
+            f"@{self.database_host}:{self.database_port}/{urllib.parse.quote(self.database_name, safe='')}"
+            f"?sslmode={self.database_sslmode}"
+        )
 
     @property
     def queue(self) -> str:
@@ -144,6 +185,29 @@ class Settings(BaseSettings):
         self.need("dlq_url")
         assert self.dlq_url is not None
         return self.dlq_url
+
+
+@functools.cache
+def _secret_credentials(arn: str, region: str) -> tuple[str, str]:
+    """username and password from a Secrets Manager secret in RDS's format.
+
+    Read once per process: a rotated password reaches a warm Lambda on its next cold
+    start (infra/README.md says so), which RDS's rotation window allows for."""
+    import boto3
+    import botocore.exceptions
+
+    try:
+        value = boto3.client("secretsmanager", region_name=region).get_secret_value(SecretId=arn)
+        doc = json.loads(value["SecretString"])
+        return str(doc["username"]), str(doc["password"])
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        raise errors.ConfigError(
+            f"TASKLEASE_DATABASE_SECRET_ARN: cannot read the secret: {exc}"
+        ) from exc
+    except (KeyError, ValueError, TypeError) as exc:
+        raise errors.ConfigError(
+            "TASKLEASE_DATABASE_SECRET_ARN: the secret is not JSON with username and password"
+        ) from exc
 
 
 def load(**overrides: object) -> Settings:

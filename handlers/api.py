@@ -10,4 +10,6 @@ from app.api import create_app
 settings = config.load()
 logs.setup(settings.log_level)
 app = create_app(settings)
-handler = Mangum(app, lifespan="auto")
+# Mangum would run the lifespan around every invocation, closing the pool each time;
+# the app opens its clients on the first request instead and keeps them while warm.
+handler = Mangum(app, lifespan="off")

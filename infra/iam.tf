@@ -113,11 +113,16 @@ data "aws_iam_policy_document" "sweeper" {
   }
 }
 
+# The migrate function touches no queue: the database secret (db_secret, below) and
+# its logs are all it gets.
+data "aws_iam_policy_document" "migrate" {}
+
 locals {
   function_policies = {
     api     = data.aws_iam_policy_document.api.json
     worker  = data.aws_iam_policy_document.worker.json
     sweeper = data.aws_iam_policy_document.sweeper.json
+    migrate = data.aws_iam_policy_document.migrate.json
   }
 }
 

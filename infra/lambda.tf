@@ -31,11 +31,20 @@ locals {
       memory      = var.sweeper_memory_mb
       env         = {}
     }
+    # The database is private: migrations run from inside the VPC. Invoke it once
+    # after each deploy (infra/README.md); applied migrations are skipped.
+    migrate = {
+      handler     = "handlers.migrate.handler"
+      description = "tasklease migrations, invoked once after each deploy"
+      timeout     = 300
+      memory      = 256
+      env         = {}
+    }
   }
 
   # What every function reads (app/config.py). The database password is NOT here:
-  # it lives in the RDS-managed secret, and the handlers must resolve
-  # TASKLEASE_DATABASE_SECRET_ARN into a URL (not yet done by the app: infra/README.md).
+  # it lives in the RDS-managed secret; app/config.py builds the URL from
+  # TASKLEASE_DATABASE_SECRET_ARN and the host, port and name, once per process.
   common_env = merge(
     {
       TASKLEASE_QUEUE_URL                  = aws_sqs_queue.source.url

@@ -34,6 +34,6 @@ output "database_secret_arn" {
 }
 
 output "function_names" {
-  description = "Lambda function names by role (api, worker, sweeper)."
+  description = "Lambda function names by role (api, worker, sweeper, migrate)."
   value       = { for k, f in aws_lambda_function.fn : k => f.function_name }
 }

@@ -35,7 +35,7 @@ NETWORK_HINTS = (
 )
 MAX_ZIPPED = 50 * 1024 * 1024
 MAX_UNZIPPED = 250 * 1024 * 1024
-HANDLERS = ("handlers.worker", "handlers.api", "handlers.sweeper")
+HANDLERS = ("handlers.worker", "handlers.api", "handlers.sweeper", "handlers.migrate")
 # Dummies: unreachable on purpose (port 9 is "discard"), so an import that tried
 # to connect would fail instead of passing quietly.
 DUMMY_ENV = {
@@ -172,12 +172,6 @@ def test_handlers_import_from_the_package_in_a_clean_interpreter(unzipped: Path)
     assert found["sys_path_extra"] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app gap (infra/README.md): the API and sweeper handlers need TASKLEASE_DATABASE_URL "
-    "at import, but Terraform gives them TASKLEASE_DATABASE_SECRET_ARN + host/port/name; "
-    "remove this mark once the handlers resolve the secret",
-)
 def test_handlers_import_with_the_environment_terraform_gives_them(unzipped: Path) -> None:
     env = {k: v for k, v in DUMMY_ENV.items() if k != "TASKLEASE_DATABASE_URL"}
     env.update(

@@ -160,6 +160,7 @@ EXPECTED_SQS = {
             "sqs:ListMessageMoveTasks",
         },
     },
+    "migrate": {},
 }
 
 
@@ -224,6 +225,7 @@ def test_functions_point_at_the_real_handlers() -> None:
         "api": "handlers.api.handler",
         "worker": "handlers.worker.handler",
         "sweeper": "handlers.sweeper.handler",
+        "migrate": "handlers.migrate.handler",
     }
     for spec in functions.values():
         module, attr = spec["handler"].rsplit(".", 1)

@@ -233,8 +233,10 @@ def test_a_message_first_received_long_ago_still_runs_its_job(
 def api_handler(lambda_env: dict[str, str]) -> Iterator[types.ModuleType]:
     module = cold_start("handlers.api")
     yield module
-    # Mangum runs each invocation on the thread's event loop; close the one it made.
+    # Mangum runs each invocation on the thread's event loop; the app keeps its pool open
+    # across warm invocations, so close that first, then the loop Mangum made.
     loop = asyncio.get_event_loop_policy().get_event_loop()
+    loop.run_until_complete(module.app.state.runtime.close())
     loop.close()
     asyncio.set_event_loop(None)
     sys.modules.pop("handlers.api", None)
