@@ -62,6 +62,17 @@ def parse_body(body: str) -> uuid.UUID:
         raise errors.BadRequest("message body has no valid job_id") from exc
 
 
+def job_ids(messages: Iterable[Mapping[str, Any]]) -> dict[str, uuid.UUID]:
+    """MessageId -> job id for the messages that are tasklease claim checks; others left out."""
+    out: dict[str, uuid.UUID] = {}
+    for m in messages:
+        try:
+            out[m["MessageId"]] = parse_body(m.get("Body", ""))
+        except errors.BadRequest:
+            continue
+    return out
+
+
 def _chunks(items: Sequence[Any], size: int = limits.MAX_BATCH) -> Iterable[Sequence[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]

@@ -151,12 +151,8 @@ async def _walk(
         )
         if not messages:
             break
-        ids: dict[str, uuid.UUID] = {}
-        for m in messages:
-            try:
-                ids[m["MessageId"]] = queue.parse_body(m.get("Body", ""))
-            except errors.BadRequest:
-                report.left_in_dlq += 1  # not ours: an operator looks at it
+        ids = queue.job_ids(messages)
+        report.left_in_dlq += len(messages) - len(ids)  # not ours: an operator looks at them
         states = (
             {r["id"]: r for r in await db.fetch(q("jobs_by_ids"), {"ids": list(set(ids.values()))})}
             if ids

@@ -7,12 +7,11 @@ locally). Every step is idempotent and safe to run from several places at once
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 from dataclasses import dataclass
 
-from app import errors, limits, queue
+from app import limits, queue
 from app.config import Settings
 from app.db import Database, q
 from app.queue import Queue
@@ -102,10 +101,7 @@ async def reconcile_dlq(db: Database, sqs: Queue) -> tuple[int, int]:
         )
         if not messages:
             break
-        ids: dict[str, uuid.UUID] = {}
-        for m in messages:
-            with contextlib.suppress(errors.BadRequest):
-                ids[m["MessageId"]] = queue.parse_body(m.get("Body", ""))
+        ids = queue.job_ids(messages)
         if not ids:
             continue
         jobs = {
