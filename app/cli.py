@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -72,13 +72,28 @@ def run(coro: Callable[[], Awaitable[T]]) -> T:
         raise typer.Exit(1) from exc
 
 
-async def _open(s: config.Settings) -> tuple[db.Database, queue.Queue]:
+@contextlib.asynccontextmanager
+async def _clients(s: config.Settings) -> AsyncIterator[tuple[db.Database, queue.Queue]]:
+    """The database and the queue, open for one command."""
     s.need("database_url", "queue_url", "dlq_url")
+    async with _database(s) as database:
+        sqs = queue.Queue(s)
+        await sqs.open()
+        try:
+            yield database, sqs
+        finally:
+            await sqs.close()
+
+
+@contextlib.asynccontextmanager
+async def _database(s: config.Settings) -> AsyncIterator[db.Database]:
+    s.need("database_url")
     database = db.Database(s.database, min_size=1, max_size=4)
     await database.open()
-    sqs = queue.Queue(s)
-    await sqs.open()
-    return database, sqs
+    try:
+        yield database
+    finally:
+        await database.close()
 
 
 # --- set-up ---------------------------------------------------------------------
@@ -166,8 +181,7 @@ def sweep(
     s = settings_or_exit()
 
     async def go() -> None:
-        database, sqs = await _open(s)
-        try:
+        async with _clients(s) as (database, sqs):
             while True:
                 try:
                     report = await sweeper.sweep_once(s, database, sqs)
@@ -179,9 +193,6 @@ def sweep(
                         raise
                     err.print(f"[yellow]sweep failed, will retry:[/] {exc}")
                 await asyncio.sleep(s.sweep_interval_seconds)
-        finally:
-            await sqs.close()
-            await database.close()
 
     with contextlib.suppress(KeyboardInterrupt):
         run(go)
@@ -249,8 +260,7 @@ def submit(
         raise typer.Exit(2) from exc
 
     async def go() -> service.Submitted:
-        database, sqs = await _open(s)
-        try:
+        async with _clients(s) as (database, sqs):
             return await service.submit(
                 s,
                 database,
@@ -261,9 +271,6 @@ def submit(
                 timeout_seconds=timeout_seconds,
                 idempotency_key=idempotency_key,
             )
-        finally:
-            await sqs.close()
-            await database.close()
 
     submitted = run(go)
     out.print(str(submitted.job["id"]), highlight=False)
@@ -275,21 +282,12 @@ def submit(
 def jobs_show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
     """A job, its timeline and its recorded effects."""
     s = settings_or_exit()
-    try:
-        jid = uuid.UUID(job_id)
-    except ValueError as exc:
-        err.print(f"[red]not a job id:[/] {job_id!r}")
-        raise typer.Exit(2) from exc
+    jid = _job_id_or_exit(job_id)
 
     async def go() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-        s.need("database_url")
-        database = db.Database(s.database, min_size=1, max_size=2)
-        await database.open()
-        try:
+        async with _database(s) as database:
             job = await service.get_job(database, jid)
             return job, await service.events(database, jid), await service.effects(database, jid)
-        finally:
-            await database.close()
 
     job, events, effects = run(go)
     summary = Table(show_header=False, title=f"job {jid}", title_justify="left")
@@ -344,14 +342,9 @@ def jobs_list(
     s = settings_or_exit()
 
     async def go() -> list[dict[str, Any]]:
-        s.need("database_url")
-        database = db.Database(s.database, min_size=1, max_size=2)
-        await database.open()
-        try:
+        async with _database(s) as database:
             rows, _ = await service.list_jobs(database, state=state, kind=kind, limit=limit)
             return rows
-        finally:
-            await database.close()
 
     rows = run(go)
     table = Table(
@@ -383,13 +376,8 @@ def jobs_cancel(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> 
     jid = _job_id_or_exit(job_id)
 
     async def go() -> dict[str, Any]:
-        s.need("database_url")
-        database = db.Database(s.database, min_size=1, max_size=2)
-        await database.open()
-        try:
+        async with _database(s) as database:
             return await service.cancel(database, jid)
-        finally:
-            await database.close()
 
     job = run(go)
     if job["state"] == JobState.CANCELLED:
@@ -443,14 +431,10 @@ def dlq_list(
     s = settings_or_exit()
 
     async def go() -> tuple[list[dict[str, Any]], dict[str, int]]:
-        database, sqs = await _open(s)
-        try:
+        async with _clients(s) as (database, sqs):
             return await redrive_mod.dead_letters(
                 database, kind=kind, limit=limit
             ), await sqs.depth(s.dlq)
-        finally:
-            await sqs.close()
-            await database.close()
 
     rows, depth = run(go)
     out.print(_dead_letter_table(rows, f"{len(rows)} dead-lettered jobs"))
@@ -480,8 +464,7 @@ def redrive(
     ids = [_job_id_or_exit(j) for j in job or []]
 
     async def go(progress: redrive_mod.Progress | None) -> redrive_mod.RedriveReport:
-        database, sqs = await _open(s)
-        try:
+        async with _clients(s) as (database, sqs):
             return await redrive_mod.redrive(
                 s,
                 database,
@@ -492,9 +475,6 @@ def redrive(
                 dry_run=dry_run,
                 progress=progress,
             )
-        finally:
-            await sqs.close()
-            await database.close()
 
     with Progress(
         TextColumn("redriving"),
