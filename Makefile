@@ -6,7 +6,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: help run test test-unit test-localstack lint typecheck check sweep clean localstack-start localstack-stop infra-check package plan
+.PHONY: help run test test-unit test-localstack lint typecheck check sweep clean localstack-start localstack-stop infra-check package plan bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -39,8 +39,8 @@ test-localstack: $(STAMP) ## the integration and end-to-end tests against LocalS
 	  $(UV) run --no-sync pytest -m "integration or e2e" $(ARGS)
 
 lint: $(STAMP) ## ruff
-	@$(UV) run --no-sync ruff check app handlers tests
-	@$(UV) run --no-sync ruff format --check app handlers tests
+	@$(UV) run --no-sync ruff check app handlers tests bench
+	@$(UV) run --no-sync ruff format --check app handlers tests bench
 
 typecheck: $(STAMP) ## mypy --strict
 	@$(UV) run --no-sync mypy
@@ -99,3 +99,7 @@ plan: $(STAMP) ## terraform plan against LocalStack through tflocal (says loudly
 	$(TF_INIT) >/dev/null || exit $$?; \
 	TF_CMD=$(TERRAFORM) AWS_ENDPOINT_URL=$$endpoint $(TFLOCAL_VENV)/bin/tflocal -chdir=infra plan \
 	  -input=false -no-color -lock=false -var-file=terraform.tfvars.example -var skip_requesting_account_id=true $(ARGS)
+
+# --- performance (issue 6): bench/run.py; ARGS="--sqs localstack --worker-counts 1,2,4" ---
+bench: $(STAMP) ## benchmark: tasklease vs the raw broker and DB cycles and Celery (ARGS="--sqs localstack")
+	@$(UV) run --no-sync python -m bench.run $(ARGS)

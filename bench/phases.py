@@ -1,0 +1,422 @@
+"""The measured phases: tasklease end to end, the raw broker cycle, the raw database cycle."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import psycopg
+from aiobotocore.session import get_session
+from botocore.config import Config
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from bench.stack import Stack
+
+err = Console(stderr=True)
+OWN = "bench_own"  # an alias on the benchmark's own statements: left out of the per-job counts
+
+
+def progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description:<26}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
+
+
+async def _run_pool(n: int, concurrency: int, fn: Callable[[int], Any]) -> None:
+    counter = iter(range(n))
+
+    async def loop() -> None:
+        for i in counter:
+            await fn(i)
+
+    await asyncio.gather(*(loop() for _ in range(concurrency)))
+
+
+# --- PostgreSQL statistics ------------------------------------------------------
+
+
+class PgStats:
+    """Snapshots of pg_stat_database.xact_commit and pg_stat_statements for the bench DB."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.url = stack.database_url
+        self.statements = stack.pg_stat_statements
+        self.own = 0  # our own transactions between reset and read
+
+    def reset(self) -> int:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            if self.statements:
+                conn.execute("SELECT pg_stat_statements_reset() AS bench_own")
+            conn.execute("SELECT pg_stat_clear_snapshot() AS bench_own")
+            row = conn.execute(
+                "SELECT xact_commit AS bench_own FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()
+        self.own = 0
+        return int(row[0]) if row else 0
+
+    def read(self, base_commits: int, wait: float) -> dict[str, Any]:
+        # An idle backend flushes its transaction counts to pg_stat_database only after
+        # 10 s (PGSTAT_IDLE_INTERVAL); pg_stat_statements counts at once.
+        time.sleep(wait)
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT xact_commit AS bench_own FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()
+            statements: list[tuple[str, int]] = []
+            if self.statements:
+                statements = [
+                    (str(q), int(c))
+                    for q, c in conn.execute(
+                        "SELECT s.query, s.calls AS bench_own FROM pg_stat_statements s "
+                        "JOIN pg_database d ON d.oid = s.dbid AND d.datname = current_database() "
+                        "WHERE s.query NOT LIKE %s ORDER BY s.calls DESC",
+                        ("%bench_own%",),
+                    ).fetchall()
+                ]
+        commits = (int(row[0]) if row else 0) - base_commits - self.own - 2  # our 2 snapshots
+        return {"commits": max(0, commits), "statements": statements}
+
+
+# --- tasklease end to end -------------------------------------------------------
+
+
+async def tasklease_e2e(
+    stack: Stack,
+    jobs: int,
+    clients: int,
+    label: str,
+    *,
+    pace_s: float = 0.0,
+    pg_wait: float = 0.0,
+) -> dict[str, Any]:
+    """N demo.noop jobs through POST /v1/jobs; ``pace_s`` > 0 submits job i at t0 + i·pace_s
+    (a light load) instead of as fast as the clients go."""
+    pg = PgStats(stack)
+    base_commits = pg.reset()
+    stack.reset_counts()
+    ids: list[str] = []
+    submit_ms: list[float] = []
+    errors = 0
+    body = {"kind": "demo.noop", "payload": {}}
+
+    with progress() as bar:
+        sub = bar.add_task(f"{label}: submit", total=jobs, rate="")
+        done_task = bar.add_task(f"{label}: done", total=jobs, rate="")
+        t0 = time.time()
+        limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+        async with httpx.AsyncClient(base_url=stack.api_url, timeout=30, limits=limits) as http:
+
+            async def submit(i: int) -> None:
+                nonlocal errors
+                if pace_s:
+                    await asyncio.sleep(max(0.0, t0 + i * pace_s - time.time()))
+                for _attempt in range(5):
+                    s = time.perf_counter()
+                    try:
+                        resp = await http.post("/v1/jobs", json=body)
+                    except httpx.HTTPError:
+                        resp = None
+                    if resp is not None and resp.status_code == 202:
+                        submit_ms.append((time.perf_counter() - s) * 1000)
+                        ids.append(resp.json()["id"])
+                        bar.advance(sub)
+                        return
+                    errors += 1
+                    await asyncio.sleep(0.2)
+
+            async def watch(submitting: asyncio.Task[None]) -> float:
+                conn = await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True)
+                async with conn:
+                    while True:
+                        await asyncio.sleep(0.25)
+                        cur = await conn.execute(
+                            "SELECT count(*) AS bench_own FROM jobs WHERE state = 'succeeded' "
+                            "AND created_at >= to_timestamp(%s)",
+                            (t0 - 0.2,),
+                        )
+                        pg.own += 1
+                        row = await cur.fetchone()
+                        n = int(row[0]) if row else 0
+                        el = time.time() - t0
+                        bar.update(done_task, completed=n, rate=f"{n / el:7.1f} jobs/s")
+                        if submitting.done() and n >= len(ids):
+                            return time.time()
+                        if time.time() - t0 > 900:
+                            raise TimeoutError(f"{label}: only {n}/{len(ids)} jobs done in 900 s")
+                        if any(p.poll() is not None for p in stack.workers):
+                            raise RuntimeError(f"a worker exited (logs in {stack.logs})")
+
+            submitting = asyncio.ensure_future(_run_pool(jobs, clients, submit))
+            watching = asyncio.ensure_future(watch(submitting))
+            await submitting
+            t_submit = time.time() - t0
+            bar.update(sub, rate=f"{len(ids) / t_submit:7.1f} req/s")
+            await watching
+    await asyncio.sleep(0.5)  # the last batch's DeleteMessageBatch
+    sqs = stack.counts()
+    pgs = pg.read(base_commits, pg_wait)
+
+    conn = await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True)
+    async with conn:
+        cur = await conn.execute(
+            "SELECT extract(epoch FROM max(finished_at)) AS bench_own, "
+            "percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP "
+            "(ORDER BY extract(epoch FROM finished_at - created_at) * 1000), "
+            "count(*) FILTER (WHERE state = 'succeeded') "
+            "FROM jobs WHERE id = ANY(%s)",
+            ([uuid.UUID(i) for i in ids],),
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    last_done, pct, succeeded = float(row[0]), list(row[1]), int(row[2])
+    n = len(ids)
+    elapsed = last_done - t0
+    calls, entries = sqs["calls"], sqs["entries"]
+    total_calls = sum(v for k, v in calls.items() if k != "ReceiveMessage(empty)")
+    statements = pgs["statements"]
+    stmt_calls = sum(c for _, c in statements)
+    submit_ms.sort()
+    return {
+        "jobs": n,
+        "succeeded": succeeded,
+        "submit_errors": errors,
+        "workers": len(stack.workers),
+        "elapsed_s": round(elapsed, 3),
+        "jobs_per_s": round(n / elapsed, 1),
+        "api_submit_req_per_s": round(n / t_submit, 1),
+        "api_submit_ms_p50": round(submit_ms[len(submit_ms) // 2], 1) if submit_ms else None,
+        "latency_ms": {
+            k: round(float(v), 1) for k, v in zip(("p50", "p95", "p99"), pct, strict=True)
+        },
+        "sqs_requests_per_job": {
+            "by_action": {k: round(v / n, 3) for k, v in sorted(calls.items())},
+            "total": round(total_calls / n, 3),
+        },
+        "sqs_requests": calls,
+        "sqs_entries_per_call": {
+            k: round(entries.get(k, 0) / v, 2)
+            for k, v in sorted(calls.items())
+            if v and k in entries
+        },
+        "pg_round_trips_per_job": round(stmt_calls / n, 2) if statements else None,
+        "pg_commits_per_job": round(pgs["commits"] / n, 2) if pg_wait >= 10 else None,
+        # Every statement here is autocommit, so each pool check (an empty query) is a
+        # commit too: commits ≈ statements + checks ≈ the round trips really made.
+        "pg_round_trips_per_job_incl_pool_checks": (
+            round(max(stmt_calls, pgs["commits"]) / n, 2) if statements and pg_wait >= 10 else None
+        ),
+        "pg_source": (
+            "round trips = top-level statements counted by pg_stat_statements (each one a "
+            "client round trip; BEGIN/COMMIT would be included); commits = "
+            "pg_stat_database.xact_commit delta less the benchmark's own, read after the 10 s "
+            "idle flush. Not counted as a round trip: psycopg_pool's check on each checkout "
+            "(an empty query, invisible to pg_stat_statements, but a round trip and a commit)."
+            if statements
+            else "pg_stat_statements unavailable: commits from pg_stat_database.xact_commit only"
+        ),
+        "pg_statements_per_job": [
+            {"query": " ".join(q.split())[:110], "per_job": round(c / n, 3)}
+            for q, c in statements[:12]
+        ],
+    }
+
+
+# --- the raw broker cycle -------------------------------------------------------
+
+
+async def broker_limit(stack: Stack, n: int, producers: int, consumers: int) -> dict[str, Any]:
+    """SendMessageBatch of 10, ReceiveMessage(10, long poll 1 s), DeleteMessageBatch; no DB.
+    Through the same counting proxy as tasklease, so both pay the same path."""
+    url = await stack.new_queue(f"{stack.queue_name}-raw")
+    cfg = Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=50)
+    session = get_session()
+    batches = [list(range(i, min(i + 10, n))) for i in range(0, n, 10)]
+    deleted = 0
+    stack.reset_counts()
+    async with session.create_client(
+        "sqs", region_name="us-east-1", endpoint_url=stack.proxy_url, config=cfg
+    ) as sqs:
+        with progress() as bar:
+            task = bar.add_task("broker limit: cycle", total=n, rate="")
+            t0 = time.perf_counter()
+
+            async def send(i: int) -> None:
+                entries = [{"Id": str(j), "MessageBody": f'{{"n": {j}}}'} for j in batches[i]]
+                await sqs.send_message_batch(QueueUrl=url, Entries=entries)
+
+            async def consume() -> None:
+                nonlocal deleted
+                while deleted < n:
+                    resp = await sqs.receive_message(
+                        QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+                    )
+                    msgs = resp.get("Messages") or []
+                    if not msgs:
+                        continue
+                    entries = [
+                        {"Id": str(k), "ReceiptHandle": m["ReceiptHandle"]}
+                        for k, m in enumerate(msgs)
+                    ]
+                    await sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+                    deleted += len(msgs)
+                    el = time.perf_counter() - t0
+                    bar.update(task, completed=deleted, rate=f"{deleted / el:7.1f} msgs/s")
+
+            await asyncio.gather(
+                _run_pool(len(batches), producers, send), *(consume() for _ in range(consumers))
+            )
+            elapsed = time.perf_counter() - t0
+    calls = stack.counts()["calls"]
+    return {
+        "messages": n,
+        "producers": producers,
+        "consumers": consumers,
+        "elapsed_s": round(elapsed, 3),
+        "msgs_per_s": round(n / elapsed, 1),
+        "sqs_requests": calls,
+    }
+
+
+# --- the raw database cycle -----------------------------------------------------
+
+DB_SCHEMA = """
+CREATE TABLE IF NOT EXISTS bench_jobs (
+    id uuid PRIMARY KEY, state text NOT NULL, payload jsonb NOT NULL,
+    lease_token uuid, created_at timestamptz NOT NULL DEFAULT now(),
+    finished_at timestamptz)"""
+
+
+async def db_limit(stack: Stack, n: int, concurrency: int) -> dict[str, Any]:
+    """The minimum durable job, three commits: insert, claim, complete (one connection each)."""
+    with psycopg.connect(stack.database_url, autocommit=True) as conn:
+        conn.execute(DB_SCHEMA)
+        conn.execute("TRUNCATE bench_jobs")
+    conns = [
+        await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True)
+        for _ in range(concurrency)
+    ]
+    free: asyncio.Queue[psycopg.AsyncConnection[Any]] = asyncio.Queue()
+    for c in conns:
+        free.put_nowait(c)
+    done = 0
+    try:
+        with progress() as bar:
+            task = bar.add_task("db limit: 3 commits/job", total=n, rate="")
+            t0 = time.perf_counter()
+
+            async def job(_: int) -> None:
+                nonlocal done
+                conn = await free.get()
+                try:
+                    jid, token = uuid.uuid4(), uuid.uuid4()
+                    await conn.execute(
+                        "INSERT INTO bench_jobs (id, state, payload) VALUES (%s, 'queued', '{}')",
+                        (jid,),
+                        prepare=True,
+                    )
+                    await conn.execute(
+                        "UPDATE bench_jobs SET state = 'leased', lease_token = %s "
+                        "WHERE id = %s AND state = 'queued'",
+                        (token, jid),
+                        prepare=True,
+                    )
+                    await conn.execute(
+                        "UPDATE bench_jobs SET state = 'succeeded', finished_at = now() "
+                        "WHERE id = %s AND lease_token = %s",
+                        (jid, token),
+                        prepare=True,
+                    )
+                finally:
+                    free.put_nowait(conn)
+                done += 1
+                if done % 50 == 0 or done == n:
+                    el = time.perf_counter() - t0
+                    bar.update(task, completed=done, rate=f"{done / el:7.1f} jobs/s")
+
+            await _run_pool(n, concurrency, job)
+            elapsed = time.perf_counter() - t0
+    finally:
+        for c in conns:
+            await c.close()
+    return {
+        "jobs": n,
+        "concurrency": concurrency,
+        "commits_per_job": 3,
+        "elapsed_s": round(elapsed, 3),
+        "jobs_per_s": round(n / elapsed, 1),
+    }
+
+
+# --- the workers alone: drain a queue filled beforehand -------------------------
+
+
+async def worker_drain(stack: Stack, jobs: int, clients: int, workers: int) -> dict[str, Any]:
+    """Submit N jobs with no worker running (the API alone), then start the workers and time
+    the drain from the first claim to the last completion (the workers alone)."""
+    stack.stop_workers()
+    ids: list[str] = []
+    body = {"kind": "demo.noop", "payload": {}}
+    with progress() as bar:
+        sub = bar.add_task("api alone: submit", total=jobs, rate="")
+        t0 = time.perf_counter()
+        async with httpx.AsyncClient(base_url=stack.api_url, timeout=30) as http:
+
+            async def submit(_: int) -> None:
+                resp = await http.post("/v1/jobs", json=body)
+                resp.raise_for_status()
+                ids.append(resp.json()["id"])
+                bar.advance(sub)
+
+            await _run_pool(jobs, clients, submit)
+        api_rate = jobs / (time.perf_counter() - t0)
+        bar.update(sub, rate=f"{api_rate:7.1f} req/s")
+        stack.reset_counts()
+        done_task = bar.add_task("workers alone: drain", total=jobs, rate="")
+        stack.set_workers(workers, settle=0)
+        uuids = [uuid.UUID(i) for i in ids]
+        conn = await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True)
+        async with conn:
+            deadline = time.monotonic() + 600
+            while True:
+                await asyncio.sleep(0.25)
+                cur = await conn.execute(
+                    "SELECT count(*) FILTER (WHERE state = 'succeeded') AS bench_own, "
+                    "extract(epoch FROM min(started_at)), extract(epoch FROM max(finished_at)) "
+                    "FROM jobs WHERE id = ANY(%s)",
+                    (uuids,),
+                )
+                row = await cur.fetchone()
+                assert row is not None
+                n = int(row[0])
+                if n and row[1] is not None and row[2] is not None:
+                    el = max(0.001, float(row[2]) - float(row[1]))
+                    bar.update(done_task, completed=n, rate=f"{n / el:7.1f} jobs/s")
+                if n >= jobs:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"drain: {n}/{jobs} done in 600 s")
+    await asyncio.sleep(0.5)
+    calls = stack.counts()["calls"]
+    total = sum(v for k, v in calls.items() if k != "ReceiveMessage(empty)")
+    elapsed = float(row[2]) - float(row[1])
+    return {
+        "jobs": jobs,
+        "workers": workers,
+        "api_alone_req_per_s": round(api_rate, 1),
+        "drain_jobs_per_s": round(jobs / elapsed, 1),
+        "drain_sqs_requests_per_job": {
+            "by_action": {k: round(v / jobs, 3) for k, v in sorted(calls.items())},
+            "total": round(total / jobs, 3),
+        },
+    }

@@ -1,0 +1,157 @@
+"""The benchmark's outputs: the rich table, latest.json, latest.md, throughput.png."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def machine() -> dict[str, Any]:
+    model = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _fmt(v: Any) -> str:
+    return "—" if v is None else str(v)
+
+
+def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    t = r["tasklease"]
+    out = [
+        ("endpoint", f"{r['endpoint']['sqs']} at {r['endpoint']['url']} (counted through a proxy)"),
+        ("machine", f"{r['machine']['nproc']} CPUs, {r['machine']['cpu_model']}"),
+        (
+            "jobs · workers x concurrency · clients",
+            f"{t['jobs']} · {r['config']['workers']} x {r['config']['worker_concurrency']} · {r['config']['clients']}",
+        ),
+        (
+            "tasklease jobs/s",
+            f"{t['jobs_per_s']}  ({t['succeeded']}/{t['jobs']} succeeded in {t['elapsed_s']} s)",
+        ),
+        (
+            "latency submit→done p50 / p95 / p99 ms",
+            " / ".join(_fmt(t["latency_ms"][k]) for k in ("p50", "p95", "p99")),
+        ),
+        (
+            f"latency p50 / p95 ms at 10% load ({t['light_load']['rate_jobs_per_s']} jobs/s)",
+            " / ".join(_fmt(t["light_load"]["latency_ms"][k]) for k in ("p50", "p95")),
+        ),
+        ("API submit req/s (p50 ms)", f"{t['api_submit_req_per_s']} ({t['api_submit_ms_p50']})"),
+    ]
+    for action, per in t["sqs_requests_per_job"]["by_action"].items():
+        batch = t["sqs_entries_per_call"].get(action)
+        extra = (
+            f"   ({batch} entries/call)"
+            if batch is not None and action != "ReceiveMessage(empty)"
+            else ""
+        )
+        out.append((f"  SQS {action} /job", f"{per}{extra}"))
+    out += [
+        ("SQS requests/job (total)", str(t["sqs_requests_per_job"]["total"])),
+        ("PG round trips/job (statements)", _fmt(t["pg_round_trips_per_job"])),
+        ("PG commits/job", _fmt(t["pg_commits_per_job"])),
+        (
+            "PG round trips/job incl. pool checks",
+            _fmt(t.get("pg_round_trips_per_job_incl_pool_checks")),
+        ),
+        ("broker limit msgs/s (raw batched cycle)", _fmt(r["broker_limit"].get("msgs_per_s"))),
+        ("db limit jobs/s (3 commits, psycopg)", _fmt(r["db_limit"].get("jobs_per_s"))),
+        ("ratio to broker limit", _fmt(r["ratio_to_broker"])),
+        ("ratio to db limit", _fmt(r["ratio_to_db"])),
+    ]
+    d = t.get("split")
+    if d:
+        out += [
+            ("API alone (no workers) submit req/s", str(d["api_alone_req_per_s"])),
+            (
+                f"workers alone: drain of {d['jobs']} queued jobs/s",
+                f"{d['drain_jobs_per_s']}  (SQS {d['drain_sqs_requests_per_job']['total']}/job)",
+            ),
+        ]
+    c = r["celery"]
+    if c.get("jobs_per_s") is not None:
+        capped = f"  [{c['capped']}]" if c.get("capped") else ""
+        out.append(("celery jobs/s", f"{c['jobs_per_s']}  on {c['broker']}{capped}"))
+        if c.get("sqs_requests_per_job"):
+            part = (
+                " (PARTIAL: " + c["sqs_counts_partial"] + ")" if c.get("sqs_counts_partial") else ""
+            )
+            out.append(("celery SQS requests/job", f"{c['sqs_requests_per_job']['total']}{part}"))
+        out.append(("tasklease / celery", _fmt(r.get("ratio_to_celery"))))
+    else:
+        out.append(("celery jobs/s", f"skipped: {c.get('skipped')}"))
+    for p in r.get("worker_counts", []):
+        out.append((f"  {p['workers']} workers ({p['jobs']} jobs)", f"{p['jobs_per_s']} jobs/s"))
+    for note in r.get("notes", []):
+        out.append(("note", note))
+    return out
+
+
+def table(r: dict[str, Any]) -> Table:
+    tb = Table("measure", "value", title="tasklease benchmark", title_justify="left")
+    for k, v in rows(r):
+        tb.add_row(k, v)
+    pg = r["tasklease"]["pg_statements_per_job"]
+    if pg:
+        tb.add_section()
+        for s in pg[:10]:
+            tb.add_row(f"  pg {s['per_job']}/job", s["query"])
+    return tb
+
+
+def write(r: dict[str, Any], out: Path, console: Console) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(r, indent=2, default=str) + "\n")
+    md = out.with_suffix(".md")
+    lines = [
+        f"# tasklease benchmark ({r['endpoint']['sqs']}, {r['started_at']})",
+        "",
+        'Reproduce: `make bench ARGS="' + r["config"]["argv"] + f'"`. Full figures: `{out.name}`.',
+        "",
+        "| measure | value |",
+        "|---|---|",
+        *(f"| {k.strip()} | {v} |" for k, v in rows(r)),
+        "",
+    ]
+    md.write_text("\n".join(lines))
+    console.print(f"results: {out}, {md}", highlight=False)
+
+
+def plot(points: list[dict[str, Any]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [p["workers"] for p in points]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(xs, [p["jobs_per_s"] for p in points], marker="o", label="tasklease")
+    if any(p.get("celery_jobs_per_s") for p in points):
+        ax.plot(xs, [p.get("celery_jobs_per_s") for p in points], marker="s", label="celery")
+    ax.set_xlabel("worker processes")
+    ax.set_ylabel("jobs/s")
+    ax.set_xticks(xs)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
