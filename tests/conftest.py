@@ -170,6 +170,7 @@ class Stack:
     env: dict[str, str]
     sqs: Any
     tmp: Path
+    sqs_target: str = "moto"  # which SQS-compatible server: moto or localstack
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -246,7 +247,13 @@ class Stack:
 
 
 @pytest.fixture
-def stack(database_url: str, aws_env: dict[str, str], sqs: Any, tmp_path: Path) -> Iterator[Stack]:
+def stack(
+    database_url: str,
+    aws_env: dict[str, str],
+    sqs: Any,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[Stack]:
     name = f"tl-{uuid.uuid4().hex[:10]}"
     urls = run(_create_queues(Settings(queue_name=name, visibility_timeout_seconds=4), name))
     env = {
@@ -280,7 +287,8 @@ def stack(database_url: str, aws_env: dict[str, str], sqs: Any, tmp_path: Path) 
         outbox_grace_seconds=0,
         worker_id="test-engine",
     )
-    s = Stack(settings=settings, env=env, sqs=sqs, tmp=tmp_path)
+    target = request.node.callspec.params.get("sqs_endpoint", "moto")
+    s = Stack(settings=settings, env=env, sqs=sqs, tmp=tmp_path, sqs_target=target)
     yield s
     s.stop_all()
 

@@ -29,10 +29,7 @@ FLAKY_TICKET = {
 
 
 def is_localstack(stack: Stack) -> bool:
-    return (
-        ":4566" in stack.env["AWS_ENDPOINT_URL_SQS"]
-        or "localstack" in stack.env["AWS_ENDPOINT_URL_SQS"]
-    )
+    return stack.sqs_target == "localstack"
 
 
 async def drain(
