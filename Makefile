@@ -20,8 +20,12 @@ $(STAMP): pyproject.toml uv.lock | $(UV)
 
 install: $(STAMP) ## install the locked dependencies into .venv
 
-run: $(STAMP) ## the whole system on this machine, with demo jobs (Ctrl-C stops it)
-	@$(UV) run --no-sync tasklease dev $(ARGS)
+SQS ?= moto
+run: $(STAMP) ## the whole system on this machine, with demo jobs (Ctrl-C stops it); SQS=localstack for LocalStack
+	@if [ "$(SQS)" = "localstack" ]; then \
+	  bash localstack/run.sh start >/dev/null || exit $$?; trap 'bash localstack/run.sh stop' EXIT; \
+	  LOCALSTACK_ENDPOINT=http://127.0.0.1:$${LOCALSTACK_PORT:-4566} $(UV) run --no-sync tasklease dev --sqs localstack $(ARGS); \
+	else $(UV) run --no-sync tasklease dev --sqs $(SQS) $(ARGS); fi
 
 test: $(STAMP) ## the test suite against embedded PostgreSQL and moto's SQS server
 	@$(UV) run --no-sync pytest $(ARGS)

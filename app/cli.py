@@ -224,8 +224,17 @@ def dev(
     exit_when_done: Annotated[
         bool, typer.Option(help="stop once the demo jobs have settled")
     ] = False,
+    sqs: Annotated[
+        str,
+        typer.Option(
+            help="moto (started here) or localstack (already running at LOCALSTACK_ENDPOINT)"
+        ),
+    ] = "moto",
 ) -> None:
     """Run everything on this machine: PostgreSQL, SQS (moto), API, workers, sweeper, demo."""
+    if sqs not in ("moto", "localstack"):
+        err.print(f"[red]--sqs must be moto or localstack, not {sqs!r}[/]")
+        raise typer.Exit(2)
     from app import dev as dev_mod
 
     s = settings_or_exit()
@@ -236,6 +245,7 @@ def dev(
         data_dir=data_dir,
         demo=demo,
         exit_when_done=exit_when_done,
+        sqs=sqs,
     )
     raise typer.Exit(code)
 

@@ -26,7 +26,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from app import db, embedded, queue
+from app import db, embedded, errors, queue
 from app.cli import styled
 from app.config import Settings
 from app.db import q
@@ -74,8 +74,11 @@ DEMO_DEFAULTS = {
 
 
 class Stack:
-    def __init__(self, settings: Settings, data_dir: Path, workers: int, api_port: int) -> None:
+    def __init__(
+        self, settings: Settings, data_dir: Path, workers: int, api_port: int, sqs: str = "moto"
+    ) -> None:
         self.settings = settings
+        self.sqs = sqs
         self.data_dir = data_dir.resolve()
         self.workers = workers
         self.api_port = api_port
@@ -110,6 +113,22 @@ class Stack:
         if s.queue_url and s.dlq_url:
             queue_url, dlq_url = s.queue_url, s.dlq_url
             console.print(f"[green]✓[/] SQS         {queue_url} (from the environment)")
+        elif self.sqs == "localstack":
+            endpoint = os.environ.get("LOCALSTACK_ENDPOINT", "http://127.0.0.1:4566")
+            try:
+                embedded.wait_for_http(f"{endpoint}/_localstack/health", timeout=10)
+            except errors.TaskleaseError as exc:
+                raise errors.ConfigError(
+                    f"LocalStack is not answering at {endpoint} (LOCALSTACK_ENDPOINT): start it "
+                    "with 'make localstack-start', or run 'make run SQS=localstack'"
+                ) from exc
+            env.update(embedded.local_aws_env(endpoint, s.region))
+            os.environ.update(env)
+            urls = asyncio.run(_create_queues(self.settings, s.queue_name))
+            queue_url, dlq_url = urls.queue_url, urls.dlq_url
+            console.print(
+                f"[green]✓[/] SQS         {endpoint} (LocalStack), queue {s.queue_name} + DLQ"
+            )
         else:
             with console.status("starting moto's SQS server…"):
                 self.moto = embedded.MotoServer(log=self._log("moto"))
@@ -298,8 +317,9 @@ def main(
     data_dir: Path,
     demo: bool,
     exit_when_done: bool,
+    sqs: str = "moto",
 ) -> int:
-    stack = Stack(settings, data_dir, workers, api_port)
+    stack = Stack(settings, data_dir, workers, api_port, sqs)
     try:
         stack.start()
         if demo:
@@ -332,6 +352,9 @@ def main(
     except KeyboardInterrupt:
         console.print("\nstopping…")
         return 0
+    except errors.TaskleaseError as exc:
+        console.print(f"[red]{exc}[/]")
+        return 2
     finally:
         with contextlib.suppress(Exception):
             stack.stop()
