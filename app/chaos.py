@@ -34,7 +34,6 @@ import urllib.parse
 import uuid
 import warnings
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any, LiteralString
 
@@ -315,7 +314,7 @@ class Stack:
         """Every worker stopped (SIGTERM: batches in hand finish), then started with ``extra``."""
         self.worker_env.update(extra)
         names = list(self.workers.values())
-        self._terminate([self.procs[n] for n in names])
+        embedded.terminate([self.procs[n] for n in names])
         for slot in list(self.workers):
             self.start_worker(slot)
 
@@ -375,21 +374,8 @@ class Stack:
 
     # shutdown
 
-    def _terminate(self, procs: Iterable[subprocess.Popen[bytes]], grace: float = 15) -> None:
-        procs = [p for p in procs if p.poll() is None]
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                p.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for p in procs:
-            try:
-                p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
     def stop(self) -> None:
-        self._terminate(self.procs.values())
+        embedded.terminate(self.procs.values())
         if self.moto is not None:
             self.moto.stop()
         if self.localstack_started:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -214,16 +213,7 @@ class Stack:
         return [name for name, p in self.procs if p.poll() is not None]
 
     def stop(self) -> None:
-        for _, p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for _, p in self.procs:
-            try:
-                p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        embedded.terminate(p for _, p in self.procs)
         if self.moto:
             self.moto.stop()
         if self.postgres:

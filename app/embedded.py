@@ -5,12 +5,15 @@ hand, no Docker. Used by ``tasklease dev`` and by the test suite.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
@@ -19,6 +22,22 @@ import psycopg
 from app import errors
 
 DEFAULT_DATABASE = "tasklease"
+
+
+def terminate(procs: Iterable[subprocess.Popen[bytes]], grace: float = 15) -> None:
+    """SIGTERM every process still running, wait up to ``grace`` seconds in all, then
+    SIGKILL the ones left."""
+    alive = [p for p in procs if p.poll() is None]
+    for p in alive:
+        with contextlib.suppress(ProcessLookupError):
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for p in alive:
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def free_port(host: str = "127.0.0.1") -> int:

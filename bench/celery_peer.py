@@ -15,8 +15,9 @@ from typing import Any
 import boto3
 from rich.console import Console
 
+from app.embedded import terminate
 from bench.phases import progress
-from bench.stack import Stack, terminate
+from bench.stack import Stack
 
 err = Console(stderr=True)
 

@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -204,12 +203,12 @@ class Stack:
             )
 
     def stop_workers(self) -> None:
-        terminate(self.workers)
+        embedded.terminate(self.workers)
         self.workers = []
 
     def stop(self) -> None:
-        terminate([*self.workers, *self.others, *([self.api] if self.api else [])])
-        terminate([self.proxy] if self.proxy else [], grace=3)
+        embedded.terminate([*self.workers, *self.others, *([self.api] if self.api else [])])
+        embedded.terminate([self.proxy] if self.proxy else [], grace=3)
         if self.moto is not None:
             self.moto.stop()
         if self.localstack_started:
@@ -226,18 +225,3 @@ class Stack:
                 self.postgres.stop()
         for fh in self._files:
             fh.close()
-
-
-def terminate(procs: list[subprocess.Popen[bytes]], grace: float = 15) -> None:
-    """SIGTERM each (by pid), wait, then SIGKILL the ones left."""
-    procs = [p for p in procs if p.poll() is None]
-    for p in procs:
-        with contextlib.suppress(ProcessLookupError):
-            p.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    for p in procs:
-        try:
-            p.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
