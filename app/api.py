@@ -1,4 +1,10 @@
-"""The HTTP API (FastAPI), versioned under /v1. handlers/api.py serves it through Mangum."""
+"""The HTTP API (FastAPI), versioned under /v1. handlers/api.py serves it through Mangum.
+
+Every /v1 route needs a caller: a tenant's API key (``Authorization: Bearer tlk_…``)
+or, with TASKLEASE_AUTH_MODE=authorizer, the identity API Gateway's authorizer put in
+the request context. A caller sees its own tenant's jobs; another tenant's job is 404.
+An admin key sees every tenant (dead letters across tenants, redrive).
+"""
 
 from __future__ import annotations
 
@@ -10,11 +16,14 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import __version__, errors, limits, redrive, service
+from app import __version__, auth, errors, limits, redrive, service
 from app import config as config_mod
 from app.db import Database
 from app.queue import Queue
@@ -89,6 +98,32 @@ class Problem(BaseModel):
     detail: str
 
 
+class Me(BaseModel):
+    tenant: str
+    admin: bool
+    key_id: str | None
+    via: str
+
+
+class RedriveRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    job_ids: list[uuid.UUID] | None = Field(None, max_length=redrive.MAX_LIST)
+    kind: str | None = Field(None, min_length=1, max_length=100)
+    tenant: str | None = Field(None, min_length=1, max_length=63)
+    limit: int | None = Field(None, ge=1, le=redrive.MAX_LIST)
+
+
+class RedriveSummary(BaseModel):
+    mode: str
+    selected: int
+    moved: int
+    reset: int
+    sent_without_dead_letter: int
+    stale_deleted: int
+    left_in_dlq: int
+
+
 # --- wiring ---------------------------------------------------------------------
 
 
@@ -102,6 +137,7 @@ class Runtime:
         settings.need("database_url", "queue_url", "dlq_url")
         self.settings = settings
         self._db: Database | None = None
+        self._keys: auth.KeyVerifier | None = None
         self.sqs = Queue(settings)
         self._lock = asyncio.Lock()
 
@@ -110,6 +146,12 @@ class Runtime:
         if self._db is None:
             raise errors.StoreError("the API's database pool is not open")
         return self._db
+
+    @property
+    def keys(self) -> auth.KeyVerifier:
+        if self._keys is None:
+            self._keys = auth.KeyVerifier(self.db)
+        return self._keys
 
     async def open(self) -> None:
         async with self._lock:
@@ -128,6 +170,7 @@ class Runtime:
             await self.sqs.close()
             await self._db.close()
             self._db = None
+            self._keys = None
 
 
 async def _runtime(request: Request) -> Runtime:
@@ -138,13 +181,124 @@ async def _runtime(request: Request) -> Runtime:
 
 Rt = Annotated[Runtime, Depends(_runtime)]
 
+# Declares the scheme in the OpenAPI document; _caller does the checking itself, so a
+# missing or bad key is our 401 with WWW-Authenticate, not the library's answer.
+_bearer = HTTPBearer(auto_error=False, description="A tenant's API key: tlk_<id>_<secret>")
+
+
+async def _caller(
+    request: Request,
+    rt: Rt,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> auth.Principal:
+    s = rt.settings
+    if s.auth_mode == "authorizer":
+        return auth.from_authorizer(
+            request.scope.get("aws.event"),
+            tenant_field=s.authorizer_tenant_field,
+            admin_field=s.authorizer_admin_field,
+        )
+    # HTTPBearer hands over only a well-formed "Bearer <token>"; anything else is None.
+    header = request.headers.get("authorization")
+    token = credentials.credentials if credentials else auth.bearer(header)
+    return await rt.keys.verify(token)
+
+
+Caller = Annotated[auth.Principal, Depends(_caller)]
+
+
+async def _admin(caller: Caller) -> auth.Principal:
+    if not caller.admin:
+        raise auth.Forbidden()
+    return caller
+
+
+Admin = Annotated[auth.Principal, Depends(_admin)]
+
 STATUS = {
     errors.BadRequest: 422,
     errors.NotFound: 404,
     errors.Conflict: 409,
+    errors.TooManyRequests: 429,
+    auth.Unauthorized: 401,
+    auth.Forbidden: 403,
     errors.StoreError: 503,
     errors.QueueError: 503,
 }
+
+# What a malformed body is answered with: it never reached validation.
+_UNPARSEABLE = {"json_invalid", "json_type"}
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
+    """One readable line naming each field that is wrong (and the allowed range)."""
+    problems = []
+    status = 422
+    for e in exc.errors():
+        if e.get("type") in _UNPARSEABLE:
+            status = 400
+            problems.append(
+                f"the body is not valid JSON: {e.get('ctx', {}).get('error', e['msg'])}"
+            )
+            continue
+        where = ".".join(str(p) for p in e.get("loc", ()))
+        msg = str(e.get("msg", "invalid"))
+        ctx = e.get("ctx") or {}
+        bounds = _RANGES.get(where)
+        if bounds and any(k in ctx for k in ("ge", "le", "gt", "lt")):
+            msg += f" (allowed: {bounds[0]} to {bounds[1]})"
+        problems.append(f"{where}: {msg}")
+    return status, "; ".join(problems) or "the request is invalid"
+
+
+# Allowed ranges named in 422 answers (the OpenAPI document carries them too).
+_RANGES: dict[str, tuple[int, int]] = {
+    "body.max_attempts": (1, 100),
+    "body.timeout_seconds": (1, limits.MAX_VISIBILITY_SECONDS),
+    "query.limit": (1, service.MAX_PAGE),
+    "body.limit": (1, redrive.MAX_LIST),
+}
+
+
+class BodyLimit:
+    """413 for a body over the limit, before anything reads it: by Content-Length when it
+    is sent, and by counting as the body streams in when it is not (chunked)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None:
+            try:
+                too_big = int(length) > self.max_bytes
+            except ValueError:
+                too_big = False  # the server refuses a malformed length itself
+            if too_big:
+                response = JSONResponse({"detail": self._detail()}, status_code=413)
+                await response(scope, receive, send)
+                return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    # FastAPI passes an HTTPException raised while it reads the body
+                    # through to the answer (any other exception becomes a 400).
+                    raise HTTPException(status_code=413, detail=self._detail())
+            return message
+
+        await self.app(scope, counted, send)
+
+    def _detail(self) -> str:
+        return f"the request body is larger than {self.max_bytes} bytes (TASKLEASE_MAX_BODY_BYTES)"
 
 
 def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
@@ -167,15 +321,32 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
     )
     app.state.runtime = runtime
 
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+
     @app.exception_handler(errors.TaskleaseError)
     async def _error(request: Request, exc: errors.TaskleaseError) -> JSONResponse:
         status = next((code for cls, code in STATUS.items() if isinstance(exc, cls)), 500)
         if status >= 500:
             log.error("request failed: %s", exc)
-        return JSONResponse({"detail": str(exc)}, status_code=status)
+        headers: dict[str, str] = {}
+        if isinstance(exc, auth.Unauthorized):
+            challenge = 'Bearer realm="tasklease"'
+            if exc.error:
+                challenge += f', error="{exc.error}"'
+            headers["WWW-Authenticate"] = challenge
+        if isinstance(exc, errors.TooManyRequests):
+            headers["Retry-After"] = str(exc.retry_after)
+        return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        status, detail = _validation_message(exc)
+        return JSONResponse({"detail": detail}, status_code=status)
 
     responses: dict[int | str, dict[str, Any]] = {
+        401: {"model": Problem, "description": "no valid API key"},
         404: {"model": Problem},
+        413: {"model": Problem, "description": "the body is over TASKLEASE_MAX_BODY_BYTES"},
         422: {"model": Problem},
         503: {"model": Problem},
     }
@@ -184,17 +355,24 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
         "/v1/jobs",
         status_code=202,
         response_model=JobPublic,
-        responses={409: {"model": Problem}, **responses},
+        responses={
+            400: {"model": Problem, "description": "the body is not valid JSON"},
+            409: {"model": Problem},
+            429: {"model": Problem, "description": "over the tenant's rate or in-flight limit"},
+            **responses,
+        },
     )
     async def create_job(
         body: JobCreate,
+        caller: Caller,
         rt: Rt,
         response: Response,
         idempotency_key: Annotated[
-            str | None, Header(max_length=service.MAX_IDEMPOTENCY_KEY)
+            str | None, Header(min_length=1, max_length=service.MAX_IDEMPOTENCY_KEY)
         ] = None,
     ) -> JobPublic:
-        """Accept a job: it is durable when this answers 202, and runs later."""
+        """Accept a job: it is durable when this answers 202, and runs later. The job
+        belongs to the caller's tenant; so does its Idempotency-Key."""
         submitted = await service.submit(
             rt.settings,
             rt.db,
@@ -204,6 +382,7 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
             max_attempts=body.max_attempts,
             timeout_seconds=body.timeout_seconds,
             idempotency_key=idempotency_key,
+            tenant=caller.tenant,
         )
         response.headers["Location"] = f"/v1/jobs/{submitted.job['id']}"
         if not submitted.created:
@@ -212,55 +391,100 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
 
     @app.get("/v1/jobs", response_model=JobPage, responses={400: {"model": Problem}, **responses})
     async def list_jobs(
+        caller: Caller,
         rt: Rt,
         state: JobState | None = None,
         kind: Annotated[str | None, Query(max_length=100)] = None,
         limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
         cursor: Annotated[str | None, Query(max_length=200)] = None,
     ) -> JobPage | JSONResponse:
+        """The caller's jobs, newest first (an admin key: every tenant's)."""
         try:
             rows, next_cursor = await service.list_jobs(
-                rt.db, state=state, kind=kind, limit=limit, cursor=cursor
+                rt.db, state=state, kind=kind, limit=limit, cursor=cursor, scope=caller.scope
             )
         except errors.BadRequest as exc:
             return JSONResponse({"detail": str(exc)}, status_code=400)
         return JobPage(items=[JobPublic.of(r) for r in rows], next_cursor=next_cursor)
 
     @app.get("/v1/jobs/{job_id}", response_model=JobPublic, responses=responses)
-    async def get_job(job_id: uuid.UUID, rt: Rt) -> JobPublic:
-        return JobPublic.of(await service.get_job(rt.db, job_id))
+    async def get_job(job_id: uuid.UUID, caller: Caller, rt: Rt) -> JobPublic:
+        return JobPublic.of(await service.get_job(rt.db, job_id, scope=caller.scope))
 
     @app.get("/v1/jobs/{job_id}/events", response_model=list[EventPublic], responses=responses)
-    async def get_events(job_id: uuid.UUID, rt: Rt) -> list[EventPublic]:
-        return [EventPublic.model_validate(e) for e in await service.events(rt.db, job_id)]
+    async def get_events(job_id: uuid.UUID, caller: Caller, rt: Rt) -> list[EventPublic]:
+        events = await service.events(rt.db, job_id, scope=caller.scope)
+        return [EventPublic.model_validate(e) for e in events]
 
     @app.get("/v1/jobs/{job_id}/effects", response_model=list[EffectPublic], responses=responses)
-    async def get_effects(job_id: uuid.UUID, rt: Rt) -> list[EffectPublic]:
-        return [EffectPublic.model_validate(e) for e in await service.effects(rt.db, job_id)]
+    async def get_effects(job_id: uuid.UUID, caller: Caller, rt: Rt) -> list[EffectPublic]:
+        effects = await service.effects(rt.db, job_id, scope=caller.scope)
+        return [EffectPublic.model_validate(e) for e in effects]
 
     conflict = {409: {"model": Problem}, **responses}
 
     @app.post("/v1/jobs/{job_id}/cancel", response_model=JobPublic, responses=conflict)
-    async def cancel_job(job_id: uuid.UUID, rt: Rt) -> JobPublic:
+    async def cancel_job(job_id: uuid.UUID, caller: Caller, rt: Rt) -> JobPublic:
         """Cancel: at once when the job waits; a running job stops at its next heartbeat
         (``cancel_requested`` is true until then). A finished job is 409."""
-        return JobPublic.of(await service.cancel(rt.db, job_id))
+        return JobPublic.of(await service.cancel(rt.db, job_id, scope=caller.scope))
 
     @app.post(
         "/v1/jobs/{job_id}/redrive", response_model=JobPublic, status_code=202, responses=conflict
     )
-    async def redrive_job(job_id: uuid.UUID, rt: Rt) -> JobPublic:
+    async def redrive_job(job_id: uuid.UUID, caller: Caller, rt: Rt) -> JobPublic:
         """Send a dead-lettered job back to the queue with a fresh attempt budget."""
-        return JobPublic.of(await redrive.redrive_job(rt.db, rt.sqs, job_id))
+        return JobPublic.of(await redrive.redrive_job(rt.db, rt.sqs, job_id, scope=caller.scope))
 
     @app.get("/v1/dead-letters", response_model=list[JobPublic], responses=responses)
     async def dead_letters(
+        caller: Caller,
         rt: Rt,
         kind: Annotated[str | None, Query(max_length=100)] = None,
+        tenant: Annotated[
+            str | None, Query(min_length=1, max_length=63, description="admin keys only")
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
     ) -> list[JobPublic]:
-        """Dead-lettered jobs, oldest first: kind, attempts, last error, when."""
-        return [JobPublic.of(r) for r in await redrive.dead_letters(rt.db, kind=kind, limit=limit)]
+        """Dead-lettered jobs, oldest first: kind, attempts, last error, when. The caller's
+        own; an admin key sees every tenant's, or one tenant's with ``tenant``."""
+        if tenant is not None and not caller.admin:
+            raise auth.Forbidden("the tenant filter needs an admin key")
+        scope = tenant if caller.admin else caller.tenant
+        rows = await redrive.dead_letters(rt.db, scope=scope, kind=kind, limit=limit)
+        return [JobPublic.of(r) for r in rows]
+
+    @app.post(
+        "/v1/dead-letters/redrive",
+        response_model=RedriveSummary,
+        responses={403: {"model": Problem, "description": "not an admin key"}, **responses},
+    )
+    async def redrive_dead_letters(body: RedriveRequest, caller: Admin, rt: Rt) -> RedriveSummary:
+        """Admin: redrive dead letters across tenants, chosen by job ids, kind, tenant and a
+        limit (none of them: the whole DLQ, as `tasklease redrive` does)."""
+        report = await redrive.redrive(
+            rt.settings,
+            rt.db,
+            rt.sqs,
+            job_ids=body.job_ids,
+            kind=body.kind,
+            tenant=body.tenant,
+            limit=body.limit,
+        )
+        return RedriveSummary(
+            mode=report.mode,
+            selected=len(report.selected),
+            moved=report.moved,
+            reset=report.reset,
+            sent_without_dead_letter=report.sent_without_dead_letter,
+            stale_deleted=report.stale_deleted,
+            left_in_dlq=report.left_in_dlq,
+        )
+
+    @app.get("/v1/me", response_model=Me, responses={401: {"model": Problem}})
+    async def me(caller: Caller) -> Me:
+        """Who the API takes the caller for: tenant, admin scope, key id."""
+        return Me(tenant=caller.tenant, admin=caller.admin, key_id=caller.key_id, via=caller.via)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

@@ -42,7 +42,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from app import config, db, embedded, errors, queue
+from app import auth, config, db, embedded, errors, queue
 from app.config import Settings
 from app.states import FINAL_FOR_NOW, JobState
 
@@ -141,6 +141,7 @@ class Stack:
         self.generation = 0
         self.worker_env: dict[str, str] = {}
         self.api_url = ""
+        self.api_headers: dict[str, str] = {}
         self.hook_url = ""
         self._files: list[IO[bytes]] = []
 
@@ -248,7 +249,14 @@ class Stack:
             "TASKLEASE_FAKE_MODEL_PERMANENT_RATE": str(cfg.permanent_rate),
             "TASKLEASE_WEBHOOK_URL": f"{self.hook_url}/hook",
             "TASKLEASE_LOG_LEVEL": "INFO",
+            # Chaos submits as fast as its clients go; the limits are tested elsewhere.
+            "TASKLEASE_RATE_LIMIT_PER_SECOND": "100000",
+            "TASKLEASE_RATE_LIMIT_BURST": "1000000",
             "PYTHONWARNINGS": "ignore::UserWarning",
+        }
+        self.api_headers = {
+            "Authorization": "Bearer "
+            + asyncio.run(auth.create_key_at(self.database_url, "chaos", name="tasklease chaos"))
         }
         self.worker_env = {"TASKLEASE_FAKE_MODEL_TRANSIENT_RATE": str(cfg.transient_rate)}
         log = ["--log", str(self.dir / "webhook-deliveries.jsonl")]
@@ -450,7 +458,9 @@ async def submit_all(cfg: Config, stack: Stack, run: Run, payloads: list[dict[st
                 run.submit_retries += 1
                 await asyncio.sleep(0.3)
 
-    async with httpx.AsyncClient(base_url=stack.api_url, timeout=10) as client:
+    async with httpx.AsyncClient(
+        base_url=stack.api_url, timeout=10, headers=stack.api_headers
+    ) as client:
         await asyncio.gather(*(client_loop(client) for _ in range(cfg.clients)))
 
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from app import config, db, errors, logs, queue, service, sweeper
+from app import auth, config, db, errors, logs, queue, service, sweeper
 from app.states import JobState
 
 T = TypeVar("T")
@@ -28,9 +28,15 @@ cli = typer.Typer(
 queues_cli = typer.Typer(help="Create the queues.", no_args_is_help=True)
 jobs_cli = typer.Typer(help="Look at jobs.", no_args_is_help=True)
 dlq_cli = typer.Typer(help="The dead-letter queue.", no_args_is_help=True)
+keys_cli = typer.Typer(
+    help="API keys: one tenant each; shown once, stored hashed.", no_args_is_help=True
+)
+limits_cli = typer.Typer(help="Per-tenant limits on job submission.", no_args_is_help=True)
 cli.add_typer(queues_cli, name="queues")
 cli.add_typer(jobs_cli, name="jobs")
 cli.add_typer(dlq_cli, name="dlq")
+cli.add_typer(keys_cli, name="keys")
+cli.add_typer(limits_cli, name="limits")
 
 out = Console()
 err = Console(stderr=True)
@@ -260,8 +266,11 @@ def submit(
     idempotency_key: Annotated[str | None, typer.Option(help="same key, same job")] = None,
     max_attempts: Annotated[int | None, typer.Option(min=1, max=100)] = None,
     timeout_seconds: Annotated[int | None, typer.Option(min=1)] = None,
+    tenant: Annotated[str, typer.Option(help="the tenant the job belongs to")] = (
+        service.DEFAULT_TENANT
+    ),
 ) -> None:
-    """Submit a job (the same path as POST /v1/jobs) and print its id."""
+    """Submit a job (the same path as POST /v1/jobs, limits included) and print its id."""
     s = settings_or_exit()
     try:
         doc = json.loads(payload)
@@ -280,6 +289,7 @@ def submit(
                 max_attempts=max_attempts,
                 timeout_seconds=timeout_seconds,
                 idempotency_key=idempotency_key,
+                tenant=auth.check_tenant(tenant),
             )
 
     submitted = run(go)
@@ -296,12 +306,18 @@ def jobs_show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> No
 
     async def go() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
         async with _database(s) as database:
-            job = await service.get_job(database, jid)
-            return job, await service.events(database, jid), await service.effects(database, jid)
+            # The operator's view: every tenant.
+            job = await service.get_job(database, jid, scope=None)
+            return (
+                job,
+                await service.events(database, jid, scope=None),
+                await service.effects(database, jid, scope=None),
+            )
 
     job, events, effects = run(go)
     summary = Table(show_header=False, title=f"job {jid}", title_justify="left")
     for key in (
+        "tenant",
         "kind",
         "state",
         "attempt",
@@ -346,19 +362,23 @@ def jobs_show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> No
 def jobs_list(
     state: Annotated[JobState | None, typer.Option(help="only jobs in this state")] = None,
     kind: Annotated[str | None, typer.Option(help="only jobs of this kind")] = None,
+    tenant: Annotated[str | None, typer.Option(help="only this tenant's jobs")] = None,
     limit: Annotated[int, typer.Option(min=1, max=service.MAX_PAGE)] = 50,
 ) -> None:
-    """The newest jobs, as a table."""
+    """The newest jobs of every tenant (or one), as a table."""
     s = settings_or_exit()
 
     async def go() -> list[dict[str, Any]]:
         async with _database(s) as database:
-            rows, _ = await service.list_jobs(database, state=state, kind=kind, limit=limit)
+            rows, _ = await service.list_jobs(
+                database, state=state, kind=kind, limit=limit, scope=tenant
+            )
             return rows
 
     rows = run(go)
     table = Table(
         "id",
+        "tenant",
         "kind",
         "state",
         "attempt",
@@ -370,6 +390,7 @@ def jobs_list(
     for r in rows:
         table.add_row(
             str(r["id"]),
+            r["tenant"],
             r["kind"],
             styled(r["state"]),
             f"{r['attempt']}/{r['max_attempts']}",
@@ -387,7 +408,7 @@ def jobs_cancel(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> 
 
     async def go() -> dict[str, Any]:
         async with _database(s) as database:
-            return await service.cancel(database, jid)
+            return await service.cancel(database, jid, scope=None)
 
     job = run(go)
     if job["state"] == JobState.CANCELLED:
@@ -409,6 +430,7 @@ def _job_id_or_exit(job_id: str) -> uuid.UUID:
 def _dead_letter_table(rows: list[dict[str, Any]], title: str) -> Table:
     table = Table(
         "id",
+        "tenant",
         "kind",
         "attempts",
         "by",
@@ -421,6 +443,7 @@ def _dead_letter_table(rows: list[dict[str, Any]], title: str) -> Table:
         when = r["finished_at"].strftime("%Y-%m-%d %H:%M:%S") if r["finished_at"] else ""
         table.add_row(
             str(r["id"]),
+            r["tenant"],
             r["kind"],
             f"{r['attempt']}/{r['max_attempts']}",
             r["dead_lettered_by"] or "",
@@ -443,7 +466,7 @@ def dlq_list(
     async def go() -> tuple[list[dict[str, Any]], dict[str, int]]:
         async with _clients(s) as (database, sqs):
             return await redrive_mod.dead_letters(
-                database, kind=kind, limit=limit
+                database, scope=None, kind=kind, limit=limit
             ), await sqs.depth(s.dlq)
 
     rows, depth = run(go)
@@ -530,6 +553,158 @@ def redrive(
         out.print(
             "moved with StartMessageMoveTask: each job's attempt budget restarts when its message is claimed"
         )
+
+
+# --- keys and limits ------------------------------------------------------------
+
+
+def _when(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
+
+
+def _keys_table(rows: list[dict[str, Any]], title: str) -> Table:
+    table = Table("key id", "tenant", "name", "scope", "created", "revoked", title=title)
+    table.title_justify = "left"
+    for r in rows:
+        table.add_row(
+            r["id"],
+            r["tenant"],
+            escape(r["name"]),
+            "[bold]admin[/]" if r["admin"] else "tenant",
+            _when(r["created_at"]),
+            f"[red]{_when(r['revoked_at'])}[/]" if r["revoked_at"] else "",
+        )
+    return table
+
+
+@keys_cli.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="the tenant the key acts for")],
+    name: Annotated[str, typer.Option(help="a label, e.g. who holds the key")] = "",
+    admin: Annotated[
+        bool, typer.Option("--admin", help="operator scope: every tenant's jobs, bulk redrive")
+    ] = False,
+) -> None:
+    """Create an API key and print it. It is shown once; only a hash is stored."""
+    s = settings_or_exit()
+
+    async def go() -> auth.NewKey:
+        async with _database(s) as database:
+            return await auth.create_key(database, tenant, name=name, admin=admin)
+
+    made = run(go)
+    err.print(_keys_table([made.row], "created (the key below is shown once: keep it now)"))
+    out.print(made.key, highlight=False, soft_wrap=True)
+
+
+@keys_cli.command("list")
+def keys_list(
+    tenant: Annotated[str | None, typer.Option(help="only this tenant's keys")] = None,
+) -> None:
+    """Every key: id, tenant, scope, when made and revoked (never the key itself)."""
+    s = settings_or_exit()
+
+    async def go() -> list[dict[str, Any]]:
+        async with _database(s) as database:
+            return await auth.list_keys(database, tenant)
+
+    rows = run(go)
+    out.print(_keys_table(rows, f"{len(rows)} API keys"))
+
+
+@keys_cli.command("revoke")
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id (keys list)")]) -> None:
+    """Revoke a key: the next request that carries it is refused."""
+    s = settings_or_exit()
+
+    async def go() -> dict[str, Any]:
+        async with _database(s) as database:
+            return await auth.revoke_key(database, key_id)
+
+    row = run(go)
+    out.print(_keys_table([row], "revoked"))
+
+
+@limits_cli.command("set")
+def limits_set(
+    tenant: Annotated[str, typer.Argument(help="the tenant")],
+    rate: Annotated[
+        float | None, typer.Option(min=0.001, help="jobs per second, refilled steadily")
+    ] = None,
+    burst: Annotated[int | None, typer.Option(min=1, help="jobs at once after a pause")] = None,
+    max_in_flight: Annotated[
+        int | None, typer.Option(min=1, help="unfinished jobs the tenant may have")
+    ] = None,
+) -> None:
+    """Override the deployment's limits for one tenant (the ones not given stay)."""
+    s = settings_or_exit()
+    _valid_tenant_or_exit(tenant)
+
+    async def go() -> list[dict[str, Any]]:
+        async with _database(s) as database:
+            await database.fetch(
+                db.q("set_tenant_limits"),
+                {
+                    "tenant": tenant,
+                    "rate_per_second": rate,
+                    "burst": burst,
+                    "max_in_flight": max_in_flight,
+                },
+            )
+            return await database.fetch(db.q("list_tenant_limits"))
+
+    _print_limits(s, [r for r in run(go) if r["tenant"] == tenant])
+
+
+@limits_cli.command("clear")
+def limits_clear(tenant: Annotated[str, typer.Argument(help="the tenant")]) -> None:
+    """Drop a tenant's overrides: it gets the deployment's defaults again."""
+    s = settings_or_exit()
+
+    async def go() -> list[dict[str, Any]]:
+        async with _database(s) as database:
+            return await database.fetch(db.q("clear_tenant_limits"), {"tenant": tenant})
+
+    cleared = run(go)
+    out.print(f"{tenant}: {'back to the defaults' if cleared else 'had no overrides'}")
+
+
+@limits_cli.command("list")
+def limits_list() -> None:
+    """Each tenant's limits (override or default) and its unfinished jobs."""
+    s = settings_or_exit()
+
+    async def go() -> list[dict[str, Any]]:
+        async with _database(s) as database:
+            return await database.fetch(db.q("list_tenant_limits"))
+
+    _print_limits(s, run(go))
+
+
+def _print_limits(s: config.Settings, rows: list[dict[str, Any]]) -> None:
+    def value(override: Any, default: Any) -> str:
+        return f"[bold]{override:g}[/]" if override is not None else f"{default:g} (default)"
+
+    table = Table("tenant", "jobs/s", "burst", "max in flight", "in flight now")
+    table.title = "per-tenant limits on POST /v1/jobs"
+    table.title_justify = "left"
+    for r in rows:
+        table.add_row(
+            r["tenant"],
+            value(r["rate_per_second"], s.rate_limit_per_second),
+            value(r["burst"], s.rate_limit_burst),
+            value(r["max_in_flight"], s.max_jobs_in_flight),
+            str(r["in_flight"]),
+        )
+    out.print(table)
+
+
+def _valid_tenant_or_exit(tenant: str) -> None:
+    try:
+        auth.check_tenant(tenant)
+    except errors.BadRequest as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
 
 
 @cli.command()

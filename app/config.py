@@ -71,6 +71,20 @@ class Settings(BaseSettings):
         le=limits.MAX_RETENTION_SECONDS,
     )
 
+    # Who may call the API (README "Who may do what"): our own API keys, or the identity
+    # API Gateway's authorizer put in the request context (dotted paths under
+    # requestContext.authorizer).
+    auth_mode: Literal["api_key", "authorizer"] = "api_key"
+    authorizer_tenant_field: str = Field("lambda.tenant", min_length=1)
+    authorizer_admin_field: str | None = "lambda.admin"
+
+    # What one tenant may ask of the API. Per-tenant overrides: `tasklease limits set`.
+    rate_limit_per_second: float = Field(50.0, gt=0, le=100_000)
+    rate_limit_burst: int = Field(100, ge=1, le=1_000_000)
+    max_jobs_in_flight: int = Field(10_000, ge=1, le=100_000_000)
+    # Request bodies above this are refused with 413 before they are parsed.
+    max_body_bytes: int = Field(256 * 1024, ge=1024, le=limits.MAX_API_GATEWAY_PAYLOAD_BYTES)
+
     # Jobs.
     default_job_timeout_seconds: int = Field(600, ge=1, le=limits.MAX_VISIBILITY_SECONDS)
 

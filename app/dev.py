@@ -25,7 +25,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from app import db, embedded, errors, queue
+from app import auth, db, embedded, errors, queue
 from app.cli import styled
 from app.config import Settings
 from app.db import q
@@ -62,6 +62,9 @@ DEMO_TICKETS: list[dict[str, Any]] = [
     },
 ]
 
+DEMO_TENANT = "demo"
+DEMO_KEY_NAME = "make run"
+
 # Settings the demo uses unless the environment says otherwise: quick retries, short polls.
 DEMO_DEFAULTS = {
     "TASKLEASE_BACKOFF_BASE_SECONDS": "1",
@@ -86,6 +89,7 @@ class Stack:
         self.postgres: embedded.EmbeddedPostgres | None = None
         self.moto: embedded.MotoServer | None = None
         self.env: dict[str, str] = {}
+        self.api_key = ""
 
     def _log(self, name: str) -> IO[bytes]:
         fh = (self.data_dir / "logs" / f"{name}.log").open("ab")
@@ -108,6 +112,7 @@ class Stack:
             + ("  (embedded, data in .tasklease/pgdata)" if self.postgres else "")
         )
         env["TASKLEASE_DATABASE_URL"] = database_url
+        self.api_key = asyncio.run(_demo_key(database_url))
 
         if s.queue_url and s.dlq_url:
             queue_url, dlq_url = s.queue_url, s.dlq_url
@@ -166,6 +171,11 @@ class Stack:
         self._spawn("api", ["api", "--port", str(self.api_port)])
         embedded.wait_for_http(f"{self.api_url}/healthz", timeout=30, proc=self.procs[-1][1])
         console.print(f"[green]✓[/] API         {self.api_url}   docs {self.api_url}/docs")
+        console.print(
+            f"[green]✓[/] API key     tenant [bold]{DEMO_TENANT}[/]: "
+            f"[bold]export TASKLEASE_API_KEY={self.api_key}[/]",
+            soft_wrap=True,
+        )
         for i in range(self.workers):
             self._spawn(
                 f"worker-{i + 1}",
@@ -231,6 +241,19 @@ async def _create_queues(s: Settings, name: str) -> queue.QueueUrls:
         await sqs.close()
 
 
+async def _demo_key(database_url: str) -> str:
+    """A fresh key for this run's demo tenant; the previous runs' demo keys are revoked."""
+    database = db.Database(database_url, min_size=1, max_size=1)
+    await database.open()
+    try:
+        for row in await auth.list_keys(database, DEMO_TENANT):
+            if row["name"] == DEMO_KEY_NAME and row["revoked_at"] is None:
+                await auth.revoke_key(database, row["id"])
+        return (await auth.create_key(database, DEMO_TENANT, name=DEMO_KEY_NAME)).key
+    finally:
+        await database.close()
+
+
 async def _resend_waiting(s: Settings) -> int:
     database = db.Database(s.database, min_size=1, max_size=1)
     await database.open()
@@ -271,9 +294,17 @@ def _table(jobs: list[dict[str, Any]], elapsed: float) -> Table:
     return table
 
 
-def _submit_demo(api_url: str) -> list[str]:
+def _client(stack: Stack, timeout: float) -> httpx.Client:
+    return httpx.Client(
+        base_url=stack.api_url,
+        timeout=timeout,
+        headers={"Authorization": f"Bearer {stack.api_key}"},
+    )
+
+
+def _submit_demo(stack: Stack) -> list[str]:
     ids = []
-    with httpx.Client(base_url=api_url, timeout=30) as client:
+    with _client(stack, 30) as client:
         for ticket in DEMO_TICKETS:
             resp = client.post(
                 "/v1/jobs", json={"kind": "support.triage", "payload": ticket, "max_attempts": 3}
@@ -286,7 +317,7 @@ def _submit_demo(api_url: str) -> list[str]:
 def _watch(stack: Stack, ids: list[str], timeout: float = 120.0) -> bool:
     start = time.monotonic()
     with (
-        httpx.Client(base_url=stack.api_url, timeout=10) as client,
+        _client(stack, 10) as client,
         Live(console=console, refresh_per_second=4) as live,
     ):
         while True:
@@ -313,7 +344,7 @@ def main(
     try:
         stack.start()
         if demo:
-            ids = _submit_demo(stack.api_url)
+            ids = _submit_demo(stack)
             console.print(f"submitted {len(ids)} support.triage jobs through POST /v1/jobs")
             settled = _watch(stack, ids)
             if not settled:
@@ -330,6 +361,11 @@ def main(
             return 0
         console.print(
             f"\nAPI {stack.api_url}   OpenAPI docs {stack.api_url}/docs   — Ctrl-C to stop"
+        )
+        console.print(
+            "try:  export TASKLEASE_API_KEY=…  (printed above), then\n"
+            f'      curl -s {stack.api_url}/v1/jobs -H "Authorization: Bearer $TASKLEASE_API_KEY"',
+            highlight=False,
         )
         while True:
             dead = stack.check()

@@ -60,3 +60,11 @@ class NotFound(TaskleaseError):
 
 class Conflict(TaskleaseError):
     """The request conflicts with the job's current state."""
+
+
+class TooManyRequests(TaskleaseError):
+    """The tenant is over its limit; try again later."""
+
+    def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = max(1, retry_after)

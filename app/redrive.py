@@ -51,13 +51,19 @@ class RedriveReport:
 async def dead_letters(
     db: Database,
     *,
+    scope: str | None,
     kind: str | None = None,
     job_ids: Sequence[uuid.UUID] | None = None,
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
     return await db.fetch(
         q("dead_letters"),
-        {"kind": kind, "ids": list(job_ids) if job_ids else None, "limit": limit or MAX_LIST},
+        {
+            "tenant": scope,
+            "kind": kind,
+            "ids": list(job_ids) if job_ids else None,
+            "limit": limit or MAX_LIST,
+        },
     )
 
 
@@ -76,17 +82,17 @@ async def reset(
 
 
 async def redrive_job(
-    db: Database, sqs: queue.Queue, job_id: uuid.UUID, tenant: str = service.DEFAULT_TENANT
+    db: Database, sqs: queue.Queue, job_id: uuid.UUID, *, scope: str | None
 ) -> dict[str, Any]:
     """One job, from the API: 409 unless it is dead-lettered."""
-    job = await service.get_job(db, job_id, tenant)
+    job = await service.get_job(db, job_id, scope=scope)
     if job["state"] != JobState.DEAD_LETTERED:
         raise errors.Conflict(
             f"job {job_id} is {job['state']}, not dead_lettered: only dead letters are redriven"
         )
     if not await reset(db, sqs, [job_id], with_outbox=True, detail="redriven through the API"):
         raise errors.Conflict(f"job {job_id} changed state while being redriven")
-    return await service.get_job(db, job_id, tenant)
+    return await service.get_job(db, job_id, scope=scope)
 
 
 async def redrive(
@@ -96,12 +102,14 @@ async def redrive(
     *,
     job_ids: Sequence[uuid.UUID] | None = None,
     kind: str | None = None,
+    tenant: str | None = None,
     limit: int | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
 ) -> RedriveReport:
-    selected = await dead_letters(db, kind=kind, job_ids=job_ids, limit=limit)
-    filtered = bool(job_ids or kind or limit)
+    """The operator's redrive (CLI, admin API): every tenant unless ``tenant`` is given."""
+    selected = await dead_letters(db, scope=tenant, kind=kind, job_ids=job_ids, limit=limit)
+    filtered = bool(job_ids or kind or tenant or limit)
     if dry_run:
         return RedriveReport(mode="dry run", selected=selected, dry_run=True)
     if not filtered:

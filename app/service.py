@@ -7,6 +7,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,8 @@ log = logging.getLogger(__name__)
 DEFAULT_TENANT = "default"
 MAX_IDEMPOTENCY_KEY = 200
 MAX_PAGE = 200
+# Retry-After for a tenant at its cap of unfinished jobs: jobs finish on their own time.
+IN_FLIGHT_RETRY_AFTER_SECONDS = 5
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ async def submit(
         raise errors.BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
     stored_payload = parsed.model_dump(mode="json", exclude_unset=True)
     digest = request_hash(kind, stored_payload, attempts, timeout)
-    rows = await db.fetch(
+    verdict = await db.fetch_one(
         q("insert_job"),
         {
             "id": uuid.uuid4(),
@@ -86,21 +89,32 @@ async def submit(
             "timeout_seconds": timeout,
             "idempotency_key": idempotency_key,
             "request_hash": digest,
+            "rate": settings.rate_limit_per_second,
+            "burst": settings.rate_limit_burst,
+            "max_in_flight": settings.max_jobs_in_flight,
         },
     )
-    if not rows:
-        existing = await db.fetch_one(
-            q("job_by_idempotency_key"), {"tenant": tenant, "idempotency_key": idempotency_key}
-        )
-        if existing is None:  # pragma: no cover - the conflict row cannot vanish (no deletes)
-            raise errors.StoreError("idempotency conflict with no row")
-        if existing["request_hash"] != digest:
-            raise errors.Conflict(
-                "Idempotency-Key was already used with a different request body; "
-                "use a new key for a new job"
+    assert verdict is not None  # the statement always returns its verdict row
+    if verdict["id"] is None:
+        # Not written: a replay of an earlier request (answered even over a limit, since
+        # it asks for nothing new), or refused by admission.
+        existing = (
+            await db.fetch_one(
+                q("job_by_idempotency_key"), {"tenant": tenant, "idempotency_key": idempotency_key}
             )
-        return Submitted(job=existing, created=False)
-    job = rows[0]
+            if idempotency_key is not None
+            else None
+        )
+        if existing is not None:
+            if existing["request_hash"] != digest:
+                raise errors.Conflict(
+                    "Idempotency-Key was already used with a different request body; "
+                    "use a new key for a new job"
+                )
+            return Submitted(job=existing, created=False)
+        _refuse(verdict)
+        raise errors.StoreError("the job was neither written nor refused")  # pragma: no cover
+    job = {k: v for k, v in verdict.items() if k not in _VERDICT}
     crashpoints.hit(crashpoints.Point.AFTER_OUTBOX_COMMIT, job_id=job["id"])
     try:
         await send_outbox(db, sqs, [(job["outbox_id"], job["id"])])
@@ -112,6 +126,25 @@ async def submit(
             extra={"job_id": job["id"]},
         )
     return Submitted(job=job, created=True)
+
+
+_VERDICT = ("rate_ok", "tokens", "rate", "flight_ok", "max_in_flight")
+
+
+def _refuse(verdict: dict[str, Any]) -> None:
+    """429 for a refused admission, with when to come back."""
+    if not verdict["rate_ok"]:
+        wait = math.ceil((1 - float(verdict["tokens"])) / float(verdict["rate"]))
+        raise errors.TooManyRequests(
+            f"rate limit: this tenant may submit {verdict['rate']:g} jobs per second",
+            retry_after=wait,
+        )
+    if not verdict["flight_ok"]:
+        raise errors.TooManyRequests(
+            f"this tenant already has {verdict['max_in_flight']} unfinished jobs, its limit; "
+            "submit more as they finish",
+            retry_after=IN_FLIGHT_RETRY_AFTER_SECONDS,
+        )
 
 
 async def send_outbox(db: Database, sqs: queue.Queue, rows: list[tuple[int, uuid.UUID]]) -> int:
@@ -129,8 +162,11 @@ async def send_outbox(db: Database, sqs: queue.Queue, rows: list[tuple[int, uuid
     return len(sent)
 
 
-async def get_job(db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
-    row = await db.fetch_one(q("get_job_for_tenant"), {"id": job_id, "tenant": tenant})
+async def get_job(db: Database, job_id: uuid.UUID, *, scope: str | None) -> dict[str, Any]:
+    """The job, if the caller may see it. ``scope``: the caller's tenant, or None for an
+    operator (every tenant). Another tenant's job is NotFound, never Forbidden: no
+    answer tells a caller that a job id exists elsewhere."""
+    row = await db.fetch_one(q("get_job_for_tenant"), {"id": job_id, "tenant": scope})
     if row is None:
         raise errors.NotFound(f"no job {job_id}")
     return row
@@ -157,7 +193,7 @@ async def list_jobs(
     kind: str | None = None,
     limit: int = 50,
     cursor: str | None = None,
-    tenant: str = DEFAULT_TENANT,
+    scope: str | None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     if not 1 <= limit <= MAX_PAGE:
         raise errors.BadRequest(f"limit must be between 1 and {MAX_PAGE}")
@@ -165,7 +201,7 @@ async def list_jobs(
     rows = await db.fetch(
         q("list_jobs"),
         {
-            "tenant": tenant,
+            "tenant": scope,
             "state": state.value if state else None,
             "kind": kind,
             "after_created": after_created,
@@ -178,24 +214,20 @@ async def list_jobs(
     return rows, (encode_cursor(rows[-1]) if more and rows else None)
 
 
-async def events(
-    db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT
-) -> list[dict[str, Any]]:
-    await get_job(db, job_id, tenant)
+async def events(db: Database, job_id: uuid.UUID, *, scope: str | None) -> list[dict[str, Any]]:
+    await get_job(db, job_id, scope=scope)
     return await db.fetch(q("job_events"), {"id": job_id})
 
 
-async def effects(
-    db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT
-) -> list[dict[str, Any]]:
-    await get_job(db, job_id, tenant)
+async def effects(db: Database, job_id: uuid.UUID, *, scope: str | None) -> list[dict[str, Any]]:
+    await get_job(db, job_id, scope=scope)
     return await db.fetch(q("job_effects"), {"id": job_id})
 
 
-async def cancel(db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
+async def cancel(db: Database, job_id: uuid.UUID, *, scope: str | None) -> dict[str, Any]:
     """Cancel a job: at once when no live lease holds it; otherwise ask its worker, whose
     heartbeat stops the job and marks it cancelled. A finished job is a Conflict."""
-    job = await get_job(db, job_id, tenant)
+    job = await get_job(db, job_id, scope=scope)
     state = JobState(job["state"])
     if state in (JobState.SUCCEEDED, JobState.CANCELLED):
         raise errors.Conflict(
@@ -206,7 +238,7 @@ async def cancel(db: Database, job_id: uuid.UUID, tenant: str = DEFAULT_TENANT) 
     )
     if not (changed and changed["changed"]):
         await db.fetch(q("request_cancel"), {"id": job_id})
-    job = await get_job(db, job_id, tenant)
+    job = await get_job(db, job_id, scope=scope)
     if JobState(job["state"]) == JobState.SUCCEEDED:
         raise errors.Conflict(f"job {job_id} succeeded before it could be cancelled")
     return job

@@ -115,7 +115,9 @@ async def tasklease_e2e(
         done_task = bar.add_task(f"{label}: done", total=jobs, rate="")
         t0 = time.time()
         limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-        async with httpx.AsyncClient(base_url=stack.api_url, timeout=30, limits=limits) as http:
+        async with httpx.AsyncClient(
+            base_url=stack.api_url, timeout=30, limits=limits, headers=stack.api_headers
+        ) as http:
 
             async def submit(i: int) -> None:
                 nonlocal errors
@@ -370,7 +372,9 @@ async def worker_drain(stack: Stack, jobs: int, clients: int, workers: int) -> d
     with progress() as bar:
         sub = bar.add_task("api alone: submit", total=jobs, rate="")
         t0 = time.perf_counter()
-        async with httpx.AsyncClient(base_url=stack.api_url, timeout=30) as http:
+        async with httpx.AsyncClient(
+            base_url=stack.api_url, timeout=30, headers=stack.api_headers
+        ) as http:
 
             async def submit(_: int) -> None:
                 resp = await http.post("/v1/jobs", json=body)

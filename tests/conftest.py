@@ -14,6 +14,7 @@ them when CI=true.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -176,6 +177,17 @@ class Stack:
     def model_log(self) -> Path:
         return self.tmp / "model-calls.jsonl"
 
+    def key(self, tenant: str = "acme", *, admin: bool = False, name: str = "test") -> str:
+        """A new API key for ``tenant``, written to this test's database."""
+        from app import auth
+
+        assert self.settings.database_url is not None
+        coro = auth.create_key_at(self.settings.database_url, tenant, name=name, admin=admin)
+        # On a thread of its own: asyncio.run here would leave this thread with no event
+        # loop, which Mangum (the Lambda handler tests) needs.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, coro).result()
+
     def with_settings(self, **overrides: Any) -> Settings:
         return Settings(**{**self.settings.model_dump(), **overrides})
 
@@ -319,5 +331,9 @@ def job_row(sql: psycopg.Connection[Any], job_id: Any) -> dict[str, Any]:
     return row
 
 
-def api_client(url: str) -> httpx.Client:
-    return httpx.Client(base_url=url, timeout=30)
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def api_client(url: str, key: str) -> httpx.Client:
+    return httpx.Client(base_url=url, timeout=30, headers=bearer(key))

@@ -2,12 +2,44 @@
 -- Parameters are always bound (%(name)s), never formatted into the text.
 
 -- name: insert_job
--- The job row and its outbox row in one statement, so they commit together.
-WITH job AS (
+-- Admission, the job row and its outbox row in one statement, so they commit together.
+-- Admission: the tenant's token bucket gives a token (refilled lazily here, shared by
+-- every API process) and the tenant's unfinished jobs are under its cap. Otherwise
+-- nothing but the bucket is written, and the verdict columns say why.
+WITH lim AS (
+    SELECT coalesce(t.rate_per_second, %(rate)s::float8) AS rate,
+           coalesce(t.burst, %(burst)s::int) AS burst,
+           coalesce(t.max_in_flight, %(max_in_flight)s::int) AS max_in_flight
+    FROM (SELECT 1) AS one LEFT JOIN tenant_limits t ON t.tenant = %(tenant)s
+), bucket AS (
+    -- refill = least(burst, tokens + seconds since the last refill * rate); a request
+    -- takes a token when refill >= 1. The SET expressions all read the row as it was.
+    INSERT INTO rate_buckets AS b (tenant, tokens, refilled_at, allowed)
+    SELECT %(tenant)s, lim.burst - 1, now(), true FROM lim
+    ON CONFLICT (tenant) DO UPDATE SET
+        allowed = least((SELECT burst FROM lim), b.tokens + greatest(0, extract(epoch FROM now() - b.refilled_at)) * (SELECT rate FROM lim)) >= 1,
+        tokens = least((SELECT burst FROM lim), b.tokens + greatest(0, extract(epoch FROM now() - b.refilled_at)) * (SELECT rate FROM lim))
+                 - CASE WHEN least((SELECT burst FROM lim), b.tokens + greatest(0, extract(epoch FROM now() - b.refilled_at)) * (SELECT rate FROM lim)) >= 1
+                        THEN 1 ELSE 0 END,
+        refilled_at = greatest(b.refilled_at, now())
+    RETURNING b.allowed, b.tokens
+), flight AS (
+    -- Counted up to the cap only: the cost stays bounded however many jobs wait.
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM jobs
+        WHERE tenant = %(tenant)s AND state IN ('queued', 'leased', 'running', 'retrying', 'stalled')
+        LIMIT (SELECT max_in_flight FROM lim)
+    ) AS unfinished
+), verdict AS (
+    SELECT bucket.allowed AS rate_ok, bucket.tokens AS tokens, lim.rate AS rate,
+           flight.n < lim.max_in_flight AS flight_ok, lim.max_in_flight AS max_in_flight
+    FROM bucket, lim, flight
+), job AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
                       idempotency_key, request_hash)
-    VALUES (%(id)s, %(tenant)s, %(kind)s, %(payload)s, %(max_attempts)s, %(timeout_seconds)s,
-            %(idempotency_key)s, %(request_hash)s)
+    SELECT %(id)s, %(tenant)s, %(kind)s, %(payload)s, %(max_attempts)s, %(timeout_seconds)s,
+           %(idempotency_key)s, %(request_hash)s
+    FROM verdict WHERE verdict.rate_ok AND verdict.flight_ok
     ON CONFLICT (tenant, idempotency_key) DO NOTHING
     RETURNING *
 ), ev AS (
@@ -16,7 +48,9 @@ WITH job AS (
 ), box AS (
     INSERT INTO outbox (job_id) SELECT id FROM job RETURNING id
 )
-SELECT job.*, (SELECT id FROM box) AS outbox_id FROM job;
+SELECT verdict.rate_ok, verdict.tokens, verdict.rate, verdict.flight_ok, verdict.max_in_flight,
+       job.*, (SELECT id FROM box) AS outbox_id
+FROM verdict LEFT JOIN job ON true;
 
 -- name: job_by_idempotency_key
 SELECT * FROM jobs WHERE tenant = %(tenant)s AND idempotency_key = %(idempotency_key)s;
@@ -25,12 +59,13 @@ SELECT * FROM jobs WHERE tenant = %(tenant)s AND idempotency_key = %(idempotency
 SELECT * FROM jobs WHERE id = %(id)s;
 
 -- name: get_job_for_tenant
-SELECT * FROM jobs WHERE id = %(id)s AND tenant = %(tenant)s;
+-- A NULL tenant is the operator's view (an admin key, the CLI): every tenant.
+SELECT * FROM jobs WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text);
 
 -- name: list_jobs
 -- Keyset pagination, newest first; the cursor is (created_at, id) of the last row seen.
 SELECT * FROM jobs
-WHERE tenant = %(tenant)s
+WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND (%(state)s::job_state IS NULL OR state = %(state)s::job_state)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
   AND (%(after_created)s::timestamptz IS NULL
@@ -208,6 +243,7 @@ RETURNING id;
 -- name: dead_letters
 SELECT * FROM jobs
 WHERE state = 'dead_lettered'
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
   AND (%(ids)s::uuid[] IS NULL OR id = ANY(%(ids)s::uuid[]))
 ORDER BY finished_at, id
@@ -256,3 +292,46 @@ ORDER BY created_at;
 
 -- name: jobs_by_ids
 SELECT * FROM jobs WHERE id = ANY(%(ids)s);
+
+-- name: api_key
+SELECT id, tenant, admin, salt, secret_hash, revoked_at FROM api_keys WHERE id = %(id)s;
+
+-- name: insert_api_key
+INSERT INTO api_keys (id, tenant, name, admin, salt, secret_hash)
+VALUES (%(id)s, %(tenant)s, %(name)s, %(admin)s, %(salt)s, %(secret_hash)s)
+RETURNING id, tenant, name, admin, created_at, revoked_at;
+
+-- name: list_api_keys
+SELECT id, tenant, name, admin, created_at, revoked_at FROM api_keys
+WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+ORDER BY tenant, created_at, id;
+
+-- name: revoke_api_key
+-- Revoking twice keeps the first time.
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+WHERE id = %(id)s
+RETURNING id, tenant, name, admin, created_at, revoked_at;
+
+-- name: set_tenant_limits
+-- Only the limits given change; the others keep their value (NULL: the default).
+INSERT INTO tenant_limits AS t (tenant, rate_per_second, burst, max_in_flight)
+VALUES (%(tenant)s, %(rate_per_second)s, %(burst)s, %(max_in_flight)s)
+ON CONFLICT (tenant) DO UPDATE SET
+    rate_per_second = coalesce(EXCLUDED.rate_per_second, t.rate_per_second),
+    burst = coalesce(EXCLUDED.burst, t.burst),
+    max_in_flight = coalesce(EXCLUDED.max_in_flight, t.max_in_flight),
+    updated_at = now()
+RETURNING *;
+
+-- name: clear_tenant_limits
+DELETE FROM tenant_limits WHERE tenant = %(tenant)s RETURNING tenant;
+
+-- name: list_tenant_limits
+-- Every tenant that has a key or an override, with its overrides and its unfinished jobs.
+SELECT names.tenant, t.rate_per_second, t.burst, t.max_in_flight,
+       (SELECT count(*) FROM jobs j
+        WHERE j.tenant = names.tenant
+          AND j.state IN ('queued', 'leased', 'running', 'retrying', 'stalled')) AS in_flight
+FROM (SELECT tenant FROM api_keys UNION SELECT tenant FROM tenant_limits) AS names
+LEFT JOIN tenant_limits t ON t.tenant = names.tenant
+ORDER BY names.tenant;

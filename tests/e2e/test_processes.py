@@ -50,7 +50,7 @@ def test_happy_path_through_the_api_and_a_real_worker_process(stack: Stack, sql:
     hook = stack.webhook()
     api = stack.api()
     stack.worker()
-    with api_client(api) as client:
+    with api_client(api, stack.key()) as client:
         resp = client.post("/v1/jobs", json={"kind": "support.triage", "payload": TICKET})
         assert resp.status_code == 202, resp.text
         job_id = resp.json()["id"]
@@ -82,7 +82,7 @@ def test_a_worker_killed_after_its_model_effect_was_recorded_is_finished_by_anot
     hook = stack.webhook()
     api = stack.api()
     doomed = stack.worker(env=crash_env("after_effect"), name="doomed")
-    with api_client(api) as client:
+    with api_client(api, stack.key()) as client:
         job_id = client.post("/v1/jobs", json={"kind": "support.triage", "payload": TICKET}).json()[
             "id"
         ]
@@ -107,7 +107,7 @@ def test_a_worker_killed_mid_job_by_a_signal_resumes_after_its_last_effect(
 ) -> None:
     api = stack.api()
     victim = stack.worker(name="victim")
-    with api_client(api) as client:
+    with api_client(api, stack.key()) as client:
         job_id = client.post(
             "/v1/jobs", json={"kind": "demo.sleep", "payload": {"seconds": 0.7, "steps": 4}}
         ).json()["id"]
@@ -131,7 +131,7 @@ def test_a_worker_killed_mid_job_by_a_signal_resumes_after_its_last_effect(
 def test_a_poller_stopped_between_receive_and_claim_uses_no_attempt(stack: Stack, sql: Any) -> None:
     api = stack.api()
     doomed = stack.worker(env=crash_env("after_receive"), name="doomed")
-    with api_client(api) as client:
+    with api_client(api, stack.key()) as client:
         job_id = client.post("/v1/jobs", json={"kind": "demo.noop", "payload": {}}).json()["id"]
     assert doomed.wait(60) == -signal.SIGKILL
     row = job_row(sql, job_id)
@@ -172,7 +172,7 @@ def test_sigterm_lets_the_job_in_hand_finish_before_the_worker_exits(
 ) -> None:
     api = stack.api()
     worker = stack.worker()
-    with api_client(api) as client:
+    with api_client(api, stack.key()) as client:
         job_id = client.post(
             "/v1/jobs", json={"kind": "demo.sleep", "payload": {"seconds": 1.5, "steps": 1}}
         ).json()["id"]

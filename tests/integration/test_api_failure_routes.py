@@ -10,7 +10,7 @@ import pytest
 
 from app.api import create_app
 from app.states import JobState
-from tests.conftest import Stack, job_row, run
+from tests.conftest import Stack, bearer, job_row, run
 from tests.helpers import engine_for, receive_records
 
 with warnings.catch_warnings():
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def client(stack: Stack) -> Iterator[TestClient]:
-    with TestClient(create_app(stack.settings)) as c:
+    with TestClient(create_app(stack.settings), headers=bearer(stack.key())) as c:
         yield c
 
 

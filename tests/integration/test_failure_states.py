@@ -231,11 +231,11 @@ def test_the_api_redrive_resets_the_budget_and_the_sweeper_deletes_the_stale_dea
 
     async def go() -> Any:
         async with engine_for(stack.settings) as engine:
-            job = await redrive.redrive_job(engine.db, engine.sqs, job_id)
+            job = await redrive.redrive_job(engine.db, engine.sqs, job_id, scope=None)
             final = await drain(engine, sql, job_id, {JobState.SUCCEEDED})
             report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
             with pytest.raises(errors.Conflict, match="not dead_lettered"):
-                await redrive.redrive_job(engine.db, engine.sqs, job_id)
+                await redrive.redrive_job(engine.db, engine.sqs, job_id, scope=None)
             return job, final, report
 
     job, final, report = run(go())
@@ -251,10 +251,10 @@ def test_cancelling_a_queued_job_is_immediate_and_its_message_is_then_dropped(
     async def go() -> Any:
         async with engine_for(stack.settings) as engine:
             job_id = await submit(engine, "demo.noop", {})
-            cancelled = await service.cancel(engine.db, job_id)
+            cancelled = await service.cancel(engine.db, job_id, scope=None)
             response = await engine.handle({"Records": await receive_records(engine)}, None)
             with pytest.raises(errors.Conflict, match="already cancelled"):
-                await service.cancel(engine.db, job_id)
+                await service.cancel(engine.db, job_id, scope=None)
             return job_id, cancelled, response
 
     job_id, cancelled, response = run(go())
@@ -275,7 +275,7 @@ def test_cancelling_a_running_job_stops_it_at_its_next_heartbeat(stack: Stack, s
             )
             while job_row(sql, job_id)["state"] != JobState.RUNNING:
                 await asyncio.sleep(0.05)
-            requested = await service.cancel(engine.db, job_id)
+            requested = await service.cancel(engine.db, job_id, scope=None)
             return job_id, requested, await task
 
     job_id, requested, response = run(go())
@@ -297,7 +297,7 @@ def test_cancelling_a_finished_job_is_a_conflict_and_changes_nothing(
             job_id = await submit(engine, "demo.noop", {})
             await engine.handle({"Records": await receive_records(engine)}, None)
             with pytest.raises(errors.Conflict, match="already succeeded"):
-                await service.cancel(engine.db, job_id)
+                await service.cancel(engine.db, job_id, scope=None)
             return job_id
 
     job_id = run(go())

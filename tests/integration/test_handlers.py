@@ -39,6 +39,11 @@ def event(name: str) -> dict[str, Any]:
     return doc
 
 
+def with_key(request: dict[str, Any], key: str) -> dict[str, Any]:
+    """An API Gateway event whose caller sent ``Authorization: Bearer <key>``."""
+    return {**request, "headers": {**request["headers"], "authorization": f"Bearer {key}"}}
+
+
 class FakeLambdaContext:
     """What Lambda passes as ``context``: the parts the engine and Mangum read."""
 
@@ -252,7 +257,7 @@ def test_healthz_through_api_gateway_is_200(api_handler: types.ModuleType) -> No
 def test_post_job_through_api_gateway_is_202_with_location_and_writes_the_job(
     api_handler: types.ModuleType, stack: Stack, sql: Any
 ) -> None:
-    request = event("apigw_v2_post_job.json")
+    request = with_key(event("apigw_v2_post_job.json"), stack.key())
 
     response = api_handler.handler(request, FakeLambdaContext(29))
 
@@ -270,15 +275,16 @@ def test_post_job_through_api_gateway_is_202_with_location_and_writes_the_job(
 
 
 def test_a_warm_api_function_serves_invocation_after_invocation(
-    api_handler: types.ModuleType, sql: Any
+    api_handler: types.ModuleType, stack: Stack, sql: Any
 ) -> None:
     """Mangum runs the app's lifespan around every invocation: the second must work too."""
     assert (
         api_handler.handler(event("apigw_v2_get_healthz.json"), FakeLambdaContext(29))["statusCode"]
         == 200
     )
-    first = api_handler.handler(event("apigw_v2_post_job.json"), FakeLambdaContext(29))
-    replay = api_handler.handler(event("apigw_v2_post_job.json"), FakeLambdaContext(29))
+    post = with_key(event("apigw_v2_post_job.json"), stack.key())
+    first = api_handler.handler(post, FakeLambdaContext(29))
+    replay = api_handler.handler(post, FakeLambdaContext(29))
 
     assert first["statusCode"] == 202, first
     assert replay["statusCode"] == 202, replay

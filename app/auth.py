@@ -1,0 +1,208 @@
+"""Who is calling: API keys per tenant, or the identity API Gateway's authorizer vouched for.
+
+A key reads ``tlk_<id>_<secret>``. The id (12 hex characters) is public: it finds the
+row and names the key in ``tasklease keys list`` and ``keys revoke``. The secret is
+32 random bytes; only a salted scrypt hash of it is stored, and the comparison is
+constant-time. Checking scrypt on every request would cost tens of milliseconds, so a
+process remembers the digests of secrets it has already verified, per key id; the
+key's row is still read on every request, so a revoked key stops working at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from app import errors
+from app.db import Database, q
+
+PREFIX = "tlk"
+KEY_ID = re.compile(r"^[0-9a-f]{12}$")
+TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+MAX_KEY_NAME = 100
+# scrypt's interactive-login cost (RFC 7914 §2): about 50 ms and 16 MiB per check.
+SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
+# Verified secrets a process remembers (as SHA-256 digests, never the secrets).
+VERIFIED_CACHE = 4096
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller: its tenant, whether it may act across tenants, and how it proved it."""
+
+    tenant: str
+    admin: bool = False
+    key_id: str | None = None
+    via: Literal["api_key", "authorizer", "operator"] = "api_key"
+
+    @property
+    def scope(self) -> str | None:
+        """The tenant the caller's reads are limited to; None for an admin (every tenant)."""
+        return None if self.admin else self.tenant
+
+
+class Unauthorized(errors.TaskleaseError):
+    """A valid API key is required: send Authorization: Bearer <key>."""
+
+    def __init__(self, message: str | None = None, *, error: str | None = None) -> None:
+        super().__init__(message)
+        # RFC 6750 §3.1: "invalid_token" when a token was sent but is not good.
+        self.error = error
+
+
+class Forbidden(errors.TaskleaseError):
+    """This operation needs an admin key."""
+
+
+def check_tenant(tenant: str) -> str:
+    if not TENANT.match(tenant):
+        raise errors.BadRequest(
+            f"tenant {tenant!r} is not valid: 1 to 63 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return tenant
+
+
+def _hash(secret: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(secret.encode(), salt=salt, **SCRYPT)
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """(id, secret) of a key, or Unauthorized when it is not shaped like one of ours."""
+    parts = key.split("_", 2)
+    if len(parts) != 3 or parts[0] != PREFIX or not KEY_ID.match(parts[1]) or len(parts[2]) < 16:
+        raise Unauthorized("the API key is malformed", error="invalid_token")
+    return parts[1], parts[2]
+
+
+@dataclass(frozen=True)
+class NewKey:
+    key: str  # shown once
+    row: dict[str, Any]
+
+
+async def create_key(db: Database, tenant: str, *, name: str = "", admin: bool = False) -> NewKey:
+    check_tenant(tenant)
+    if len(name) > MAX_KEY_NAME:
+        raise errors.BadRequest(f"key name must be at most {MAX_KEY_NAME} characters")
+    key_id = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    salt = secrets.token_bytes(16)
+    row = await db.fetch_one(
+        q("insert_api_key"),
+        {
+            "id": key_id,
+            "tenant": tenant,
+            "name": name,
+            "admin": admin,
+            "salt": salt,
+            "secret_hash": _hash(secret, salt),
+        },
+    )
+    assert row is not None
+    return NewKey(key=f"{PREFIX}_{key_id}_{secret}", row=row)
+
+
+async def create_key_at(
+    database_url: str, tenant: str, *, name: str = "", admin: bool = False
+) -> str:
+    """A new key, for a process that has no pool open (make run, chaos, bench, tests)."""
+    database = Database(database_url, min_size=1, max_size=1)
+    await database.open()
+    try:
+        return (await create_key(database, tenant, name=name, admin=admin)).key
+    finally:
+        await database.close()
+
+
+async def list_keys(db: Database, tenant: str | None = None) -> list[dict[str, Any]]:
+    return await db.fetch(q("list_api_keys"), {"tenant": tenant})
+
+
+async def revoke_key(db: Database, key_id: str) -> dict[str, Any]:
+    if not KEY_ID.match(key_id):
+        raise errors.BadRequest(f"{key_id!r} is not a key id (12 hex characters)")
+    row = await db.fetch_one(q("revoke_api_key"), {"id": key_id})
+    if row is None:
+        raise errors.NotFound(f"no key {key_id}")
+    return row
+
+
+class KeyVerifier:
+    """Checks bearer keys against the database; remembers secrets it has verified."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._verified: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+
+    async def verify(self, key: str) -> Principal:
+        key_id, secret = split_key(key)
+        row = await self.db.fetch_one(q("api_key"), {"id": key_id})
+        if row is None or row["revoked_at"] is not None:
+            # The same answer for an unknown and a revoked key.
+            raise Unauthorized("the API key is not valid", error="invalid_token")
+        digest = hashlib.sha256(secret.encode()).digest()
+        known = self._verified.get(key_id)
+        if known is not None and hmac.compare_digest(known, digest):
+            self._verified.move_to_end(key_id)
+        elif hmac.compare_digest(
+            # Off the event loop: scrypt takes tens of milliseconds by design.
+            await asyncio.to_thread(_hash, secret, bytes(row["salt"])),
+            bytes(row["secret_hash"]),
+        ):
+            self._verified[key_id] = digest
+            if len(self._verified) > VERIFIED_CACHE:
+                self._verified.popitem(last=False)
+        else:
+            raise Unauthorized("the API key is not valid", error="invalid_token")
+        return Principal(tenant=row["tenant"], admin=bool(row["admin"]), key_id=key_id)
+
+
+def bearer(authorization: str | None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header."""
+    if not authorization:
+        raise Unauthorized()
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized(
+            "the Authorization header must be 'Bearer <key>'", error="invalid_request"
+        )
+    return token.strip()
+
+
+def _dig(doc: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(doc, Mapping):
+            return None
+        doc = doc.get(part)
+    return doc
+
+
+def from_authorizer(
+    event: Mapping[str, Any] | None, *, tenant_field: str, admin_field: str | None
+) -> Principal:
+    """The caller as API Gateway's authorizer described it in the request context.
+
+    ``tenant_field`` and ``admin_field`` are dotted paths under
+    ``requestContext.authorizer``: ``lambda.tenant`` for a Lambda authorizer's context,
+    ``jwt.claims.tenant`` for a JWT authorizer's claim. No event (not behind API
+    Gateway) or no tenant there is 401: this mode never falls back to trusting headers.
+    """
+    if event is None:
+        raise Unauthorized("no API Gateway request context: this deployment trusts its authorizer")
+    authorizer = _dig(event, "requestContext.authorizer")
+    tenant = _dig(authorizer, tenant_field)
+    if not isinstance(tenant, str) or not TENANT.match(tenant):
+        raise Unauthorized(f"the authorizer gave no valid tenant at {tenant_field}")
+    admin_value = _dig(authorizer, admin_field) if admin_field else None
+    admin = admin_value is True or (
+        isinstance(admin_value, str) and admin_value.lower() in ("true", "1", "yes")
+    )
+    return Principal(tenant=tenant, admin=admin, via="authorizer")
