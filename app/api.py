@@ -138,6 +138,7 @@ class Runtime:
         self.settings = settings
         self._db: Database | None = None
         self._keys: auth.KeyVerifier | None = None
+        self._sender: service.OutboxSender | None = None
         self.sqs = Queue(settings)
         self._lock = asyncio.Lock()
 
@@ -146,6 +147,12 @@ class Runtime:
         if self._db is None:
             raise errors.StoreError("the API's database pool is not open")
         return self._db
+
+    @property
+    def sender(self) -> service.OutboxSender:
+        if self._sender is None:
+            self._sender = service.OutboxSender(self.db, self.sqs)
+        return self._sender
 
     @property
     def keys(self) -> auth.KeyVerifier:
@@ -171,6 +178,7 @@ class Runtime:
             await self._db.close()
             self._db = None
             self._keys = None
+            self._sender = None
 
 
 async def _runtime(request: Request) -> Runtime:
@@ -383,6 +391,7 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
             timeout_seconds=body.timeout_seconds,
             idempotency_key=idempotency_key,
             tenant=caller.tenant,
+            sender=rt.sender,
         )
         response.headers["Location"] = f"/v1/jobs/{submitted.job['id']}"
         if not submitted.created:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import httpx
 from psycopg.types.json import Jsonb
 
-from app import backoff, crashpoints, errors, kinds, limits, providers, queue
+from app import backoff, batching, crashpoints, errors, kinds, limits, providers, queue
 from app.config import Settings
 from app.context import JobContext, Services
 from app.db import Database, q
@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 # Visibility for a message whose lease is handed back: come back soon, not at once.
 HANDBACK_VISIBILITY_SECONDS = 2
+# Rows one batched claim, start or completion statement carries: a batch of records
+# (10 at most) and what concurrent batches add while a statement is under way.
+BATCH_STATEMENT_ROWS = 50
 
 
 class LambdaContext(Protocol):
@@ -52,6 +55,13 @@ class Lease:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Claim:
+    job_id: uuid.UUID
+    token: uuid.UUID  # the fencing token this delivery's lease will carry
+    generation: int | None  # a moved dead letter's generation, when this is a redrive
+
+
 class Engine:
     """Built once per process (outside the Lambda handler) and reused across invocations."""
 
@@ -63,6 +73,17 @@ class Engine:
         self._http = httpx.AsyncClient(timeout=settings.webhook_timeout_seconds)
         self.services = Services(
             model=providers.build(settings), http=self._http, webhook_url=settings.webhook_url
+        )
+        # The records of a batch (and of concurrent batches) claim, start and succeed
+        # together: one statement each instead of one per record.
+        self._claims: batching.Batcher[Claim, dict[str, Any] | None] = batching.Batcher(
+            self._claim_many, max_size=BATCH_STATEMENT_ROWS
+        )
+        self._starts: batching.Batcher[tuple[uuid.UUID, uuid.UUID], list[Any] | None] = (
+            batching.Batcher(self._start_many, max_size=BATCH_STATEMENT_ROWS)
+        )
+        self._successes: batching.Batcher[tuple[uuid.UUID, uuid.UUID, Any], bool] = (
+            batching.Batcher(self._succeed_many, max_size=BATCH_STATEMENT_ROWS)
         )
 
     @classmethod
@@ -120,21 +141,10 @@ class Engine:
             await self.sqs.send_raw_dead_letter(body, f"not a tasklease message: {exc}")
             return True
 
-        generation = _redrive_generation(record)
         token = uuid.uuid4()
-        rows = await self.db.fetch(
-            q("claim"),
-            {
-                "id": job_id,
-                "owner": self.owner,
-                "token": token,
-                "lease_seconds": self.settings.visibility_timeout_seconds,
-                "redrive_generation": generation,
-            },
-        )
-        if not rows:
+        job = await self._claims.submit(Claim(job_id, token, _redrive_generation(record)))
+        if job is None:
             return await self._not_claimed(job_id, record, body)
-        job = rows[0]
         fields = {
             "job_id": job_id,
             "kind": job["kind"],
@@ -164,8 +174,8 @@ class Engine:
         except errors.BadRequest as exc:
             return await self._dead_letter(lease, JobState.LEASED, str(exc))
 
-        started = await self.db.fetch_one(q("start"), {"id": job_id, "token": token})
-        if not started or not started["started"]:
+        recorded = await self._starts.submit((job_id, token))
+        if recorded is None:
             log.warning("lease lost before start", extra=fields)
             return False
         ctx = JobContext(
@@ -176,7 +186,7 @@ class Engine:
             lease_owner=self.owner,
             db=self.db,
             services=self.services,
-            recorded={k: v for k, v in started["effects"]},
+            recorded={k: v for k, v in recorded},
         )
         log.info("running", extra={**fields, "state": JobState.RUNNING})
         try:
@@ -199,7 +209,7 @@ class Engine:
             return await self._failed(lease, job, exc)
 
         crashpoints.hit(crashpoints.Point.BEFORE_COMPLETION, **fields)
-        if not await self._finish(lease, JobState.SUCCEEDED, result=result):
+        if not await self._successes.submit((job_id, token, result)):
             log.warning("completion refused: lease lost", extra=fields)
             return False
         log.info("succeeded", extra={**fields, "state": JobState.SUCCEEDED})
@@ -321,6 +331,42 @@ class Engine:
         cap_left = lease.received_at + limits.MAX_VISIBILITY_SECONDS - time.time()
         left.append(cap_left - self.settings.visibility_timeout_seconds - margin)
         return min(left) if left else None
+
+    # --- the batched statements ------------------------------------------------
+
+    async def _claim_many(self, claims: list[Claim]) -> list[dict[str, Any] | None]:
+        rows = await self.db.fetch(
+            q("claim_batch"),
+            {
+                "ids": [c.job_id for c in claims],
+                "tokens": [c.token for c in claims],
+                "generations": [c.generation for c in claims],
+                "owner": self.owner,
+                "lease_seconds": self.settings.visibility_timeout_seconds,
+            },
+        )
+        by_token = {row["lease_token"]: row for row in rows}
+        return [by_token.get(c.token) for c in claims]
+
+    async def _start_many(self, items: list[tuple[uuid.UUID, uuid.UUID]]) -> list[list[Any] | None]:
+        rows = await self.db.fetch(
+            q("start_batch"),
+            {"ids": [job_id for job_id, _ in items], "tokens": [token for _, token in items]},
+        )
+        by_token = {row["token"]: row["effects"] for row in rows}
+        return [by_token.get(token) for _, token in items]
+
+    async def _succeed_many(self, items: list[tuple[uuid.UUID, uuid.UUID, Any]]) -> list[bool]:
+        rows = await self.db.fetch(
+            q("succeed_batch"),
+            {
+                "ids": [job_id for job_id, _, _ in items],
+                "tokens": [token for _, token, _ in items],
+                "results": [Jsonb(r) if r is not None else None for _, _, r in items],
+            },
+        )
+        done = {row["token"] for row in rows}
+        return [token in done for _, token, _ in items]
 
     # --- outcomes --------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from app import crashpoints, errors, kinds, limits, queue
+from app import batching, crashpoints, errors, kinds, limits, queue
 from app.config import Settings
 from app.db import Database, q
 from app.states import JobState
@@ -59,6 +59,7 @@ async def submit(
     timeout_seconds: int | None = None,
     idempotency_key: str | None = None,
     tenant: str = DEFAULT_TENANT,
+    sender: OutboxSender | None = None,
 ) -> Submitted:
     """Validate, write the job and its outbox row in one statement, commit, then send."""
     k = kinds.get(kind)
@@ -117,7 +118,10 @@ async def submit(
     job = {k: v for k, v in verdict.items() if k not in _VERDICT}
     crashpoints.hit(crashpoints.Point.AFTER_OUTBOX_COMMIT, job_id=job["id"])
     try:
-        await send_outbox(db, sqs, [(job["outbox_id"], job["id"])])
+        if sender is not None:
+            await sender.send(job["outbox_id"], job["id"])
+        else:
+            await send_outbox(db, sqs, [(job["outbox_id"], job["id"])])
     except errors.TaskleaseError as exc:
         # The job is committed: the caller gets its 202 and the outbox relay sends it.
         log.warning(
@@ -147,10 +151,34 @@ def _refuse(verdict: dict[str, Any]) -> None:
         )
 
 
-async def send_outbox(db: Database, sqs: queue.Queue, rows: list[tuple[int, uuid.UUID]]) -> int:
-    """Send the messages for these outbox rows; mark the sent ones. Returns how many were sent."""
+class OutboxSender:
+    """The API's post-commit sends: concurrent requests' messages gathered into one
+    SendMessageBatch and one statement that marks their outbox rows sent. A request
+    still waits for its own message to be sent before it answers (a Lambda's process
+    may be frozen right after the answer); a lone request is sent at once."""
+
+    def __init__(self, db: Database, sqs: queue.Queue) -> None:
+        self.db = db
+        self.sqs = sqs
+        self.batcher: batching.Batcher[tuple[int, uuid.UUID], bool] = batching.Batcher(
+            self._flush, max_size=limits.MAX_BATCH, max_in_flight=2
+        )
+
+    async def send(self, outbox_id: int, job_id: uuid.UUID) -> bool:
+        """True when the message was sent; False leaves it to the outbox relay."""
+        return await self.batcher.submit((outbox_id, job_id))
+
+    async def _flush(self, rows: list[tuple[int, uuid.UUID]]) -> list[bool]:
+        sent = await send_outbox(self.db, self.sqs, rows)
+        return [outbox_id in sent for outbox_id, _ in rows]
+
+
+async def send_outbox(
+    db: Database, sqs: queue.Queue, rows: list[tuple[int, uuid.UUID]]
+) -> set[int]:
+    """Send the messages for these outbox rows; mark the sent ones. Returns their ids."""
     if not rows:
-        return 0
+        return set()
     failed = set(await sqs.send_jobs([job_id for _, job_id in rows]))
     sent = [oid for oid, job_id in rows if str(job_id) not in failed]
     unsent = [oid for oid, job_id in rows if str(job_id) in failed]
@@ -159,7 +187,7 @@ async def send_outbox(db: Database, sqs: queue.Queue, rows: list[tuple[int, uuid
     if unsent:
         log.warning("send failed; the outbox relay will retry", extra={"count": len(unsent)})
         await db.fetch(q("note_outbox_failure"), {"ids": unsent, "error": "send failed"})
-    return len(sent)
+    return set(sent)
 
 
 async def get_job(db: Database, job_id: uuid.UUID, *, scope: str | None) -> dict[str, Any]:

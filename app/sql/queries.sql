@@ -95,12 +95,21 @@ ORDER BY created_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
--- name: claim
--- One statement: claim with a fresh fencing token, count the attempt, write the event.
--- Claimable: queued, retrying, stalled; leased/running with an expired lease; a
--- dead_lettered job when this delivery is a redrive (then the attempt budget restarts).
-WITH target AS (
-    SELECT id, state AS from_state FROM jobs WHERE id = %(id)s FOR UPDATE
+-- name: claim_batch
+-- One statement for a batch of deliveries: claim each job with a fresh fencing token,
+-- count the attempt, write the event. Rows are locked in id order, so two batches that
+-- share jobs cannot deadlock. Claimable: queued, retrying, stalled; leased/running with
+-- an expired lease; a dead_lettered job when this delivery is a redrive (then the
+-- attempt budget restarts). Two deliveries of one job in a batch: one claim wins, the
+-- other finds the winner's live lease (a duplicate). The caller matches rows by token.
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(generations)s::int[])
+        AS t(id, token, generation)
+), target AS (
+    SELECT j.id, j.state AS from_state FROM jobs j
+    WHERE j.id IN (SELECT id FROM input)
+    ORDER BY j.id
+    FOR UPDATE OF j
 ), claimed AS (
     UPDATE jobs j
     SET state = 'leased',
@@ -108,16 +117,16 @@ WITH target AS (
         redrives = j.redrives + CASE WHEN j.state = 'dead_lettered' THEN 1 ELSE 0 END,
         dead_lettered_by = NULL,
         lease_owner = %(owner)s,
-        lease_token = %(token)s,
+        lease_token = i.token,
         lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
         updated_at = now()
-    FROM target t
-    WHERE j.id = t.id
+    FROM target t, input i
+    WHERE j.id = t.id AND i.id = t.id
       AND NOT j.cancel_requested
       AND (j.state IN ('queued', 'retrying', 'stalled')
            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now())
            OR (j.state = 'dead_lettered'
-               AND (%(redrive_generation)s::int = j.redrives OR j.dead_lettered_by = 'sweeper')))
+               AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')))
     RETURNING j.*, t.from_state
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
@@ -127,19 +136,23 @@ WITH target AS (
 )
 SELECT * FROM claimed;
 
--- name: start
--- leased -> running, and the recorded effects in the same round trip.
-WITH started AS (
-    UPDATE jobs SET state = 'running', started_at = coalesce(started_at, now()), updated_at = now()
-    WHERE id = %(id)s AND lease_token = %(token)s AND state = 'leased'
-    RETURNING id, attempt, lease_owner
+-- name: start_batch
+-- leased -> running for a batch, with each job's recorded effects, in one round trip.
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS t(id, token)
+), started AS (
+    UPDATE jobs j SET state = 'running', started_at = coalesce(j.started_at, now()), updated_at = now()
+    FROM input i
+    WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'leased'
+    RETURNING j.id, j.attempt, j.lease_owner, j.lease_token
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker)
     SELECT id, 'leased', 'running', attempt, lease_owner FROM started
 )
-SELECT (SELECT count(*) FROM started) AS started,
+SELECT s.lease_token AS token,
        coalesce((SELECT jsonb_agg(jsonb_build_array(e.key, e.result) ORDER BY e.seq)
-                 FROM effects e WHERE e.job_id = %(id)s), '[]'::jsonb) AS effects;
+                 FROM effects e WHERE e.job_id = s.id), '[]'::jsonb) AS effects
+FROM started s;
 
 -- name: heartbeat
 UPDATE jobs SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s)
@@ -185,6 +198,29 @@ WITH done AS (
     FROM done
 )
 SELECT count(*) AS changed FROM done;
+
+-- name: succeed_batch
+-- Fenced completions of a batch of jobs, one round trip: running -> succeeded.
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb[])
+        AS t(id, token, result)
+), done AS (
+    UPDATE jobs j
+    SET state = 'succeeded',
+        result = coalesce(i.result, j.result),
+        dead_lettered_by = NULL,
+        lease_expires_at = NULL,
+        lease_token = NULL,
+        finished_at = now(),
+        updated_at = now()
+    FROM input i
+    WHERE j.id = i.id AND j.lease_token = i.token AND j.state IN ('leased', 'running')
+    RETURNING j.id, j.attempt, j.lease_owner, i.token
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, worker)
+    SELECT id, 'running', 'succeeded', attempt, lease_owner FROM done
+)
+SELECT token FROM done;
 
 -- name: mark_stalled
 -- Leases that expired with no heartbeat: the holder is presumed dead.

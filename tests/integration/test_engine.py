@@ -183,15 +183,15 @@ def test_a_zombie_workers_late_effect_and_completion_change_nothing(stack: Stack
             claimed = await a.db.fetch(
                 a_claim(),
                 {
-                    "id": job_id,
+                    "ids": [job_id],
+                    "tokens": [zombie_token],
+                    "generations": [None],
                     "owner": "zombie",
-                    "token": zombie_token,
                     "lease_seconds": 0.2,
-                    "redrive_generation": None,
                 },
             )
             assert claimed, "the zombie's claim"
-            await a.db.fetch(q_start(), {"id": job_id, "token": zombie_token})
+            await a.db.fetch(q_start(), {"ids": [job_id], "tokens": [zombie_token]})
             await asyncio.sleep(0.5)  # the zombie's lease expires
             await b.sqs.send_jobs([job_id])
             done = await b.handle({"Records": await receive_records(b)}, None)
@@ -377,13 +377,13 @@ def test_a_lambda_running_out_of_time_hands_the_lease_back_without_using_an_atte
 def a_claim() -> Any:
     from app.db import q
 
-    return q("claim")
+    return q("claim_batch")
 
 
 def q_start() -> Any:
     from app.db import q
 
-    return q("start")
+    return q("start_batch")
 
 
 def q_record() -> Any:
