@@ -72,7 +72,7 @@ TFLOCAL_VENV := .tools/tflocal-venv
 
 infra-check: $(STAMP) ## infra static checks: HCL parse and drift tests, checkov, terraform fmt/validate when installed
 	@$(UV) run --no-sync pytest tests/infra -m unit -q $(ARGS)
-	@bash scripts/checkov.sh
+	@UV=$(UV) bash scripts/checkov.sh
 	@export CHECKPOINT_DISABLE=1; if [ -z "$(TERRAFORM)" ]; then \
 	  echo "infra-check: terraform is not installed: fmt -check and validate NOT run (CI's workflow runs them)"; \
 	else \

@@ -14,13 +14,13 @@ import datetime as dt
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__, auth, errors, limits, redrive, service
@@ -33,6 +33,19 @@ log = logging.getLogger(__name__)
 
 
 # --- models ---------------------------------------------------------------------
+
+
+def _storable(value: str | None) -> str | None:
+    problem = service.unstorable(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+# Free text that reaches the database: a value it cannot store is a 422, not a 500.
+Storable = AfterValidator(_storable)
+# A tenant as keys and the database spell it (auth.TENANT, anchored for JSON Schema).
+TENANT_PATTERN = f"^(?:{auth.TENANT.pattern.removeprefix('^').removesuffix('$')})$"
 
 
 class JobCreate(BaseModel):
@@ -98,6 +111,12 @@ class Problem(BaseModel):
     detail: str
 
 
+class Readiness(BaseModel):
+    status: Literal["ready", "not ready"]
+    database: str = Field(description='"ok", or why it is unreachable')
+    queue: str = Field(description='"ok", or why it is unreachable')
+
+
 class Me(BaseModel):
     tenant: str
     admin: bool
@@ -109,8 +128,8 @@ class RedriveRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     job_ids: list[uuid.UUID] | None = Field(None, max_length=redrive.MAX_LIST)
-    kind: str | None = Field(None, min_length=1, max_length=100)
-    tenant: str | None = Field(None, min_length=1, max_length=63)
+    kind: Annotated[str | None, Storable] = Field(None, min_length=1, max_length=100)
+    tenant: str | None = Field(None, pattern=TENANT_PATTERN)
     limit: int | None = Field(None, ge=1, le=redrive.MAX_LIST)
 
 
@@ -403,7 +422,7 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
         caller: Caller,
         rt: Rt,
         state: JobState | None = None,
-        kind: Annotated[str | None, Query(max_length=100)] = None,
+        kind: Annotated[str | None, Query(max_length=100), Storable] = None,
         limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
         cursor: Annotated[str | None, Query(max_length=200)] = None,
     ) -> JobPage | JSONResponse:
@@ -445,13 +464,20 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
         """Send a dead-lettered job back to the queue with a fresh attempt budget."""
         return JobPublic.of(await redrive.redrive_job(rt.db, rt.sqs, job_id, scope=caller.scope))
 
-    @app.get("/v1/dead-letters", response_model=list[JobPublic], responses=responses)
+    @app.get(
+        "/v1/dead-letters",
+        response_model=list[JobPublic],
+        responses={
+            403: {"model": Problem, "description": "the tenant filter needs an admin key"},
+            **responses,
+        },
+    )
     async def dead_letters(
         caller: Caller,
         rt: Rt,
-        kind: Annotated[str | None, Query(max_length=100)] = None,
+        kind: Annotated[str | None, Query(max_length=100), Storable] = None,
         tenant: Annotated[
-            str | None, Query(min_length=1, max_length=63, description="admin keys only")
+            str | None, Query(pattern=TENANT_PATTERN, description="admin keys only")
         ] = None,
         limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
     ) -> list[JobPublic]:
@@ -466,7 +492,11 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
     @app.post(
         "/v1/dead-letters/redrive",
         response_model=RedriveSummary,
-        responses={403: {"model": Problem, "description": "not an admin key"}, **responses},
+        responses={
+            400: {"model": Problem, "description": "the body is not valid JSON"},
+            403: {"model": Problem, "description": "not an admin key"},
+            **responses,
+        },
     )
     async def redrive_dead_letters(body: RedriveRequest, caller: Admin, rt: Rt) -> RedriveSummary:
         """Admin: redrive dead letters across tenants, chosen by job ids, kind, tenant and a
@@ -490,7 +520,9 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
             left_in_dlq=report.left_in_dlq,
         )
 
-    @app.get("/v1/me", response_model=Me, responses={401: {"model": Problem}})
+    @app.get(
+        "/v1/me", response_model=Me, responses={401: {"model": Problem}, 503: {"model": Problem}}
+    )
     async def me(caller: Caller) -> Me:
         """Who the API takes the caller for: tenant, admin scope, key id."""
         return Me(tenant=caller.tenant, admin=caller.admin, key_id=caller.key_id, via=caller.via)
@@ -500,7 +532,11 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
         """The process is up (it checks nothing else)."""
         return {"status": "ok"}
 
-    @app.get("/readyz", responses={503: {"model": Problem}})
+    @app.get(
+        "/readyz",
+        response_model=Readiness,
+        responses={503: {"model": Readiness, "description": "not ready"}},
+    )
     async def readyz(rt: Rt) -> JSONResponse:
         """The database and the queue are reachable."""
         checks: dict[str, str] = {}

@@ -24,8 +24,10 @@ from app import errors
 from app.db import Database, q
 
 PREFIX = "tlk"
-KEY_ID = re.compile(r"^[0-9a-f]{12}$")
-TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+# Used with fullmatch: "$" in a Python pattern also matches before a trailing newline,
+# which the database's CHECK (same pattern, PostgreSQL semantics) refuses.
+KEY_ID = re.compile(r"[0-9a-f]{12}")
+TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 MAX_KEY_NAME = 100
 # scrypt's interactive-login cost (RFC 7914 §2): about 50 ms and 16 MiB per check.
 SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
@@ -62,7 +64,7 @@ class Forbidden(errors.TaskleaseError):
 
 
 def check_tenant(tenant: str) -> str:
-    if not TENANT.match(tenant):
+    if not TENANT.fullmatch(tenant):
         raise errors.BadRequest(
             f"tenant {tenant!r} is not valid: 1 to 63 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
@@ -77,7 +79,12 @@ def _hash(secret: str, salt: bytes) -> bytes:
 def split_key(key: str) -> tuple[str, str]:
     """(id, secret) of a key, or Unauthorized when it is not shaped like one of ours."""
     parts = key.split("_", 2)
-    if len(parts) != 3 or parts[0] != PREFIX or not KEY_ID.match(parts[1]) or len(parts[2]) < 16:
+    if (
+        len(parts) != 3
+        or parts[0] != PREFIX
+        or not KEY_ID.fullmatch(parts[1])
+        or len(parts[2]) < 16
+    ):
         raise Unauthorized("the API key is malformed", error="invalid_token")
     return parts[1], parts[2]
 
@@ -127,7 +134,7 @@ async def list_keys(db: Database, tenant: str | None = None) -> list[dict[str, A
 
 
 async def revoke_key(db: Database, key_id: str) -> dict[str, Any]:
-    if not KEY_ID.match(key_id):
+    if not KEY_ID.fullmatch(key_id):
         raise errors.BadRequest(f"{key_id!r} is not a key id (12 hex characters)")
     row = await db.fetch_one(q("revoke_api_key"), {"id": key_id})
     if row is None:
@@ -199,7 +206,7 @@ def from_authorizer(
         raise Unauthorized("no API Gateway request context: this deployment trusts its authorizer")
     authorizer = _dig(event, "requestContext.authorizer")
     tenant = _dig(authorizer, tenant_field)
-    if not isinstance(tenant, str) or not TENANT.match(tenant):
+    if not isinstance(tenant, str) or not TENANT.fullmatch(tenant):
         raise Unauthorized(f"the authorizer gave no valid tenant at {tenant_field}")
     admin_value = _dig(authorizer, admin_field) if admin_field else None
     admin = admin_value is True or (

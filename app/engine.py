@@ -218,8 +218,11 @@ class Engine:
     async def _not_claimed(self, job_id: uuid.UUID, record: Mapping[str, Any], body: str) -> bool:
         job = await self.db.fetch_one(q("get_job"), {"id": job_id})
         if job is None:
+            # Not a job of this deployment (another one's queue, or a hand-made message).
             log.warning("message names an unknown job; sent to the DLQ", extra={"job_id": job_id})
-            await self.sqs.send_raw_dead_letter(body, f"unknown job id {job_id}")
+            await self.sqs.send_raw_dead_letter(
+                body, f"unknown job id {job_id}: this deployment's database has no such job"
+            )
             return True
         state = JobState(job["state"])
         fields = {"job_id": job_id, "kind": job["kind"], "state": state}

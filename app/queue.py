@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,20 +47,58 @@ def body_for(job_id: uuid.UUID | str) -> str:
     return json.dumps({"job_id": str(job_id), "v": MESSAGE_VERSION}, separators=(",", ":"))
 
 
+# How a reason names a JSON value's type: the reader has the body, not Python.
+_JSON_TYPES = {bool: "a boolean", int: "an integer", float: "a decimal number", str: "a string"}
+_JSON_TYPES.update({type(None): "null", list: "an array", dict: "an object"})
+# How much of an unexpected value a reason quotes.
+_QUOTE_CHARS = 60
+
+
+def _quoted(value: Any) -> str:
+    """A value as the body spelled it, shortened, and ASCII: a message attribute cannot
+    carry every character a body can (a lone surrogate, most control characters)."""
+    text = json.dumps(value)
+    return text if len(text) <= _QUOTE_CHARS else text[: _QUOTE_CHARS - 3] + "..."
+
+
 def parse_body(body: str) -> uuid.UUID:
-    """The job id from a message body, or BadRequest saying what is wrong with it."""
+    """The job id from a message body, or BadRequest saying what is wrong with it.
+
+    Ours is exactly ``{"job_id": "<uuid>", "v": 1}`` (extra fields ignored): ``v`` must be
+    the JSON integer 1, and neither ``true`` nor ``1.0``, which Python would compare equal
+    to 1 (bool is an int; 1.0 == 1)."""
     try:
         doc = json.loads(body)
     except (TypeError, ValueError) as exc:
         raise errors.BadRequest("message body is not JSON") from exc
     if not isinstance(doc, dict):
-        raise errors.BadRequest("message body is not a JSON object")
-    if doc.get("v") != MESSAGE_VERSION:
-        raise errors.BadRequest(f"message version {doc.get('v')!r} is not {MESSAGE_VERSION}")
+        raise errors.BadRequest(f"message body is not a JSON object but {_JSON_TYPES[type(doc)]}")
+    if "v" not in doc:
+        raise errors.BadRequest(
+            f'message body has no version "v" (ours carry "v": {MESSAGE_VERSION})'
+        )
+    version = doc["v"]
+    if type(version) is not int:
+        raise errors.BadRequest(
+            f"message version {_quoted(version)} is {_JSON_TYPES[type(version)]}, "
+            f"not the integer {MESSAGE_VERSION}"
+        )
+    if version != MESSAGE_VERSION:
+        raise errors.BadRequest(f"message version {_quoted(version)} is not {MESSAGE_VERSION}")
+    if "job_id" not in doc:
+        raise errors.BadRequest('message body has no valid job_id: "job_id" is missing')
+    raw = doc["job_id"]
+    if not isinstance(raw, str):
+        raise errors.BadRequest(
+            f"message body has no valid job_id: {_quoted(raw)} is {_JSON_TYPES[type(raw)]}, "
+            "not a UUID string"
+        )
     try:
-        return uuid.UUID(str(doc["job_id"]))
-    except (KeyError, ValueError) as exc:
-        raise errors.BadRequest("message body has no valid job_id") from exc
+        return uuid.UUID(raw)
+    except ValueError as exc:
+        raise errors.BadRequest(
+            f"message body has no valid job_id: {_quoted(raw)} is not a UUID"
+        ) from exc
 
 
 def job_ids(messages: Iterable[Mapping[str, Any]]) -> dict[str, uuid.UUID]:
@@ -210,7 +249,9 @@ class Queue:
     async def change_visibility(
         self, receipt_handle: str, seconds: float, *, url: str | None = None
     ) -> None:
-        seconds = int(max(0, min(seconds, limits.MAX_VISIBILITY_SECONDS)))
+        # Whole seconds, rounded up: a backoff of 0.4 s rounded down would bring the
+        # message back at once.
+        seconds = math.ceil(max(0, min(seconds, limits.MAX_VISIBILITY_SECONDS)))
         await self._call(
             "change_message_visibility",
             QueueUrl=url or self.settings.queue,

@@ -26,6 +26,12 @@ MAX_IDEMPOTENCY_KEY = 200
 MAX_PAGE = 200
 # Retry-After for a tenant at its cap of unfinished jobs: jobs finish on their own time.
 IN_FLIGHT_RETRY_AFTER_SECONDS = 5
+# Nesting a payload may have: pydantic serializes at most 255 levels, and no real payload
+# comes near this.
+MAX_PAYLOAD_DEPTH = 100
+# cancel(): rounds of "cancel if waiting, else ask the lease holder" while a lease ends
+# between the two statements.
+CANCEL_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,9 @@ async def submit(
 ) -> Submitted:
     """Validate, write the job and its outbox row in one statement, commit, then send."""
     k = kinds.get(kind)
+    problem = unstorable(payload)
+    if problem:
+        raise errors.BadRequest(f"payload: {problem}")
     parsed = k.parse(payload)
     attempts = max_attempts or k.max_attempts or settings.max_attempts
     timeout = timeout_seconds or k.timeout_seconds or settings.default_job_timeout_seconds
@@ -130,6 +139,32 @@ async def submit(
             extra={"job_id": job["id"]},
         )
     return Submitted(job=job, created=True)
+
+
+def unstorable(value: Any) -> str | None:
+    """Why this text or JSON value cannot be stored and served back, or None: PostgreSQL's
+    text and jsonb refuse the NUL character, a lone surrogate (what JSON's "\\ud800"
+    escape decodes to) has no UTF-8 form, jsonb has no NaN or Infinity (Python's JSON
+    parser reads both), and pydantic serializes no more than 255 levels of nesting."""
+    todo = [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "text must not contain the NUL character (\\u0000)"
+            if not item.isascii():
+                try:
+                    item.encode()
+                except UnicodeEncodeError:
+                    return "text must be valid Unicode (a lone surrogate has no UTF-8 form)"
+        elif isinstance(item, float) and not math.isfinite(item):
+            return "numbers must be finite (JSON has no NaN or Infinity)"
+        elif isinstance(item, dict | list):
+            if depth >= MAX_PAYLOAD_DEPTH:
+                return f"must not nest objects and arrays deeper than {MAX_PAYLOAD_DEPTH} levels"
+            inner = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            todo.extend((x, depth + 1) for x in inner)
+    return None
 
 
 _VERDICT = ("rate_ok", "tokens", "rate", "flight_ok", "max_in_flight")
@@ -261,11 +296,14 @@ async def cancel(db: Database, job_id: uuid.UUID, *, scope: str | None) -> dict[
         raise errors.Conflict(
             f"job {job_id} is already {state}: only unfinished jobs can be cancelled"
         )
-    changed = await db.fetch_one(
-        q("cancel_waiting"), {"id": job_id, "detail": "cancelled by the caller"}
-    )
-    if not (changed and changed["changed"]):
-        await db.fetch(q("request_cancel"), {"id": job_id})
+    for _ in range(CANCEL_TRIES):
+        changed = await db.fetch_one(
+            q("cancel_waiting"), {"id": job_id, "detail": "cancelled by the caller"}
+        )
+        if (changed and changed["changed"]) or await db.fetch(q("request_cancel"), {"id": job_id}):
+            break
+        # Neither held: the lease ended between the two statements (the job waits again,
+        # or finished). Look again rather than answer 200 for a cancel that did nothing.
     job = await get_job(db, job_id, scope=scope)
     if JobState(job["state"]) == JobState.SUCCEEDED:
         raise errors.Conflict(f"job {job_id} succeeded before it could be cancelled")

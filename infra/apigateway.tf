@@ -16,12 +16,93 @@ resource "aws_apigatewayv2_integration" "api" {
   timeout_milliseconds   = 30000
 }
 
+# Who may call (var.api_auth_mode; infra/README.md, "Authentication"): the route's
+# authorization and what the API function is told to trust (app/config.py auth_mode,
+# authorizer_tenant_field and authorizer_admin_field: dotted paths under
+# requestContext.authorizer of the payload 2.0 event).
+locals {
+  api_auth = {
+    # The route is open; the app checks `Authorization: Bearer tlk_<id>_<secret>`
+    # against the hashed keys in PostgreSQL on every /v1 request.
+    api_key = {
+      route_authorization_type = "NONE"
+      env                      = { TASKLEASE_AUTH_MODE = "api_key" }
+    }
+    # API Gateway validates the token; the app reads the tenant from a claim.
+    jwt = {
+      route_authorization_type = "JWT"
+      env = {
+        TASKLEASE_AUTH_MODE               = "authorizer"
+        TASKLEASE_AUTHORIZER_TENANT_FIELD = "jwt.claims.${var.jwt_tenant_claim}"
+        # Empty: no admin field, so no caller is an admin through the API.
+        TASKLEASE_AUTHORIZER_ADMIN_FIELD = var.jwt_admin_claim == null ? "" : "jwt.claims.${var.jwt_admin_claim}"
+      }
+    }
+    # The operator's authorizer returns {"isAuthorized", "context": {"tenant", "admin"}}.
+    lambda = {
+      route_authorization_type = "CUSTOM"
+      env = {
+        TASKLEASE_AUTH_MODE               = "authorizer"
+        TASKLEASE_AUTHORIZER_TENANT_FIELD = "lambda.tenant"
+        TASKLEASE_AUTHORIZER_ADMIN_FIELD  = "lambda.admin"
+      }
+    }
+  }
+
+  # arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>]
+  lambda_authorizer_arn_parts = var.lambda_authorizer_function_arn == null ? [] : split(":", var.lambda_authorizer_function_arn)
+}
+
+resource "aws_apigatewayv2_authorizer" "jwt" {
+  count = var.api_auth_mode == "jwt" ? 1 : 0
+
+  api_id           = aws_apigatewayv2_api.http.id
+  name             = "${var.name}-jwt"
+  authorizer_type  = "JWT"
+  identity_sources = ["$request.header.Authorization"]
+
+  jwt_configuration {
+    issuer   = var.jwt_issuer
+    audience = var.jwt_audience
+  }
+}
+
+resource "aws_apigatewayv2_authorizer" "lambda" {
+  count = var.api_auth_mode == "lambda" ? 1 : 0
+
+  api_id                            = aws_apigatewayv2_api.http.id
+  name                              = "${var.name}-lambda"
+  authorizer_type                   = "REQUEST"
+  authorizer_uri                    = "arn:${data.aws_partition.current.partition}:apigateway:${var.aws_region}:lambda:path/2015-03-31/functions/${var.lambda_authorizer_function_arn}/invocations"
+  authorizer_payload_format_version = "2.0"
+  enable_simple_responses           = true
+  identity_sources                  = var.lambda_authorizer_identity_sources
+  authorizer_result_ttl_in_seconds  = var.lambda_authorizer_cache_seconds
+}
+
+# API Gateway may invoke the operator's authorizer, for this API's authorizer only.
+resource "aws_lambda_permission" "authorizer" {
+  count = var.api_auth_mode == "lambda" ? 1 : 0
+
+  statement_id  = "AllowHttpApiAuthorizer-${var.name}"
+  action        = "lambda:InvokeFunction"
+  function_name = join(":", slice(local.lambda_authorizer_arn_parts, 0, 7))
+  qualifier     = length(local.lambda_authorizer_arn_parts) > 7 ? local.lambda_authorizer_arn_parts[7] : null
+  principal     = "apigateway.amazonaws.com"
+  source_arn    = "${aws_apigatewayv2_api.http.execution_arn}/authorizers/${aws_apigatewayv2_authorizer.lambda[0].id}"
+}
+
 # One catch-all route: FastAPI does the routing (and answers 404 itself).
 resource "aws_apigatewayv2_route" "default" {
+  #checkov:skip=CKV_AWS_309:with api_auth_mode = api_key (the default) the route is open on purpose: the app itself checks every /v1 request's Bearer key against salted hashes in PostgreSQL (SigV4 would take the Authorization header and carry no tenant); jwt and lambda attach an authorizer
   api_id             = aws_apigatewayv2_api.http.id
   route_key          = "$default"
   target             = "integrations/${aws_apigatewayv2_integration.api.id}"
-  authorization_type = var.api_authorization_type
+  authorization_type = local.api_auth[var.api_auth_mode].route_authorization_type
+  authorizer_id = (
+    var.api_auth_mode == "jwt" ? aws_apigatewayv2_authorizer.jwt[0].id :
+    var.api_auth_mode == "lambda" ? aws_apigatewayv2_authorizer.lambda[0].id : null
+  )
 }
 
 resource "aws_cloudwatch_log_group" "api_access" {

@@ -10,7 +10,18 @@ locals {
       description = "tasklease HTTP API (FastAPI via Mangum) behind API Gateway"
       timeout     = var.api_timeout_seconds
       memory      = var.api_memory_mb
-      env         = { TASKLEASE_POOL_MAX_SIZE = tostring(var.db_pool_max_size) }
+      env = merge(
+        { TASKLEASE_POOL_MAX_SIZE = tostring(var.db_pool_max_size) },
+        # Who may call, as the route is set up (apigateway.tf, var.api_auth_mode).
+        local.api_auth[var.api_auth_mode].env,
+        # Per-tenant admission defaults and the body cap (app/config.py).
+        {
+          TASKLEASE_RATE_LIMIT_PER_SECOND = tostring(var.tenant_rate_limit_per_second)
+          TASKLEASE_RATE_LIMIT_BURST      = tostring(var.tenant_rate_limit_burst)
+          TASKLEASE_MAX_JOBS_IN_FLIGHT    = tostring(var.tenant_max_jobs_in_flight)
+          TASKLEASE_MAX_BODY_BYTES        = tostring(var.api_max_body_bytes)
+        },
+      )
     }
     worker = {
       handler     = "handlers.worker.handler"

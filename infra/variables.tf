@@ -316,14 +316,156 @@ variable "webhook_url" {
 
 # --- API ---------------------------------------------------------------------------
 
-variable "api_authorization_type" {
-  description = "Authorization of the HTTP API's route: AWS_IAM (callers sign with SigV4) or NONE (anyone who knows the URL can post jobs)."
+# Who may call the API (infra/README.md, "Authentication"). AWS_IAM is not offered:
+# SigV4 takes the Authorization header the app's keys use, and an IAM identity
+# carries no tenant.
+variable "api_auth_mode" {
+  description = "How callers prove who they are: api_key (the route is open and the app checks `Authorization: Bearer tlk_...` keys made with `tasklease keys create`), jwt (an API Gateway JWT authorizer; the tenant is a token claim) or lambda (your REQUEST Lambda authorizer returns the tenant in its context)."
   type        = string
-  default     = "AWS_IAM"
+  default     = "api_key"
 
   validation {
-    condition     = contains(["AWS_IAM", "NONE"], var.api_authorization_type)
-    error_message = "api_authorization_type must be AWS_IAM or NONE."
+    condition     = contains(["api_key", "jwt", "lambda"], var.api_auth_mode)
+    error_message = "api_auth_mode must be api_key, jwt or lambda (AWS_IAM is not supported: an IAM identity carries no tenant; see infra/README.md)."
+  }
+}
+
+variable "jwt_issuer" {
+  description = "api_auth_mode = jwt: the token issuer (iss), an https:// URL that serves /.well-known/openid-configuration, e.g. https://cognito-idp.<region>.amazonaws.com/<user pool id>."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.jwt_issuer == null ? true : can(regex("^https://[^\\s]+$", var.jwt_issuer))
+    error_message = "jwt_issuer must be an https:// URL (API Gateway reads the issuer's OpenID configuration from it)."
+  }
+
+  validation {
+    condition     = var.api_auth_mode != "jwt" || var.jwt_issuer != null
+    error_message = "api_auth_mode = \"jwt\" needs jwt_issuer (and jwt_audience): the identity provider whose tokens the API accepts."
+  }
+}
+
+variable "jwt_audience" {
+  description = "api_auth_mode = jwt: accepted audiences; a token's aud (or, for Cognito access tokens, client_id) must be one of them."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for a in var.jwt_audience : length(trimspace(a)) > 0])
+    error_message = "jwt_audience must not contain empty strings."
+  }
+
+  validation {
+    condition     = var.api_auth_mode != "jwt" || length(var.jwt_audience) > 0
+    error_message = "api_auth_mode = \"jwt\" needs jwt_audience (and jwt_issuer): at least one audience or client id the tokens are issued for."
+  }
+}
+
+variable "jwt_tenant_claim" {
+  description = "api_auth_mode = jwt: the claim holding the caller's tenant; the API function reads it at jwt.claims.<claim> (TASKLEASE_AUTHORIZER_TENANT_FIELD). Callers must not be able to set it themselves (Cognito: keep custom attributes read-only for the app client)."
+  type        = string
+  default     = "tenant"
+
+  validation {
+    # The app splits TASKLEASE_AUTHORIZER_TENANT_FIELD on dots (app/auth.py).
+    condition     = can(regex("^[^.\\s]{1,128}$", var.jwt_tenant_claim))
+    error_message = "jwt_tenant_claim must be a claim name of 1-128 characters without dots or spaces (the app reads the dotted path jwt.claims.<claim>; a namespaced claim such as https://example.com/tenant cannot be addressed)."
+  }
+}
+
+variable "jwt_admin_claim" {
+  description = "api_auth_mode = jwt: the claim that makes a caller an admin (every tenant's jobs, bulk redrive) when it is true; read at jwt.claims.<claim> (TASKLEASE_AUTHORIZER_ADMIN_FIELD). Null: no caller is an admin through the API."
+  type        = string
+  default     = "tasklease_admin"
+
+  validation {
+    condition     = var.jwt_admin_claim == null ? true : can(regex("^[^.\\s]{1,128}$", var.jwt_admin_claim))
+    error_message = "jwt_admin_claim must be null or a claim name of 1-128 characters without dots or spaces (the app reads the dotted path jwt.claims.<claim>)."
+  }
+}
+
+variable "lambda_authorizer_function_arn" {
+  description = "api_auth_mode = lambda: ARN of your authorizer function (REQUEST type, payload 2.0, simple responses). It answers {\"isAuthorized\": true, \"context\": {\"tenant\": \"<tenant>\", \"admin\": false}}; the API function reads lambda.tenant and lambda.admin. Must be in this account: Terraform grants API Gateway permission to invoke it."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.lambda_authorizer_function_arn == null ? true : can(regex("^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9_$-]{1,128})?$", var.lambda_authorizer_function_arn))
+    error_message = "lambda_authorizer_function_arn must be a Lambda function ARN: arn:aws:lambda:<region>:<account>:function:<name>, optionally with :<alias or version>."
+  }
+
+  validation {
+    condition     = var.api_auth_mode != "lambda" || var.lambda_authorizer_function_arn != null
+    error_message = "api_auth_mode = \"lambda\" needs lambda_authorizer_function_arn: the function that decides and returns the caller's tenant."
+  }
+}
+
+variable "lambda_authorizer_identity_sources" {
+  description = "api_auth_mode = lambda: where the credentials are; a request missing any of them gets 401 without calling the authorizer, and they are the cache key."
+  type        = list(string)
+  default     = ["$request.header.Authorization"]
+
+  validation {
+    condition     = length(var.lambda_authorizer_identity_sources) > 0 && alltrue([for s in var.lambda_authorizer_identity_sources : can(regex("^\\$(request\\.(header|querystring)\\.|context\\.|stageVariables\\.)[^\\s]+$", s))])
+    error_message = "lambda_authorizer_identity_sources must list at least one of $request.header.<name>, $request.querystring.<name>, $context.<name> or $stageVariables.<name>."
+  }
+}
+
+variable "lambda_authorizer_cache_seconds" {
+  description = "api_auth_mode = lambda: how long API Gateway caches an authorizer answer per identity (0 turns caching off; a revoked credential keeps working this long)."
+  type        = number
+  default     = 300
+
+  validation {
+    condition     = var.lambda_authorizer_cache_seconds >= 0 && var.lambda_authorizer_cache_seconds <= 3600 && floor(var.lambda_authorizer_cache_seconds) == var.lambda_authorizer_cache_seconds
+    error_message = "lambda_authorizer_cache_seconds must be a whole number from 0 to 3600."
+  }
+}
+
+# Per-tenant admission defaults (app/config.py; the ranges are the app's). A tenant's
+# own values: `tasklease limits set`. The stage throttle below caps all tenants together.
+variable "tenant_rate_limit_per_second" {
+  description = "TASKLEASE_RATE_LIMIT_PER_SECOND: job submissions per second each tenant's token bucket refills."
+  type        = number
+  default     = 50
+
+  validation {
+    condition     = var.tenant_rate_limit_per_second > 0 && var.tenant_rate_limit_per_second <= 100000
+    error_message = "tenant_rate_limit_per_second must be above 0 and at most 100000."
+  }
+}
+
+variable "tenant_rate_limit_burst" {
+  description = "TASKLEASE_RATE_LIMIT_BURST: size of each tenant's token bucket (submissions it may make at once)."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.tenant_rate_limit_burst >= 1 && var.tenant_rate_limit_burst <= 1000000 && floor(var.tenant_rate_limit_burst) == var.tenant_rate_limit_burst
+    error_message = "tenant_rate_limit_burst must be a whole number from 1 to 1000000."
+  }
+}
+
+variable "tenant_max_jobs_in_flight" {
+  description = "TASKLEASE_MAX_JOBS_IN_FLIGHT: unfinished jobs a tenant may have before submissions are refused."
+  type        = number
+  default     = 10000
+
+  validation {
+    condition     = var.tenant_max_jobs_in_flight >= 1 && var.tenant_max_jobs_in_flight <= 100000000 && floor(var.tenant_max_jobs_in_flight) == var.tenant_max_jobs_in_flight
+    error_message = "tenant_max_jobs_in_flight must be a whole number from 1 to 100000000."
+  }
+}
+
+variable "api_max_body_bytes" {
+  description = "TASKLEASE_MAX_BODY_BYTES: larger request bodies get 413 before they are parsed. Above ~6 MB Lambda's synchronous invocation limit refuses the request first."
+  type        = number
+  default     = 262144
+
+  validation {
+    condition     = var.api_max_body_bytes >= 1024 && var.api_max_body_bytes <= 10485760 && floor(var.api_max_body_bytes) == var.api_max_body_bytes
+    error_message = "api_max_body_bytes must be a whole number from 1024 to 10485760 (API Gateway's 10 MB payload quota)."
   }
 }
 

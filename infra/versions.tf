@@ -1,6 +1,7 @@
 terraform {
-  # 1.5 for `check` blocks; preconditions and optional attributes are older.
-  required_version = ">= 1.5.0"
+  # 1.9: variable validations that refer to other variables (api_auth_mode needs
+  # jwt_issuer, ...); preconditions and optional attributes are older.
+  required_version = ">= 1.9.0"
 
   required_providers {
     aws = {

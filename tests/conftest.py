@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import os
 import subprocess
@@ -96,14 +97,23 @@ def pg_template(pg_admin_url: str) -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@contextlib.contextmanager
+def cloned_database(admin_url: str, template: str) -> Iterator[str]:
+    """A database of its own, cloned from the migrated template, dropped afterwards."""
+    name = f"tasklease_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    try:
+        yield _url_for(admin_url, name)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
 def database_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
-    name = f"tasklease_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
-    yield _url_for(pg_admin_url, name)
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with cloned_database(pg_admin_url, pg_template) as url:
+        yield url
 
 
 @pytest.fixture
@@ -188,6 +198,14 @@ class Stack:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             return pool.submit(asyncio.run, coro).result()
 
+    def queue_depth(self) -> int:
+        """Messages on the source queue, visible or in flight."""
+        attrs = self.sqs.get_queue_attributes(
+            QueueUrl=self.settings.queue,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return sum(int(v) for v in attrs.values())
+
     def with_settings(self, **overrides: Any) -> Settings:
         return Settings(**{**self.settings.model_dump(), **overrides})
 
@@ -257,6 +275,40 @@ def stack(
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> Iterator[Stack]:
+    target = request.node.callspec.params.get("sqs_endpoint", "moto")
+    s = build_stack(database_url, aws_env, sqs, tmp_path, target)
+    yield s
+    s.stop_all()
+
+
+@pytest.fixture(scope="module")
+def module_stack(
+    pg_admin_url: str,
+    pg_template: str,
+    sqs_endpoint: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
+    """One stack shared by a module's tests: for suites that send many requests to one API
+    process (tests/integration/test_schemathesis.py), where a stack per test would start a
+    process per test. Its tests share the database: they must not depend on its contents."""
+    aws_env = embedded.local_aws_env(sqs_endpoint, REGION)
+    localstack = os.environ.get("LOCALSTACK_ENDPOINT", "http://127.0.0.1:4566")
+    target = "localstack" if sqs_endpoint == localstack else "moto"
+    with pytest.MonkeyPatch.context() as mp, cloned_database(pg_admin_url, pg_template) as url:
+        for k, v in aws_env.items():
+            mp.setenv(k, v)
+        sqs = boto3.client("sqs", region_name=REGION, endpoint_url=sqs_endpoint)
+        s = build_stack(url, aws_env, sqs, tmp_path_factory.mktemp("stack"), target)
+        try:
+            yield s
+        finally:
+            s.stop_all()
+
+
+def build_stack(
+    database_url: str, aws_env: dict[str, str], sqs: Any, tmp_path: Path, target: str
+) -> Stack:
+    """Queues of its own and the settings a test's processes and engines use."""
     name = f"tl-{uuid.uuid4().hex[:10]}"
     urls = run(_create_queues(Settings(queue_name=name, visibility_timeout_seconds=4), name))
     env = {
@@ -290,10 +342,7 @@ def stack(
         outbox_grace_seconds=0,
         worker_id="test-engine",
     )
-    target = request.node.callspec.params.get("sqs_endpoint", "moto")
-    s = Stack(settings=settings, env=env, sqs=sqs, tmp=tmp_path, sqs_target=target)
-    yield s
-    s.stop_all()
+    return Stack(settings=settings, env=env, sqs=sqs, tmp=tmp_path, sqs_target=target)
 
 
 async def _create_queues(s: Settings, name: str) -> Any:

@@ -224,10 +224,12 @@ def check_invariants(
                     f"while the claim in force was "
                     + (f"attempt {holder['attempt']} ({holder['worker']})" if holder else "none")
                 )
-        if row["redrives"] == 0:
-            late = [f["key"] for f in fx if f["attempt"] > row["attempt"]]
-            if late:
-                found.append(f"3: effects {late} carry an attempt above the job's {row['attempt']}")
+        # Against the highest attempt ever claimed, not the row's: a lease handed back
+        # returns its attempt (the row goes back to attempt 0 with step-0 recorded).
+        claimed = max((c["attempt"] for c in claims), default=0)
+        late = [f["key"] for f in fx if f["attempt"] > claimed]
+        if late:
+            found.append(f"3: effects {late} carry an attempt above any claimed ({claimed})")
         if succeeded:
             last = succeeded[-1]
             if last["attempt"] != row["attempt"]:
@@ -243,6 +245,11 @@ def check_invariants(
             after = [f["key"] for f in fx if f["recorded_at"] > last["at"]]
             if after:
                 found.append(f"3: effects {after} recorded after the job had succeeded")
+        cancelled = [e for e in events if e["to_state"] == JobState.CANCELLED]
+        if cancelled:
+            after = [f["key"] for f in fx if f["recorded_at"] > cancelled[0]["at"]]
+            if after:
+                found.append(f"3: effects {after} recorded after the job was cancelled")
         for prev, ev in itertools.pairwise(events):
             if prev["to_state"] in (JobState.SUCCEEDED, JobState.CANCELLED):
                 found.append(

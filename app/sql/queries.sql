@@ -287,9 +287,12 @@ LIMIT %(limit)s;
 
 -- name: redrive_reset
 -- Back to queued with a fresh attempt budget; a new generation refuses stale dead letters.
+-- A cancel asked for while the job ran, before it failed, is superseded: a redrive is the
+-- newer request, and the job would otherwise be cancelled unrun at its next delivery.
 WITH r AS (
     UPDATE jobs
     SET state = 'queued', attempt = 0, redrives = redrives + 1, dead_lettered_by = NULL,
+        cancel_requested = false,
         finished_at = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     WHERE id = ANY(%(ids)s) AND state = 'dead_lettered'
     RETURNING id

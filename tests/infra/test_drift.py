@@ -7,14 +7,16 @@ value, a variable's validation range, or the app's own constraints drift apart.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import typing
 from typing import Any
 
 import annotated_types
 import pytest
 
-from app import config, limits
+from app import auth, config, limits
 from tests.infra import tfconfig
 
 pytestmark = pytest.mark.unit
@@ -59,13 +61,23 @@ def shared() -> dict[str, Any]:
 
 def bounds(field: str) -> tuple[float | None, float | None]:
     """The (ge, le) of a Settings field."""
-    lo = hi = None
+    found = constraints(field)
+    return found.get(">="), found.get("<=")
+
+
+def constraints(field: str) -> dict[str, float]:
+    """A Settings field's numeric bounds by Terraform operator: ">=", ">", "<=", "<"."""
+    out: dict[str, float] = {}
     for meta in config.Settings.model_fields[field].metadata:
-        if isinstance(meta, annotated_types.Ge):
-            lo = float(meta.ge)  # type: ignore[arg-type]
-        if isinstance(meta, annotated_types.Le):
-            hi = float(meta.le)  # type: ignore[arg-type]
-    return lo, hi
+        for kind, op, attr in (
+            (annotated_types.Ge, ">=", "ge"),
+            (annotated_types.Gt, ">", "gt"),
+            (annotated_types.Le, "<=", "le"),
+            (annotated_types.Lt, "<", "lt"),
+        ):
+            if isinstance(meta, kind):
+                out[op] = float(getattr(meta, attr))
+    return out
 
 
 def test_the_json_holds_exactly_the_shared_keys(shared: dict[str, Any]) -> None:
@@ -215,3 +227,153 @@ def test_the_localstack_init_hook_reads_the_json() -> None:
         "max_receive_count",
     ):
         assert key in script, f"create-queues.sh does not use {key}"
+
+
+# --- who may call the API, and the per-tenant limits (infra/README.md, "Authentication") --
+
+# Terraform variable -> the app's Settings field; the API function gets it as TASKLEASE_<FIELD>.
+LIMITS = {
+    "tenant_rate_limit_per_second": "rate_limit_per_second",
+    "tenant_rate_limit_burst": "rate_limit_burst",
+    "tenant_max_jobs_in_flight": "max_jobs_in_flight",
+    "api_max_body_bytes": "max_body_bytes",
+}
+
+
+def test_every_setting_terraform_names_is_one_the_app_reads() -> None:
+    # Environment variables, descriptions and comments alike.
+    names: set[str] = set()
+    for path in tfconfig.tf_files():
+        names |= set(re.findall(r"\bTASKLEASE_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()))
+    assert {"TASKLEASE_AUTH_MODE", "TASKLEASE_AUTHORIZER_TENANT_FIELD"} <= names
+    for name in sorted(names):
+        field = name.removeprefix(config.PREFIX).lower()
+        assert field in config.Settings.model_fields, f"{name}: app/config.py has no {field}"
+
+
+def _mode_env(mode: str, values: dict[str, Any]) -> dict[str, str]:
+    """The API function's auth and limit variables in one mode, rendered with values."""
+    env = {
+        k: tfconfig.render(str(v), values)
+        for k, v in tfconfig.api_auth_modes()[mode]["env"].items()
+    }
+    admin = env.get("TASKLEASE_AUTHORIZER_ADMIN_FIELD", "")
+    if admin.startswith("${var.jwt_admin_claim == null"):
+        claim = values["jwt_admin_claim"]
+        env["TASKLEASE_AUTHORIZER_ADMIN_FIELD"] = "" if claim is None else f"jwt.claims.{claim}"
+    for name, variable in re.findall(
+        r"(TASKLEASE_[A-Z_]+) = tostring\(var\.([a-z0-9_]+)\)", tfconfig.function_env("api")
+    ):
+        env[name] = str(values[variable])
+    return env
+
+
+def test_the_modes_tell_the_app_what_it_expects() -> None:
+    modes = tfconfig.api_auth_modes()
+    allowed = set(typing.get_args(config.Settings.model_fields["auth_mode"].annotation))
+    assert {m: spec["env"]["TASKLEASE_AUTH_MODE"] for m, spec in modes.items()} == {
+        "api_key": "api_key",
+        "jwt": "authorizer",
+        "lambda": "authorizer",
+    }
+    assert {spec["env"]["TASKLEASE_AUTH_MODE"] for spec in modes.values()} <= allowed
+    assert set(modes["api_key"]["env"]) == {"TASKLEASE_AUTH_MODE"}
+    # A Lambda authorizer's simple response context lands at requestContext.authorizer.lambda:
+    # exactly the app's defaults.
+    fields = config.Settings.model_fields
+    assert modes["lambda"]["env"]["TASKLEASE_AUTHORIZER_TENANT_FIELD"] == (
+        fields["authorizer_tenant_field"].default
+    )
+    assert modes["lambda"]["env"]["TASKLEASE_AUTHORIZER_ADMIN_FIELD"] == (
+        fields["authorizer_admin_field"].default
+    )
+    # A JWT authorizer's claims land at requestContext.authorizer.jwt.claims.
+    jwt = modes["jwt"]["env"]
+    assert jwt["TASKLEASE_AUTHORIZER_TENANT_FIELD"] == "jwt.claims.${var.jwt_tenant_claim}"
+    assert "jwt.claims.${var.jwt_admin_claim}" in jwt["TASKLEASE_AUTHORIZER_ADMIN_FIELD"]
+
+
+# What each authorizer puts under requestContext.authorizer in a payload 2.0 event
+# (https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-develop-integrations-lambda.html).
+# JWT claims arrive as strings.
+AUTHORIZER_CONTEXT: dict[str, Any] = {
+    "jwt": {"jwt": {"claims": {"tenant": "acme", "tasklease_admin": "true"}, "scopes": None}},
+    "lambda": {"lambda": {"tenant": "acme", "admin": True}},
+}
+
+
+@pytest.mark.parametrize("mode", ["api_key", "jwt", "lambda"])
+def test_the_app_starts_with_each_modes_environment(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [n for n in os.environ if n.startswith(config.PREFIX)]:
+        monkeypatch.delenv(name)
+    env = _mode_env(mode, tfconfig.defaults())
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = config.load()
+    assert settings.auth_mode == env["TASKLEASE_AUTH_MODE"]
+    for variable, field in LIMITS.items():
+        assert getattr(settings, field) == tfconfig.defaults()[variable]
+    if mode == "api_key":
+        return
+    # The identity the authorizer would hand over is the caller the app sees.
+    event = json.loads((tfconfig.ROOT / "tests" / "events" / "apigw_v2_post_job.json").read_text())
+    event["requestContext"]["authorizer"] = AUTHORIZER_CONTEXT[mode]
+    caller = auth.from_authorizer(
+        event,
+        tenant_field=settings.authorizer_tenant_field,
+        admin_field=settings.authorizer_admin_field,
+    )
+    assert (caller.tenant, caller.admin, caller.via) == ("acme", True, "authorizer")
+
+
+def test_a_jwt_deployment_without_an_admin_claim_has_no_admins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in [n for n in os.environ if n.startswith(config.PREFIX)]:
+        monkeypatch.delenv(name)
+    env = _mode_env("jwt", {**tfconfig.defaults(), "jwt_admin_claim": None})
+    assert env["TASKLEASE_AUTHORIZER_ADMIN_FIELD"] == ""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = config.load()
+    event = {"requestContext": {"authorizer": AUTHORIZER_CONTEXT["jwt"]}}
+    caller = auth.from_authorizer(
+        event,
+        tenant_field=settings.authorizer_tenant_field,
+        admin_field=settings.authorizer_admin_field,
+    )
+    assert (caller.tenant, caller.admin) == ("acme", False)
+
+
+@pytest.mark.parametrize("variable", sorted(LIMITS))
+def test_the_limit_defaults_are_the_apps(variable: str) -> None:
+    field = LIMITS[variable]
+    assert (
+        tfconfig.variables()[variable]["default"] == config.Settings.model_fields[field].default
+    ), f"variable {variable}'s default drifted from app/config.py's {field}"
+
+
+@pytest.mark.parametrize("variable", sorted(LIMITS))
+def test_the_limit_validations_match_the_apps_bounds(variable: str) -> None:
+    conditions = " ".join(v["condition"] for v in tfconfig.validations(variable))
+    found = constraints(LIMITS[variable])
+    assert found, f"Settings.{LIMITS[variable]} has no bounds"
+    for op, bound in found.items():
+        assert bound in _numbers(conditions, op), f"{variable}: validation lacks {op} {bound:g}"
+
+
+@pytest.mark.parametrize("variable", sorted(LIMITS))
+def test_the_limits_reach_the_api_function(variable: str) -> None:
+    env = f"TASKLEASE_{LIMITS[variable].upper()}"
+    assert f"{env} = tostring(var.{variable})" in tfconfig.function_env("api")
+
+
+def test_the_tfvars_example_repeats_the_limit_defaults() -> None:
+    text = (tfconfig.INFRA / "terraform.tfvars.example").read_text()
+    for variable in LIMITS:
+        found = re.findall(rf"^#?\s*{variable}\s*=\s*([\d.]+)", text, flags=re.M)
+        assert found, f"terraform.tfvars.example does not mention {variable}"
+        default = tfconfig.variables()[variable]["default"]
+        assert [float(v) for v in found] == [default] * len(found), f"{variable} drifted"

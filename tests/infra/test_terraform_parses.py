@@ -6,7 +6,10 @@ No terraform binary is needed (CI's workflow adds `terraform validate` and a pla
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -300,6 +303,158 @@ def test_the_sweeper_runs_every_minute() -> None:
     schedule = tfconfig.resources()[("aws_scheduler_schedule", "sweeper")]
     (target,) = tfconfig.blocks(schedule, "target")
     assert tfconfig.expr(target["arn"]) == 'aws_lambda_function.fn["sweeper"].arn'
+
+
+# --- who may call the API (infra/README.md, "Authentication") --------------------------
+
+MODES = {"api_key": "NONE", "jwt": "JWT", "lambda": "CUSTOM"}
+
+
+def test_the_auth_mode_is_a_choice_of_three_and_api_key_by_default() -> None:
+    variable = tfconfig.variables()["api_auth_mode"]
+    assert variable["default"] == "api_key"
+    conditions = [v["condition"] for v in tfconfig.validations("api_auth_mode")]
+    assert 'contains(["api_key", "jwt", "lambda"], var.api_auth_mode)' in conditions
+    assert set(tfconfig.api_auth_modes()) == set(MODES)
+
+
+def test_aws_iam_is_gone() -> None:
+    # SigV4 takes the Authorization header the app's keys use, and an IAM identity
+    # carries no tenant (infra/README.md says so).
+    assert "api_authorization_type" not in tfconfig.variables()
+    assert "AWS_IAM" not in json.dumps(list(tfconfig.resources().values()))
+    assert "AWS_IAM" not in json.dumps(tfconfig.locals_())
+    assert "AWS_IAM" in (tfconfig.INFRA / "README.md").read_text()
+
+
+def test_the_route_takes_its_authorization_from_the_mode() -> None:
+    modes = tfconfig.api_auth_modes()
+    assert {m: spec["route_authorization_type"] for m, spec in modes.items()} == MODES
+    route = tfconfig.resources()[("aws_apigatewayv2_route", "default")]
+    assert tfconfig.expr(route["authorization_type"]) == (
+        "local.api_auth[var.api_auth_mode].route_authorization_type"
+    )
+    authorizer = re.sub(r"\s+", " ", tfconfig.expr(route["authorizer_id"]))
+    assert 'var.api_auth_mode == "jwt" ? aws_apigatewayv2_authorizer.jwt[0].id' in authorizer
+    assert 'var.api_auth_mode == "lambda" ? aws_apigatewayv2_authorizer.lambda[0].id' in authorizer
+    assert authorizer.rstrip(")").endswith(": null")
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        ("aws_apigatewayv2_authorizer", "jwt"),
+        ("aws_apigatewayv2_authorizer", "lambda"),
+        ("aws_lambda_permission", "authorizer"),
+    ],
+)
+def test_each_authorizer_exists_only_for_its_mode(address: tuple[str, str]) -> None:
+    mode = "jwt" if address[1] == "jwt" else "lambda"
+    body = tfconfig.resources()[address]
+    assert tfconfig.expr(body["count"]) == f'var.api_auth_mode == "{mode}" ? 1 : 0'
+
+
+def test_the_jwt_authorizer_checks_issuer_and_audience() -> None:
+    jwt = tfconfig.resources()[("aws_apigatewayv2_authorizer", "jwt")]
+    assert jwt["authorizer_type"] == "JWT"
+    assert tfconfig.expr(jwt["api_id"]) == "aws_apigatewayv2_api.http.id"
+    assert jwt["identity_sources"] == ["$request.header.Authorization"]
+    (conf,) = tfconfig.blocks(jwt, "jwt_configuration")
+    assert tfconfig.expr(conf["issuer"]) == "var.jwt_issuer"
+    assert tfconfig.expr(conf["audience"]) == "var.jwt_audience"
+
+
+def test_the_lambda_authorizer_is_a_simple_request_authorizer() -> None:
+    authorizer = tfconfig.resources()[("aws_apigatewayv2_authorizer", "lambda")]
+    assert authorizer["authorizer_type"] == "REQUEST"
+    assert authorizer["authorizer_payload_format_version"] == "2.0"
+    assert authorizer["enable_simple_responses"] is True
+    uri = authorizer["authorizer_uri"]
+    assert uri.startswith(
+        "arn:${data.aws_partition.current.partition}:apigateway:${var.aws_region}"
+    )
+    assert uri.endswith(
+        ":lambda:path/2015-03-31/functions/${var.lambda_authorizer_function_arn}/invocations"
+    )
+    permission = tfconfig.resources()[("aws_lambda_permission", "authorizer")]
+    assert permission["action"] == "lambda:InvokeFunction"
+    assert permission["principal"] == "apigateway.amazonaws.com"
+    # Only this API's authorizer may invoke it, not any API Gateway in the account.
+    assert permission["source_arn"] == (
+        "${aws_apigatewayv2_api.http.execution_arn}/authorizers/"
+        "${aws_apigatewayv2_authorizer.lambda[0].id}"
+    )
+    assert "local.lambda_authorizer_arn_parts" in tfconfig.expr(permission["function_name"])
+
+
+def test_the_open_route_is_a_documented_checkov_skip() -> None:
+    route = tfconfig.resources()[("aws_apigatewayv2_route", "default")]
+    assert any(c.startswith("checkov:skip=CKV_AWS_309:") for c in tfconfig.comments(route))
+    assert "CKV_AWS_309" in (tfconfig.INFRA / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("variable", "mode"),
+    [
+        ("jwt_issuer", "jwt"),
+        ("jwt_audience", "jwt"),
+        ("lambda_authorizer_function_arn", "lambda"),
+    ],
+)
+def test_a_mode_refuses_to_plan_without_what_it_needs(variable: str, mode: str) -> None:
+    checks = tfconfig.validations(variable)
+    needs = [v for v in checks if v["condition"].startswith(f'var.api_auth_mode != "{mode}" || ')]
+    assert needs, f"{variable} has no validation that api_auth_mode = {mode} needs it"
+    assert f'api_auth_mode = "{mode}" needs {variable}' in needs[0]["error_message"]
+
+
+def test_validations_that_refer_to_other_variables_need_terraform_1_9() -> None:
+    crossing = sorted(
+        name
+        for name in tfconfig.variables()
+        for v in tfconfig.validations(name)
+        if set(re.findall(r"\bvar\.([a-z0-9_]+)", v["condition"])) - {name}
+    )
+    assert crossing, "expected the api_auth_mode cross-checks"
+    assert tfconfig.required_terraform_version() >= (1, 9, 0), (
+        f"{crossing} refer to other variables in validations: that needs Terraform >= 1.9"
+    )
+
+
+def test_the_auth_settings_reach_the_api_function_only() -> None:
+    assert "local.api_auth[var.api_auth_mode].env" in tfconfig.function_env("api")
+    for function in ("worker", "sweeper", "migrate"):
+        assert "api_auth" not in tfconfig.function_env(function)
+    common = tfconfig.expr(tfconfig.config()["lambda.tf"]["locals"][0]["common_env"])
+    assert "api_auth" not in common and "TASKLEASE_AUTH" not in common
+
+
+def test_the_terraform_test_plans_every_mode() -> None:
+    (tftest,) = tfconfig.terraform_test_files()
+    text = tftest.read_text()
+    assert 'mock_provider "aws"' in text
+    for mode in ("jwt", "lambda"):
+        assert re.search(rf'api_auth_mode\s*=\s*"{mode}"', text), f"no run plans {mode}"
+    assert re.search(r'api_auth_mode\s*=\s*"AWS_IAM"', text)
+    assert "expect_failures" in text
+
+
+def test_terraform_test_passes() -> None:
+    """`terraform test` over infra/tests/ (mock provider: no credentials, no API call)."""
+    terraform = shutil.which("terraform")
+    if terraform is None:
+        pytest.skip("terraform is not installed (CI's workflow has it)")
+    if not (tfconfig.INFRA / ".terraform" / "providers").is_dir():
+        pytest.skip("infra/ is not initialised: `terraform -chdir=infra init -backend=false`")
+    result = subprocess.run(
+        [terraform, f"-chdir={tfconfig.INFRA}", "test", "-no-color"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "CHECKPOINT_DISABLE": "1"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
 
 
 # --- checkov skips -----------------------------------------------------------------------

@@ -103,3 +103,48 @@ def comments(body: Any) -> list[str]:
         for item in body:
             out.extend(comments(item))
     return out
+
+
+def validations(variable: str) -> list[dict[str, Any]]:
+    """A variable's validation blocks, their conditions without the ${...} wrapper."""
+    return [
+        {**v, "condition": expr(v["condition"])}
+        for v in blocks(variables()[variable], "validation")
+    ]
+
+
+def function_env(function: str) -> str:
+    """The expression of one function's own environment (infra/lambda.tf local.functions)."""
+    functions = config()["lambda.tf"]["locals"][0]["functions"]
+    return expr(functions[function]["env"])
+
+
+def api_auth_modes() -> dict[str, dict[str, Any]]:
+    """local.api_auth (infra/apigateway.tf): per api_auth_mode, the route's authorization
+    and the environment the API function gets."""
+    modes: dict[str, dict[str, Any]] = locals_()["api_auth"]
+    return modes
+
+
+def render(value: str, values: dict[str, Any]) -> str:
+    """A string with ${var.NAME} interpolations filled in from values (e.g. the defaults)."""
+    return re.sub(r"\$\{var\.([a-z0-9_]+)\}", lambda m: str(values[m.group(1)]), value)
+
+
+def defaults() -> dict[str, Any]:
+    return {name: body.get("default") for name, body in variables().items()}
+
+
+def required_terraform_version() -> tuple[int, ...]:
+    """The minimum of versions.tf's `required_version = ">= X.Y.Z"`."""
+    for doc in config().values():
+        for block in doc.get("terraform", []):
+            if "required_version" in block:
+                found = re.fullmatch(r">=\s*([\d.]+)", block["required_version"].strip())
+                assert found, f"required_version {block['required_version']!r} is not '>= X.Y.Z'"
+                return tuple(int(p) for p in found.group(1).split("."))
+    raise AssertionError("versions.tf declares no required_version")
+
+
+def terraform_test_files() -> list[Path]:
+    return sorted((INFRA / "tests").glob("*.tftest.hcl"))

@@ -54,11 +54,7 @@ def queue_bodies(stack: Stack, *, wait: int = 1) -> list[dict[str, Any]]:
 
 
 def queue_depth(stack: Stack) -> int:
-    attrs = stack.sqs.get_queue_attributes(
-        QueueUrl=stack.settings.queue,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return sum(int(v) for v in attrs.values())
+    return stack.queue_depth()
 
 
 def post(api: TestClient, body: dict[str, Any], **headers: str) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from app import errors, queue, redrive, service, sweeper
+from app.db import q
 from app.states import JobState
 from tests.conftest import Stack, job_row, run
 from tests.helpers import engine_for, receive_records, submit
@@ -341,3 +342,77 @@ def test_a_dead_letter_keeps_the_jobs_generation_in_its_attributes(stack: Stack,
     assert json.loads(msg["Body"])["job_id"] == str(job_id)
     assert msg["MessageAttributes"][queue.ATTR_GENERATION]["StringValue"] == "0"
     assert uuid.UUID(msg["MessageAttributes"][queue.ATTR_JOB_ID]["StringValue"]) == job_id
+
+
+class _LeaseEndsBetween:
+    """The API's Database, with a worker's write landing between cancel's two statements."""
+
+    def __init__(self, db: Any, worker_write: Any) -> None:
+        self.db, self.worker_write = db, worker_write
+
+    async def fetch_one(self, query: Any, params: Any = None) -> Any:
+        row = await self.db.fetch_one(query, params)
+        if query is q("cancel_waiting"):
+            await self.worker_write()
+        return row
+
+    async def fetch(self, query: Any, params: Any = None) -> Any:
+        return await self.db.fetch(query, params)
+
+
+def test_a_cancel_whose_lease_ends_between_its_two_statements_is_not_lost(
+    stack: Stack, sql: Any
+) -> None:
+    """Found by the state machine: cancel_waiting fails (a live lease), the worker then
+    writes 'retrying', and request_cancel finds no lease either. The cancel used to be
+    answered 200 and lost: the job ran again."""
+
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            job_id = await submit(engine, "demo.flaky", {"fail_attempts": 1}, max_attempts=3)
+            token = uuid.uuid4()
+            claim = {"id": job_id, "owner": "w", "token": token, "lease_seconds": 30}
+            await engine.db.fetch(q("claim"), {**claim, "redrive_generation": None})
+            await engine.db.fetch_one(q("start"), {"id": job_id, "token": token})
+
+            async def worker_fails() -> None:  # what the engine's _failed writes
+                await engine.db.fetch_one(
+                    q("finish"),
+                    {
+                        "id": job_id,
+                        "token": token,
+                        "to_state": "retrying",
+                        "from_state": "running",
+                        "result": None,
+                        "error": "boom",
+                        "delay": 0,
+                        "refund": 0,
+                        "dead_lettered_by": None,
+                        "detail": "boom",
+                    },
+                )
+
+            answer = await service.cancel(
+                _LeaseEndsBetween(engine.db, worker_fails), job_id, scope=None
+            )
+            return job_id, answer
+
+    job_id, answer = run(go())
+    assert answer["state"] == JobState.CANCELLED
+    assert job_row(sql, job_id)["state"] == JobState.CANCELLED
+
+
+def test_a_redrive_supersedes_a_cancel_asked_for_while_the_job_ran(stack: Stack, sql: Any) -> None:
+    """A cancel accepted while the job ran, then the job failed permanently: it is
+    dead-lettered with cancel_requested set. A redrive is the newer request: it runs."""
+    job_id = dead_letter_one(stack, sql)
+    sql.execute("UPDATE jobs SET cancel_requested = true WHERE id = %s", (job_id,))
+
+    async def go() -> Any:
+        async with engine_for(stack.settings) as engine:
+            job = await redrive.redrive_job(engine.db, engine.sqs, job_id, scope=None)
+            return job, await drain(engine, sql, job_id, {JobState.SUCCEEDED, JobState.CANCELLED})
+
+    job, final = run(go())
+    assert job["cancel_requested"] is False
+    assert final["state"] == JobState.SUCCEEDED

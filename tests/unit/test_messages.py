@@ -33,8 +33,8 @@ def test_extra_fields_in_a_claim_check_are_ignored() -> None:
         ("42", "not a JSON object"),
         ("null", "not a JSON object"),
         (json.dumps({"job_id": str(JOB), "v": 2}), "version 2 is not 1"),
-        (json.dumps({"job_id": str(JOB), "v": "1"}), "version '1' is not 1"),
-        (json.dumps({"job_id": str(JOB)}), "version None is not 1"),
+        (json.dumps({"job_id": str(JOB), "v": "1"}), 'version "1" is a string, not the integer 1'),
+        (json.dumps({"job_id": str(JOB)}), 'has no version "v"'),
         (json.dumps({"v": 1}), "no valid job_id"),
         (json.dumps({"job_id": "not-a-uuid", "v": 1}), "no valid job_id"),
         (json.dumps({"job_id": None, "v": 1}), "no valid job_id"),
@@ -46,6 +46,65 @@ def test_a_body_that_is_not_our_claim_check_is_refused_saying_why(body: str, say
     with pytest.raises(errors.BadRequest) as caught:
         queue.parse_body(body)
     assert says in str(caught.value)
+
+
+# "v" is compared as JSON compares it, not as Python does: True == 1 and 1.0 == 1 in
+# Python (bool is an int), yet neither is the integer 1 a tasklease producer writes.
+@pytest.mark.parametrize(
+    ("version", "says"),
+    [
+        ("true", "message version true is a boolean, not the integer 1"),
+        ("false", "message version false is a boolean, not the integer 1"),
+        ("1.0", "message version 1.0 is a decimal number, not the integer 1"),
+        ("1e0", "message version 1.0 is a decimal number, not the integer 1"),
+        ("1.5", "message version 1.5 is a decimal number, not the integer 1"),
+        ("null", "message version null is null, not the integer 1"),
+        ("[1]", "message version [1] is an array, not the integer 1"),
+        ('{"major": 1}', 'message version {"major": 1} is an object, not the integer 1'),
+        ("0", "message version 0 is not 1"),
+        ("-1", "message version -1 is not 1"),
+    ],
+)
+def test_only_the_integer_1_is_our_version(version: str, says: str) -> None:
+    body = f'{{"job_id": "{JOB}", "v": {version}}}'
+    with pytest.raises(errors.BadRequest) as caught:
+        queue.parse_body(body)
+    assert str(caught.value) == says
+
+
+@pytest.mark.parametrize(
+    ("job_id", "says"),
+    [
+        # 32 decimal digits are 32 hex digits to uuid.UUID(): a number must not pass for an id.
+        ("12345678901234567890123456789012", "12345678901234567890123456789012 is an integer"),
+        ("true", "true is a boolean, not a UUID string"),
+        ('{"id": 1}', '{"id": 1} is an object, not a UUID string'),
+        ('""', '"" is not a UUID'),
+        ('"job-42"', '"job-42" is not a UUID'),
+    ],
+)
+def test_a_job_id_must_be_a_uuid_string(job_id: str, says: str) -> None:
+    with pytest.raises(errors.BadRequest) as caught:
+        queue.parse_body(f'{{"job_id": {job_id}, "v": 1}}')
+    assert "no valid job_id" in str(caught.value)
+    assert says in str(caught.value)
+
+
+def test_a_reason_quotes_a_long_or_odd_value_short_and_in_ascii() -> None:
+    """Reasons travel as message attributes, which cannot carry every character a body can."""
+    for version in ("x" * 5000, r"\ud800\u0000\u00e9"):  # JSON escapes: a lone surrogate, NUL, é
+        with pytest.raises(errors.BadRequest) as caught:
+            queue.parse_body(f'{{"job_id": "{JOB}", "v": "{version}"}}')
+        reason = str(caught.value)
+        assert reason.isascii()
+        assert len(reason) < 120
+        assert "is a string, not the integer 1" in reason
+
+
+def test_a_missing_job_id_is_named() -> None:
+    with pytest.raises(errors.BadRequest) as caught:
+        queue.parse_body('{"v": 1}')
+    assert '"job_id" is missing' in str(caught.value)
 
 
 def test_body_for_writes_exactly_the_claim_check() -> None:
