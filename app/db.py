@@ -35,11 +35,9 @@ def redact(url: str) -> str:
 # worked. One idle longer is pinged first (the server or a proxy may have dropped it).
 # This spares a round trip per checkout under load, where the ping was half of them.
 CHECK_IDLE_SECONDS = 5.0
+# (Noted by Database.connection() on the way back, not by the pool's reset callback: the
+# pool returns a connection through a worker task when it has one, which is slower.)
 _returned_at: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
-
-
-async def _note_returned(conn: Conn) -> None:
-    _returned_at[conn] = time.monotonic()
 
 
 async def _check_if_idle(conn: Conn) -> None:
@@ -60,7 +58,6 @@ class Database:
             open=False,
             kwargs={"row_factory": dict_row, "autocommit": True},
             check=_check_if_idle,
-            reset=_note_returned,
             name="tasklease",
         )
 
@@ -79,7 +76,10 @@ class Database:
     async def connection(self) -> AsyncIterator[Conn]:
         try:
             async with self.pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                finally:
+                    _returned_at[conn] = time.monotonic()
         except psycopg.OperationalError as exc:
             raise errors.StoreError(f"PostgreSQL: {exc}") from exc
 

@@ -371,9 +371,9 @@ def test_a_cancel_whose_lease_ends_between_its_two_statements_is_not_lost(
         async with engine_for(stack.settings) as engine:
             job_id = await submit(engine, "demo.flaky", {"fail_attempts": 1}, max_attempts=3)
             token = uuid.uuid4()
-            claim = {"id": job_id, "owner": "w", "token": token, "lease_seconds": 30}
-            await engine.db.fetch(q("claim"), {**claim, "redrive_generation": None})
-            await engine.db.fetch_one(q("start"), {"id": job_id, "token": token})
+            claim = {"ids": [job_id], "tokens": [token], "owner": "w", "lease_seconds": 30}
+            await engine.db.fetch(q("claim_batch"), {**claim, "generations": [None]})
+            await engine.db.fetch(q("start_batch"), {"ids": [job_id], "tokens": [token]})
 
             async def worker_fails() -> None:  # what the engine's _failed writes
                 await engine.db.fetch_one(
