@@ -167,13 +167,13 @@ def unstorable(value: Any) -> str | None:
     return None
 
 
-_VERDICT = ("rate_ok", "tokens", "rate", "flight_ok", "max_in_flight")
+_VERDICT = ("rate_ok", "wait_seconds", "rate", "flight_ok", "max_in_flight")
 
 
 def _refuse(verdict: dict[str, Any]) -> None:
     """429 for a refused admission, with when to come back."""
     if not verdict["rate_ok"]:
-        wait = math.ceil((1 - float(verdict["tokens"])) / float(verdict["rate"]))
+        wait = math.ceil(float(verdict["wait_seconds"] or 1))
         raise errors.TooManyRequests(
             f"rate limit: this tenant may submit {verdict['rate']:g} jobs per second",
             retry_after=wait,

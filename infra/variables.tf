@@ -426,7 +426,7 @@ variable "lambda_authorizer_cache_seconds" {
 # Per-tenant admission defaults (app/config.py; the ranges are the app's). A tenant's
 # own values: `tasklease limits set`. The stage throttle below caps all tenants together.
 variable "tenant_rate_limit_per_second" {
-  description = "TASKLEASE_RATE_LIMIT_PER_SECOND: job submissions per second each tenant's token bucket refills."
+  description = "TASKLEASE_RATE_LIMIT_PER_SECOND: job submissions per second each tenant may make, on average."
   type        = number
   default     = 50
 
@@ -437,7 +437,7 @@ variable "tenant_rate_limit_per_second" {
 }
 
 variable "tenant_rate_limit_burst" {
-  description = "TASKLEASE_RATE_LIMIT_BURST: size of each tenant's token bucket (submissions it may make at once)."
+  description = "TASKLEASE_RATE_LIMIT_BURST: submissions a tenant may make at once; at most this many in any burst/rate seconds."
   type        = number
   default     = 100
 

@@ -3,26 +3,23 @@
 
 -- name: insert_job
 -- Admission, the job row and its outbox row in one statement, so they commit together.
--- Admission: the tenant's token bucket gives a token (refilled lazily here, shared by
--- every API process) and the tenant's unfinished jobs are under its cap. Otherwise
--- nothing but the bucket is written, and the verdict columns say why.
+-- Admission: fewer than `burst` of the tenant's jobs were created in the last
+-- burst / rate seconds (a sliding window over rows every API process writes anyway:
+-- no counter to lock, so concurrent submissions never queue on one row), and the
+-- tenant's unfinished jobs are under its cap. Otherwise nothing is written, and the
+-- verdict columns say why.
 WITH lim AS (
     SELECT coalesce(t.rate_per_second, %(rate)s::float8) AS rate,
            coalesce(t.burst, %(burst)s::int) AS burst,
            coalesce(t.max_in_flight, %(max_in_flight)s::int) AS max_in_flight
     FROM (SELECT 1) AS one LEFT JOIN tenant_limits t ON t.tenant = %(tenant)s
-), bucket AS (
-    -- refill = least(burst, tokens + seconds since the last refill * rate); a request
-    -- takes a token when refill >= 1. The SET expressions all read the row as it was.
-    INSERT INTO rate_buckets AS b (tenant, tokens, refilled_at, allowed)
-    SELECT %(tenant)s, lim.burst - 1, now(), true FROM lim
-    ON CONFLICT (tenant) DO UPDATE SET
-        allowed = least((SELECT burst FROM lim), b.tokens + greatest(0, extract(epoch FROM now() - b.refilled_at)) * (SELECT rate FROM lim)) >= 1,
-        tokens = least((SELECT burst FROM lim), b.tokens + greatest(0, extract(epoch FROM now() - b.refilled_at)) * (SELECT rate FROM lim))
-                 - CASE WHEN least((SELECT burst FROM lim), b.tokens + greatest(0, extract(epoch FROM now() - b.refilled_at)) * (SELECT rate FROM lim)) >= 1
-                        THEN 1 ELSE 0 END,
-        refilled_at = greatest(b.refilled_at, now())
-    RETURNING b.allowed, b.tokens
+), recent AS (
+    -- The tenant's newest `burst` jobs inside the window (an index range scan).
+    SELECT j.created_at FROM jobs j
+    WHERE j.tenant = %(tenant)s
+      AND j.created_at > now() - make_interval(secs => (SELECT burst / rate FROM lim))
+    ORDER BY j.created_at DESC
+    LIMIT (SELECT burst FROM lim)
 ), flight AS (
     -- Counted up to the cap only: the cost stays bounded however many jobs wait.
     SELECT count(*) AS n FROM (
@@ -31,9 +28,13 @@ WITH lim AS (
         LIMIT (SELECT max_in_flight FROM lim)
     ) AS unfinished
 ), verdict AS (
-    SELECT bucket.allowed AS rate_ok, bucket.tokens AS tokens, lim.rate AS rate,
+    SELECT (SELECT count(*) FROM recent) < lim.burst AS rate_ok,
+           -- When the oldest of them leaves the window, one more job fits.
+           extract(epoch FROM (SELECT min(created_at) FROM recent)
+                              + make_interval(secs => lim.burst / lim.rate) - now()) AS wait_seconds,
+           lim.rate AS rate,
            flight.n < lim.max_in_flight AS flight_ok, lim.max_in_flight AS max_in_flight
-    FROM bucket, lim, flight
+    FROM lim, flight
 ), job AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
                       idempotency_key, request_hash)
@@ -48,7 +49,7 @@ WITH lim AS (
 ), box AS (
     INSERT INTO outbox (job_id) SELECT id FROM job RETURNING id
 )
-SELECT verdict.rate_ok, verdict.tokens, verdict.rate, verdict.flight_ok, verdict.max_in_flight,
+SELECT verdict.rate_ok, verdict.wait_seconds, verdict.rate, verdict.flight_ok, verdict.max_in_flight,
        job.*, (SELECT id FROM box) AS outbox_id
 FROM verdict LEFT JOIN job ON true;
 

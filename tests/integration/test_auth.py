@@ -118,7 +118,6 @@ TABLES = {
     "outbox": "id",
     "job_events": "id",
     "effects": "job_id, key",
-    "rate_buckets": "tenant",
     "tenant_limits": "tenant",
     "api_keys": "id",
 }

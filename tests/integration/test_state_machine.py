@@ -253,7 +253,7 @@ class JobsMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.sql.execute("TRUNCATE jobs, job_events, effects, outbox, rate_buckets CASCADE")
+        self.sql.execute("TRUNCATE jobs, job_events, effects, outbox CASCADE")
         self.fx.stack.model_log.unlink(missing_ok=True)
         self.world = World(self.fx)
         self.accepted: dict[str, Accepted] = {}

@@ -27,17 +27,8 @@ CREATE TABLE tenant_limits (
     updated_at       timestamptz      NOT NULL DEFAULT now()
 );
 
--- One token bucket per tenant, refilled lazily by the statement that takes a token,
--- so every API process (every warm Lambda) shares it.
-CREATE TABLE rate_buckets (
-    tenant       text             PRIMARY KEY,
-    tokens       double precision NOT NULL,
-    refilled_at  timestamptz      NOT NULL,
-    -- Whether the last request took a token: the statement's verdict, read back.
-    allowed      boolean          NOT NULL
-);
-
--- The in-flight cap counts a tenant's unfinished jobs; a job listing is per tenant.
+-- The in-flight cap counts a tenant's unfinished jobs; the rate limit counts its newest
+-- jobs (a sliding window over jobs.created_at); a job listing is per tenant.
 CREATE INDEX jobs_tenant_in_flight ON jobs (tenant)
     WHERE state IN ('queued', 'leased', 'running', 'retrying', 'stalled');
 CREATE INDEX jobs_tenant_created ON jobs (tenant, created_at DESC, id DESC);
