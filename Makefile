@@ -70,13 +70,14 @@ TF_INIT = $(TERRAFORM) -chdir=infra init -backend=false -input=false $(if $(TF_P
 TFLOCAL_VERSION := 0.27.0
 TFLOCAL_VENV := .tools/tflocal-venv
 
-infra-check: $(STAMP) ## infra static checks: HCL parse and drift tests, checkov, terraform fmt/validate when installed
+infra-check: $(STAMP) ## infra static checks: HCL parse and drift tests, checkov, terraform fmt/validate/test when installed
 	@$(UV) run --no-sync pytest tests/infra -m unit -q $(ARGS)
 	@UV=$(UV) bash scripts/checkov.sh
 	@export CHECKPOINT_DISABLE=1; if [ -z "$(TERRAFORM)" ]; then \
 	  echo "infra-check: terraform is not installed: fmt -check and validate NOT run (CI's workflow runs them)"; \
 	else \
-	  $(TERRAFORM) fmt -check -recursive infra && $(TF_INIT) >/dev/null && $(TERRAFORM) -chdir=infra validate -no-color; \
+	  $(TERRAFORM) fmt -check -recursive infra && $(TF_INIT) >/dev/null && $(TERRAFORM) -chdir=infra validate -no-color \
+	    && $(TERRAFORM) -chdir=infra test -no-color; \
 	fi
 
 package: $(STAMP) ## build infra/build/lambda.zip from uv.lock for the Lambda runtime (LAMBDA_ARCH=x86_64|arm64)
