@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
@@ -59,6 +60,21 @@ class JobCreate(BaseModel):
     timeout_seconds: int | None = Field(None, ge=1, le=limits.MAX_VISIBILITY_SECONDS)
 
 
+class JobBatchItem(JobCreate):
+    idempotency_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=service.MAX_IDEMPOTENCY_KEY,
+        description="this job's Idempotency-Key (the header's role for POST /v1/jobs)",
+    )
+
+
+class JobBatchCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[JobBatchItem] = Field(min_length=1, max_length=service.MAX_SUBMIT_BATCH)
+
+
 class JobPublic(BaseModel):
     id: uuid.UUID
     kind: str
@@ -82,6 +98,14 @@ class JobPublic(BaseModel):
     @classmethod
     def of(cls, row: dict[str, Any]) -> JobPublic:
         return cls.model_validate({k: row[k] for k in cls.model_fields})
+
+
+class JobBatchPublic(BaseModel):
+    jobs: list[JobPublic] = Field(description="one per job asked for, in the same order")
+    replayed: list[int] = Field(
+        description="the positions answered by the job an earlier request made with the "
+        "same idempotency_key"
+    )
 
 
 class JobPage(BaseModel):
@@ -271,13 +295,15 @@ def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
         where = ".".join(str(p) for p in e.get("loc", ()))
         msg = str(e.get("msg", "invalid"))
         ctx = e.get("ctx") or {}
-        bounds = _RANGES.get(where)
+        bounds = _RANGES.get(_BATCH_ITEM.sub("body.", where))
         if bounds and any(k in ctx for k in ("ge", "le", "gt", "lt")):
             msg += f" (allowed: {bounds[0]} to {bounds[1]})"
         problems.append(f"{where}: {msg}")
     return status, "; ".join(problems) or "the request is invalid"
 
 
+# A batch item's field has the single job's range: body.jobs.3.max_attempts.
+_BATCH_ITEM = re.compile(r"^body\.jobs\.\d+\.")
 # Allowed ranges named in 422 answers (the OpenAPI document carries them too).
 _RANGES: dict[str, tuple[int, int]] = {
     "body.max_attempts": (1, 100),
@@ -416,6 +442,44 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
         if not submitted.created:
             response.headers["Idempotent-Replayed"] = "true"
         return JobPublic.of(submitted.job)
+
+    @app.post(
+        "/v1/jobs/batch",
+        status_code=202,
+        response_model=JobBatchPublic,
+        responses={
+            400: {"model": Problem, "description": "the body is not valid JSON"},
+            409: {"model": Problem},
+            429: {"model": Problem, "description": "over the tenant's rate or in-flight limit"},
+            **responses,
+        },
+    )
+    async def create_jobs(body: JobBatchCreate, caller: Caller, rt: Rt) -> JobBatchPublic:
+        """Accept up to 100 jobs in one request, all or none: every job is durable when
+        this answers 202. One bad job (422 naming ``jobs[i]``), a reused key with another
+        body (409) or a limit (429, counting every new job) refuses the whole batch and
+        writes nothing."""
+        submitted = await service.submit_many(
+            rt.settings,
+            rt.db,
+            rt.sqs,
+            [
+                service.NewJob(
+                    kind=j.kind,
+                    payload=j.payload,
+                    max_attempts=j.max_attempts,
+                    timeout_seconds=j.timeout_seconds,
+                    idempotency_key=j.idempotency_key,
+                )
+                for j in body.jobs
+            ],
+            tenant=caller.tenant,
+            sender=rt.sender,
+        )
+        return JobBatchPublic(
+            jobs=[JobPublic.of(s.job) for s in submitted],
+            replayed=[i for i, s in enumerate(submitted) if not s.created],
+        )
 
     @app.get("/v1/jobs", response_model=JobPage, responses={400: {"model": Problem}, **responses})
     async def list_jobs(

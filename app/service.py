@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import hashlib
@@ -23,6 +24,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TENANT = "default"
 MAX_IDEMPOTENCY_KEY = 200
+# Jobs one POST /v1/jobs/batch may carry (at most the default burst, so a batch fits it).
+MAX_SUBMIT_BATCH = 100
 MAX_PAGE = 200
 # Retry-After for a tenant at its cap of unfinished jobs: jobs finish on their own time.
 IN_FLIGHT_RETRY_AFTER_SECONDS = 5
@@ -38,6 +41,17 @@ CANCEL_TRIES = 3
 class Submitted:
     job: dict[str, Any]
     created: bool  # False: an earlier request with the same Idempotency-Key made it
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """One job as a caller asks for it."""
+
+    kind: str
+    payload: Any
+    max_attempts: int | None = None
+    timeout_seconds: int | None = None
+    idempotency_key: str | None = None
 
 
 def request_hash(kind: str, payload: Any, max_attempts: int, timeout_seconds: int) -> str:
@@ -68,13 +82,32 @@ async def submit(
     sender: OutboxSender | None = None,
 ) -> Submitted:
     """Validate, write the job and its outbox row in one statement, commit, then send."""
-    k = kinds.get(kind)
-    problem = unstorable(payload)
+    new = NewJob(kind, payload, max_attempts, timeout_seconds, idempotency_key)
+    (submitted,) = await submit_many(settings, db, sqs, [new], tenant=tenant, sender=sender)
+    return submitted
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A validated job, as the statement takes it."""
+
+    id: uuid.UUID
+    kind: str
+    payload: dict[str, Any]
+    max_attempts: int
+    timeout_seconds: int
+    idempotency_key: str | None
+    request_hash: str
+
+
+def _validated(settings: Settings, new: NewJob) -> _Row:
+    k = kinds.get(new.kind)
+    problem = unstorable(new.payload)
     if problem:
         raise errors.BadRequest(f"payload: {problem}")
-    parsed = k.parse(payload)
-    attempts = max_attempts or k.max_attempts or settings.max_attempts
-    timeout = timeout_seconds or k.timeout_seconds or settings.default_job_timeout_seconds
+    parsed = k.parse(new.payload)
+    attempts = new.max_attempts or k.max_attempts or settings.max_attempts
+    timeout = new.timeout_seconds or k.timeout_seconds or settings.default_job_timeout_seconds
     if not 1 <= attempts < settings.max_receive_count:
         raise errors.BadRequest(
             f"max_attempts must be between 1 and {settings.max_receive_count - 1} "
@@ -84,61 +117,121 @@ async def submit(
         raise errors.BadRequest(
             f"timeout_seconds must be between 1 and {limits.MAX_VISIBILITY_SECONDS}"
         )
-    if idempotency_key is not None and not 1 <= len(idempotency_key) <= MAX_IDEMPOTENCY_KEY:
+    key = new.idempotency_key
+    if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
         raise errors.BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
     stored_payload = parsed.model_dump(mode="json", exclude_unset=True)
-    digest = request_hash(kind, stored_payload, attempts, timeout)
-    verdict = await db.fetch_one(
-        q("insert_job"),
+    digest = request_hash(new.kind, stored_payload, attempts, timeout)
+    return _Row(uuid.uuid4(), new.kind, stored_payload, attempts, timeout, key, digest)
+
+
+async def submit_many(
+    settings: Settings,
+    db: Database,
+    sqs: queue.Queue,
+    jobs: list[NewJob],
+    *,
+    tenant: str = DEFAULT_TENANT,
+    sender: OutboxSender | None = None,
+) -> list[Submitted]:
+    """Validate every job, then admit and write them all (or none) with their outbox rows
+    in one statement, commit, then send. One answer per job, in order. A bad job, an
+    Idempotency-Key reused with another request, or a limit refuses the whole call."""
+    if not 1 <= len(jobs) <= MAX_SUBMIT_BATCH:
+        raise errors.BadRequest(f"a batch holds 1 to {MAX_SUBMIT_BATCH} jobs, not {len(jobs)}")
+    batch = len(jobs) > 1
+    rows: list[_Row] = []
+    for i, new in enumerate(jobs):
+        try:
+            rows.append(_validated(settings, new))
+        except errors.BadRequest as exc:
+            raise errors.BadRequest(f"jobs[{i}]: {exc}" if batch else str(exc)) from exc
+        first = next(
+            (j for j, r in enumerate(rows[:-1]) if r.idempotency_key == new.idempotency_key),
+            None,
+        )
+        if new.idempotency_key is not None and first is not None:
+            raise errors.BadRequest(
+                f"jobs[{i}]: idempotency_key {new.idempotency_key!r} is also jobs[{first}]'s: "
+                "each job of a batch needs its own"
+            )
+    written = await db.fetch(
+        q("insert_jobs"),
         {
-            "id": uuid.uuid4(),
             "tenant": tenant,
-            "kind": kind,
-            "payload": Jsonb(stored_payload),
-            "max_attempts": attempts,
-            "timeout_seconds": timeout,
-            "idempotency_key": idempotency_key,
-            "request_hash": digest,
+            "ids": [r.id for r in rows],
+            "kinds": [r.kind for r in rows],
+            "payloads": [Jsonb(r.payload) for r in rows],
+            "max_attempts": [r.max_attempts for r in rows],
+            "timeouts": [r.timeout_seconds for r in rows],
+            "idempotency_keys": [r.idempotency_key for r in rows],
+            "request_hashes": [r.request_hash for r in rows],
             "rate": settings.rate_limit_per_second,
             "burst": settings.rate_limit_burst,
             "max_in_flight": settings.max_jobs_in_flight,
         },
     )
-    assert verdict is not None  # the statement always returns its verdict row
-    if verdict["id"] is None:
-        # Not written: a replay of an earlier request (answered even over a limit, since
-        # it asks for nothing new), or refused by admission.
-        existing = (
-            await db.fetch_one(
-                q("job_by_idempotency_key"), {"tenant": tenant, "idempotency_key": idempotency_key}
-            )
-            if idempotency_key is not None
-            else None
+    verdict = written[0]  # the statement always returns its verdict, on every row
+    made = {row["id"]: _job(row) for row in written if row["id"] is not None}
+    if verdict["conflict_ord"] is not None:
+        _conflict(int(verdict["conflict_ord"]) - 1, batch)
+    pending = [r for r in rows if r.id not in made]
+    earlier: dict[str, dict[str, Any]] = {}
+    if pending and any(r.idempotency_key is not None for r in pending):
+        keys = [r.idempotency_key for r in pending if r.idempotency_key is not None]
+        found = await db.fetch(
+            q("jobs_by_idempotency_keys"), {"tenant": tenant, "idempotency_keys": keys}
         )
-        if existing is not None:
-            if existing["request_hash"] != digest:
-                raise errors.Conflict(
-                    "Idempotency-Key was already used with a different request body; "
-                    "use a new key for a new job"
-                )
-            return Submitted(job=existing, created=False)
-        _refuse(verdict)
-        raise errors.StoreError("the job was neither written nor refused")  # pragma: no cover
-    job = {k: v for k, v in verdict.items() if k not in _VERDICT}
-    crashpoints.hit(crashpoints.Point.AFTER_OUTBOX_COMMIT, job_id=job["id"])
+        earlier = {row["idempotency_key"]: row for row in found}
+    out: list[Submitted] = []
+    for i, r in enumerate(rows):
+        if r.id in made:
+            out.append(Submitted(job=made[r.id], created=True))
+            continue
+        existing = earlier.get(r.idempotency_key) if r.idempotency_key is not None else None
+        if existing is None:
+            # Refused by admission (a replay found nothing to refuse).
+            _refuse(verdict, batch)
+            raise errors.StoreError("the job was neither written nor refused")  # pragma: no cover
+        if existing["request_hash"] != r.request_hash:
+            # A concurrent request took the key between the statement's look and its write.
+            _conflict(i, batch)
+        out.append(Submitted(job=existing, created=False))
+    if made:
+        await _send_after_commit(db, sqs, list(made.values()), sender)
+    return out
+
+
+def _job(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in _VERDICT}
+
+
+def _conflict(index: int, batch: bool) -> None:
+    where = f"jobs[{index}]: " if batch else ""
+    raise errors.Conflict(
+        f"{where}Idempotency-Key was already used with a different request body; "
+        "use a new key for a new job"
+    )
+
+
+async def _send_after_commit(
+    db: Database, sqs: queue.Queue, jobs: list[dict[str, Any]], sender: OutboxSender | None
+) -> None:
+    """The fast path: the jobs are committed; send their messages now. A failed send is
+    the outbox relay's to retry: the caller still gets its 202."""
+    for job in jobs:
+        crashpoints.hit(crashpoints.Point.AFTER_OUTBOX_COMMIT, job_id=job["id"])
     try:
         if sender is not None:
-            await sender.send(job["outbox_id"], job["id"])
+            await asyncio.gather(*(sender.send(j["outbox_id"], j["id"]) for j in jobs))
         else:
-            await send_outbox(db, sqs, [(job["outbox_id"], job["id"])])
+            await send_outbox(db, sqs, [(j["outbox_id"], j["id"]) for j in jobs])
     except errors.TaskleaseError as exc:
-        # The job is committed: the caller gets its 202 and the outbox relay sends it.
         log.warning(
             "fast-path send failed; the outbox relay will send it: %s",
             exc,
-            extra={"job_id": job["id"]},
+            extra={"job_id": jobs[0]["id"], "count": len(jobs)},
         )
-    return Submitted(job=job, created=True)
 
 
 def unstorable(value: Any) -> str | None:
@@ -167,21 +260,41 @@ def unstorable(value: Any) -> str | None:
     return None
 
 
-_VERDICT = ("rate_ok", "wait_seconds", "rate", "flight_ok", "max_in_flight")
+_VERDICT = (
+    "rate_ok",
+    "wait_seconds",
+    "rate",
+    "burst",
+    "wanted",
+    "flight_ok",
+    "max_in_flight",
+    "conflict_ord",
+)
 
 
-def _refuse(verdict: dict[str, Any]) -> None:
-    """429 for a refused admission, with when to come back."""
+def _refuse(verdict: dict[str, Any], batch: bool = False) -> None:
+    """429 for a refused admission, with when to come back; a batch that could never fit
+    the tenant's burst is a 422 instead (waiting would not help)."""
+    wanted = int(verdict["wanted"])
     if not verdict["rate_ok"]:
+        if wanted > verdict["burst"]:
+            raise errors.BadRequest(
+                f"this batch has {wanted} new jobs, more than this tenant's burst of "
+                f"{verdict['burst']}: send at most {verdict['burst']} per request"
+            )
         wait = math.ceil(float(verdict["wait_seconds"] or 1))
         raise errors.TooManyRequests(
-            f"rate limit: this tenant may submit {verdict['rate']:g} jobs per second",
+            f"rate limit: this tenant may submit {verdict['rate']:g} jobs per second"
+            + (f" (this batch asks for {wanted})" if batch else ""),
             retry_after=wait,
         )
     if not verdict["flight_ok"]:
         raise errors.TooManyRequests(
-            f"this tenant already has {verdict['max_in_flight']} unfinished jobs, its limit; "
-            "submit more as they finish",
+            f"this tenant has too many unfinished jobs for {wanted} more: its limit is "
+            f"{verdict['max_in_flight']}; submit more as they finish"
+            if batch
+            else f"this tenant already has {verdict['max_in_flight']} unfinished jobs, its "
+            "limit; submit more as they finish",
             retry_after=IN_FLIGHT_RETRY_AFTER_SECONDS,
         )
 

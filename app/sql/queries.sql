@@ -1,18 +1,33 @@
 -- Named queries. Each starts with "-- name: NAME"; app/sql/__init__.py loads them.
 -- Parameters are always bound (%(name)s), never formatted into the text.
 
--- name: insert_job
--- Admission, the job row and its outbox row in one statement, so they commit together.
--- Admission: fewer than `burst` of the tenant's jobs were created in the last
--- burst / rate seconds (a sliding window over rows every API process writes anyway:
--- no counter to lock, so concurrent submissions never queue on one row), and the
--- tenant's unfinished jobs are under its cap. Otherwise nothing is written, and the
+-- name: insert_jobs
+-- Admission, the job rows and their outbox rows in one statement, so they commit
+-- together: one job (POST /v1/jobs) or a batch (POST /v1/jobs/batch), all or nothing.
+-- Admission: the tenant's jobs created in the last burst / rate seconds plus the new
+-- ones are at most `burst` (a sliding window over rows every API process writes anyway:
+-- no counter to lock, so concurrent submissions never queue on one row), and its
+-- unfinished jobs plus the new ones are at most its cap. An item whose Idempotency-Key
+-- the tenant already used is a replay: it asks for nothing new and is answered with the
+-- job that key made (over a limit too); a replay whose request differs refuses the
+-- whole statement (the caller answers 409). Refused: nothing is written, and the
 -- verdict columns say why.
 WITH lim AS (
     SELECT coalesce(t.rate_per_second, %(rate)s::float8) AS rate,
            coalesce(t.burst, %(burst)s::int) AS burst,
            coalesce(t.max_in_flight, %(max_in_flight)s::int) AS max_in_flight
     FROM (SELECT 1) AS one LEFT JOIN tenant_limits t ON t.tenant = %(tenant)s
+), input AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(kinds)s::text[], %(payloads)s::jsonb[],
+                         %(max_attempts)s::int[], %(timeouts)s::int[],
+                         %(idempotency_keys)s::text[], %(request_hashes)s::text[])
+        WITH ORDINALITY AS t(id, kind, payload, max_attempts, timeout_seconds,
+                             idempotency_key, request_hash, ord)
+), replay AS (
+    SELECT i.ord, j.request_hash = i.request_hash AS same FROM input i
+    JOIN jobs j ON j.tenant = %(tenant)s AND j.idempotency_key = i.idempotency_key
+), fresh AS (
+    SELECT * FROM input WHERE ord NOT IN (SELECT ord FROM replay)
 ), recent AS (
     -- The tenant's newest `burst` jobs inside the window (an index range scan).
     SELECT j.created_at FROM jobs j
@@ -27,34 +42,42 @@ WITH lim AS (
         WHERE tenant = %(tenant)s AND state IN ('queued', 'leased', 'running', 'retrying', 'stalled')
         LIMIT (SELECT max_in_flight FROM lim)
     ) AS unfinished
+), counts AS (
+    SELECT (SELECT count(*) FROM fresh) AS wanted, (SELECT count(*) FROM recent) AS recent
 ), verdict AS (
-    SELECT (SELECT count(*) FROM recent) < lim.burst AS rate_ok,
-           -- When the oldest of them leaves the window, one more job fits.
-           extract(epoch FROM (SELECT min(created_at) FROM recent)
+    SELECT counts.recent + counts.wanted <= lim.burst AS rate_ok,
+           -- When enough of the oldest in the window have left it for the new jobs to fit.
+           extract(epoch FROM (SELECT created_at FROM recent ORDER BY created_at
+                               OFFSET greatest(0, counts.recent + counts.wanted - lim.burst - 1)
+                               LIMIT 1)
                               + make_interval(secs => lim.burst / lim.rate) - now()) AS wait_seconds,
-           lim.rate AS rate,
-           flight.n < lim.max_in_flight AS flight_ok, lim.max_in_flight AS max_in_flight
-    FROM lim, flight
+           lim.rate AS rate, lim.burst AS burst, counts.wanted AS wanted,
+           flight.n + counts.wanted <= lim.max_in_flight AS flight_ok,
+           lim.max_in_flight AS max_in_flight,
+           (SELECT min(ord) FROM replay WHERE NOT same) AS conflict_ord
+    FROM lim, flight, counts
 ), job AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
                       idempotency_key, request_hash)
-    SELECT %(id)s, %(tenant)s, %(kind)s, %(payload)s, %(max_attempts)s, %(timeout_seconds)s,
-           %(idempotency_key)s, %(request_hash)s
-    FROM verdict WHERE verdict.rate_ok AND verdict.flight_ok
+    SELECT f.id, %(tenant)s, f.kind, f.payload, f.max_attempts, f.timeout_seconds,
+           f.idempotency_key, f.request_hash
+    FROM fresh f, verdict v
+    WHERE v.rate_ok AND v.flight_ok AND v.conflict_ord IS NULL
+    ORDER BY f.ord
     ON CONFLICT (tenant, idempotency_key) DO NOTHING
     RETURNING *
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
     SELECT id, NULL, 'queued', 0, 'accepted' FROM job
 ), box AS (
-    INSERT INTO outbox (job_id) SELECT id FROM job RETURNING id
+    INSERT INTO outbox (job_id) SELECT id FROM job RETURNING id, job_id
 )
-SELECT verdict.rate_ok, verdict.wait_seconds, verdict.rate, verdict.flight_ok, verdict.max_in_flight,
-       job.*, (SELECT id FROM box) AS outbox_id
-FROM verdict LEFT JOIN job ON true;
+SELECT v.rate_ok, v.wait_seconds, v.rate, v.burst, v.wanted, v.flight_ok, v.max_in_flight,
+       v.conflict_ord, job.*, box.id AS outbox_id
+FROM verdict v LEFT JOIN (job JOIN box ON box.job_id = job.id) ON true;
 
--- name: job_by_idempotency_key
-SELECT * FROM jobs WHERE tenant = %(tenant)s AND idempotency_key = %(idempotency_key)s;
+-- name: jobs_by_idempotency_keys
+SELECT * FROM jobs WHERE tenant = %(tenant)s AND idempotency_key = ANY(%(idempotency_keys)s::text[]);
 
 -- name: get_job
 SELECT * FROM jobs WHERE id = %(id)s;

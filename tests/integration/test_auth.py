@@ -45,6 +45,7 @@ class Route:
 # cancel so that both succeed for the owner on one dead-lettered job.
 ROUTES = [
     Route("POST", "/v1/jobs", NOOP, 202),
+    Route("POST", "/v1/jobs/batch", {"jobs": [NOOP, NOOP]}, 202),
     Route("GET", "/v1/jobs", None, 200),
     Route("GET", "/v1/jobs/{job}", None, 200),
     Route("GET", "/v1/jobs/{job}/events", None, 200),
