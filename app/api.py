@@ -403,17 +403,18 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
         422: {"model": Problem},
         503: {"model": Problem},
     }
+    submit_responses: dict[int | str, dict[str, Any]] = {
+        400: {"model": Problem, "description": "the body is not valid JSON"},
+        409: {"model": Problem},
+        429: {"model": Problem, "description": "over the tenant's rate or in-flight limit"},
+        **responses,
+    }
 
     @app.post(
         "/v1/jobs",
         status_code=202,
         response_model=JobPublic,
-        responses={
-            400: {"model": Problem, "description": "the body is not valid JSON"},
-            409: {"model": Problem},
-            429: {"model": Problem, "description": "over the tenant's rate or in-flight limit"},
-            **responses,
-        },
+        responses=submit_responses,
     )
     async def create_job(
         body: JobCreate,
@@ -447,12 +448,7 @@ def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
         "/v1/jobs/batch",
         status_code=202,
         response_model=JobBatchPublic,
-        responses={
-            400: {"model": Problem, "description": "the body is not valid JSON"},
-            409: {"model": Problem},
-            429: {"model": Problem, "description": "over the tenant's rate or in-flight limit"},
-            **responses,
-        },
+        responses=submit_responses,
     )
     async def create_jobs(body: JobBatchCreate, caller: Caller, rt: Rt) -> JobBatchPublic:
         """Accept up to 100 jobs in one request, all or none: every job is durable when
