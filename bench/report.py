@@ -54,6 +54,13 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
             f"latency p50 / p95 ms at 10% load ({t['light_load']['rate_jobs_per_s']} jobs/s)",
             " / ".join(_fmt(t["light_load"]["latency_ms"][k]) for k in ("p50", "p95")),
         ),
+        (
+            "  10% load p50 split: accepted→leased / →running / →done ms",
+            " / ".join(
+                _fmt(t["light_load"].get("latency_p50_breakdown_ms", {}).get(k))
+                for k in ("accepted_to_leased", "leased_to_running", "running_to_done")
+            ),
+        ),
         ("API submit req/s (p50 ms)", f"{t['api_submit_req_per_s']} ({t['api_submit_ms_p50']})"),
     ]
     for action, per in t["sqs_requests_per_job"]["by_action"].items():
@@ -77,6 +84,29 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("ratio to broker limit", _fmt(r["ratio_to_broker"])),
         ("ratio to db limit", _fmt(r["ratio_to_db"])),
     ]
+    b = r.get("tasklease_batch_submit")
+    if b:
+        out += [
+            (
+                f"batch submit ({b['submit_batch']} jobs/request): jobs/s",
+                f"{b['jobs_per_s']}  ({b['succeeded']}/{b['jobs']} succeeded in {b['elapsed_s']} s)",
+            ),
+            ("  ratio to broker limit", _fmt(r.get("ratio_to_broker_batch_submit"))),
+            (
+                "  latency p50 / p95 / p99 ms",
+                " / ".join(_fmt(b["latency_ms"][k]) for k in ("p50", "p95", "p99")),
+            ),
+            (
+                "  API submit jobs/s (req/s)",
+                f"{b['api_submit_jobs_per_s']} ({b['api_submit_req_per_s']})",
+            ),
+            ("  SQS requests/job (total)", str(b["sqs_requests_per_job"]["total"])),
+            *(
+                (f"    SQS {a} /job", str(v))
+                for a, v in b["sqs_requests_per_job"]["by_action"].items()
+            ),
+            ("  PG round trips/job (statements)", _fmt(b["pg_round_trips_per_job"])),
+        ]
     d = t.get("split")
     if d:
         out += [

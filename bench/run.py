@@ -45,6 +45,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--worker-concurrency", type=int, default=2, help="batches in flight per worker (default 2)"
     )
     p.add_argument("--clients", type=int, default=8, help="concurrent HTTP clients (default 8)")
+    p.add_argument(
+        "--submit-batch",
+        type=int,
+        default=10,
+        help="jobs per POST /v1/jobs/batch in the batch-submit run (default 10; 0 skips it)",
+    )
     p.add_argument("--sqs", choices=("moto", "localstack"), default="moto")
     p.add_argument("--out", type=Path, default=Path("bench/results/latest.json"))
     p.add_argument("--no-celery", action="store_true", help="skip the Celery peer")
@@ -114,9 +120,24 @@ def main(argv: list[str] | None = None) -> int:
             "rate_jobs_per_s": round(rate, 1),
             "jobs": k,
             "latency_ms": light["latency_ms"],
+            "latency_p50_breakdown_ms": light["latency_p50_breakdown_ms"],
             "sqs_requests_per_job": light["sqs_requests_per_job"],
             "pg_round_trips_per_job": light["pg_round_trips_per_job"],
         }
+        batch_run: dict[str, Any] | None = None
+        if args.submit_batch > 1:
+            # The same jobs, ten to a request: what a caller with many jobs sends, and the
+            # shape of the broker cycle it is compared with (SendMessageBatch of 10).
+            batch_run = asyncio.run(
+                phases.tasklease_e2e(
+                    stack,
+                    jobs,
+                    args.clients,
+                    f"batch submit ({args.submit_batch}/req)",
+                    pg_wait=11,
+                    submit_batch=args.submit_batch,
+                )
+            )
         points: list[dict[str, Any]] = []
         pjobs = args.points_jobs or max(100, jobs // 2)
         for n in counts:
@@ -152,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 "worker_concurrency": args.worker_concurrency,
                 "clients": args.clients,
                 "batch_size": 10,
+                "submit_batch": args.submit_batch,
                 "wait_time_seconds": 1,
             },
             "endpoint": {
@@ -165,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
             "db_limit": dbl,
             "ratio_to_broker": ratio(main_run["jobs_per_s"], broker["msgs_per_s"]),
             "ratio_to_db": ratio(main_run["jobs_per_s"], dbl["jobs_per_s"]),
+            "tasklease_batch_submit": batch_run,
+            "ratio_to_broker_batch_submit": ratio(
+                batch_run["jobs_per_s"] if batch_run else None, broker["msgs_per_s"]
+            ),
             "celery": celery,
             "ratio_to_celery": ratio(main_run["jobs_per_s"], celery.get("jobs_per_s")),
             "worker_counts": points,
