@@ -470,3 +470,87 @@ async def worker_drain(stack: Stack, jobs: int, clients: int, workers: int) -> d
             "total": round(total / jobs, 3),
         },
     }
+
+
+# --- the guarantees under a kill ------------------------------------------------
+
+# Each job of the kill run records this many effects (checkpoints) of this many seconds.
+KILL_STEPS, KILL_STEP_SECONDS = 2, 0.02
+
+
+async def kill_run(stack: Stack, jobs: int, clients: int, batch: int) -> dict[str, Any]:
+    """The same pipeline with one worker SIGKILLed mid-run (and replaced): every job must
+    still succeed exactly once, with each effect recorded once. Its jobs record
+    ``KILL_STEPS`` effects each, so a job the kill cut short resumes from its checkpoints
+    when its message comes back after the visibility timeout."""
+    body = {"kind": "demo.sleep", "payload": {"seconds": KILL_STEP_SECONDS, "steps": KILL_STEPS}}
+    ids: list[str] = []
+    with progress() as bar:
+        sub = bar.add_task("kill run: submit", total=jobs, rate="")
+        done_task = bar.add_task("kill run: done", total=jobs, rate="")
+        t0 = time.time()
+        killed_at: float | None = None
+        async with httpx.AsyncClient(
+            base_url=stack.api_url, timeout=30, headers=stack.api_headers
+        ) as http:
+
+            async def submit(i: int) -> None:
+                size = min(batch, jobs - i * batch)
+                resp = await http.post("/v1/jobs/batch", json={"jobs": [body] * size})
+                resp.raise_for_status()
+                ids.extend(j["id"] for j in resp.json()["jobs"])
+                bar.advance(sub, size)
+
+            submitting = asyncio.ensure_future(_run_pool(-(-jobs // batch), clients, submit))
+            conn = await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True)
+            async with conn:
+                deadline = time.monotonic() + 600
+                while True:
+                    await asyncio.sleep(0.1)
+                    cur = await conn.execute(
+                        "SELECT count(*) FILTER (WHERE state = 'succeeded') AS bench_own, "
+                        "count(*) FILTER (WHERE state = 'running') FROM jobs "
+                        "WHERE kind = 'demo.sleep' AND created_at >= to_timestamp(%s)",
+                        (t0 - 0.2,),
+                    )
+                    row = await cur.fetchone()
+                    assert row is not None
+                    n, running = int(row[0]), int(row[1])
+                    bar.update(done_task, completed=n, rate=f"{n / (time.time() - t0):7.1f} jobs/s")
+                    if killed_at is None and n >= jobs // 4 and running:
+                        stack.kill_worker(0)  # mid-job: some of its jobs are running
+                        killed_at = time.time() - t0
+                    if submitting.done() and n >= len(ids):
+                        break
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"kill run: {n}/{len(ids)} done in 600 s")
+            await submitting
+    elapsed = time.time() - t0
+    conn = await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True)
+    async with conn:
+        cur = await conn.execute(
+            "WITH j AS (SELECT id, state, attempt FROM jobs WHERE id = ANY(%s)), "
+            "ev AS (SELECT job_id, count(*) AS n FROM job_events "
+            "  WHERE to_state = 'succeeded' AND job_id IN (SELECT id FROM j) GROUP BY job_id), "
+            "fx AS (SELECT job_id, count(*) AS n, count(DISTINCT key) AS keys FROM effects "
+            "  WHERE job_id IN (SELECT id FROM j) GROUP BY job_id) "
+            "SELECT (SELECT count(*) FROM j WHERE state <> 'succeeded') AS bench_own, "
+            "(SELECT count(*) FROM ev WHERE n > 1), "
+            "(SELECT count(*) FROM j WHERE id NOT IN (SELECT job_id FROM fx)) "
+            "  + (SELECT count(*) FROM fx WHERE n <> %s OR keys <> %s), "
+            "(SELECT count(*) FROM j WHERE attempt > 1)",
+            ([uuid.UUID(i) for i in ids], KILL_STEPS, KILL_STEPS),
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return {
+        "jobs": len(ids),
+        "kind": f"demo.sleep ({KILL_STEPS} effects of {KILL_STEP_SECONDS} s)",
+        "killed_at_s": round(killed_at, 2) if killed_at is not None else None,
+        "elapsed_s": round(elapsed, 1),
+        "not_succeeded": int(row[0]),
+        "completed_twice": int(row[1]),
+        "effects_not_once": int(row[2]),
+        "rerun_after_kill": int(row[3]),
+        "visibility_timeout_s": int(stack.env.get("TASKLEASE_VISIBILITY_TIMEOUT_SECONDS", "30")),
+    }

@@ -107,6 +107,17 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
             ),
             ("  PG round trips/job (statements)", _fmt(b["pg_round_trips_per_job"])),
         ]
+    k = r.get("kill_run")
+    if k:
+        out.append(
+            (
+                f"kill run: {k['jobs']} jobs, a worker SIGKILLed at {k['killed_at_s']} s",
+                f"{k['not_succeeded']} lost, {k['completed_twice']} completed twice, "
+                f"{k['effects_not_once']} with an effect missing or twice; "
+                f"{k['rerun_after_kill']} re-run after the kill; {k['elapsed_s']} s "
+                f"(the visibility timeout is {k['visibility_timeout_s']} s)",
+            )
+        )
     d = t.get("split")
     if d:
         out += [
@@ -165,7 +176,9 @@ def write(r: dict[str, Any], out: Path, console: Console) -> None:
     console.print(f"results: {out}, {md}", highlight=False)
 
 
-def plot(points: list[dict[str, Any]], path: Path, title: str) -> None:
+def plot(
+    points: list[dict[str, Any]], path: Path, title: str, *, broker: float | None = None
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -173,12 +186,22 @@ def plot(points: list[dict[str, Any]], path: Path, title: str) -> None:
 
     xs = [p["workers"] for p in points]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(xs, [p["jobs_per_s"] for p in points], marker="o", label="tasklease")
+    ax.plot(xs, [p["jobs_per_s"] for p in points], marker="o", label="tasklease, 1 job/request")
+    if any(p.get("batch_submit_jobs_per_s") for p in points):
+        ax.plot(
+            xs,
+            [p.get("batch_submit_jobs_per_s") for p in points],
+            marker="^",
+            label="tasklease, 10 jobs/request",
+        )
+    if broker:
+        ax.axhline(broker, linestyle="--", color="grey", label="raw broker cycle")
     if any(p.get("celery_jobs_per_s") for p in points):
         ax.plot(xs, [p.get("celery_jobs_per_s") for p in points], marker="s", label="celery")
     ax.set_xlabel("worker processes")
     ax.set_ylabel("jobs/s")
     ax.set_xticks(xs)
+    ax.set_ylim(bottom=0)
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend()

@@ -55,6 +55,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("bench/results/latest.json"))
     p.add_argument("--no-celery", action="store_true", help="skip the Celery peer")
     p.add_argument(
+        "--no-kill", action="store_true", help="skip the run with a worker SIGKILLed mid-run"
+    )
+    p.add_argument(
         "--celery-seconds",
         type=float,
         default=60,
@@ -138,19 +141,34 @@ def main(argv: list[str] | None = None) -> int:
                     submit_batch=args.submit_batch,
                 )
             )
+        kill: dict[str, Any] | None = None
+        if args.submit_batch > 1 and not args.no_kill:
+            kill = asyncio.run(
+                phases.kill_run(stack, max(200, jobs // 4), args.clients, args.submit_batch)
+            )
         points: list[dict[str, Any]] = []
         pjobs = args.points_jobs or max(100, jobs // 2)
         for n in counts:
             stack.set_workers(n)
             p = asyncio.run(phases.tasklease_e2e(stack, pjobs, args.clients, f"{n} workers"))
-            points.append(
-                {
-                    "workers": n,
-                    "jobs": pjobs,
-                    "jobs_per_s": p["jobs_per_s"],
-                    "latency_ms": p["latency_ms"],
-                }
-            )
+            point = {
+                "workers": n,
+                "jobs": pjobs,
+                "jobs_per_s": p["jobs_per_s"],
+                "latency_ms": p["latency_ms"],
+            }
+            if args.submit_batch > 1:
+                b = asyncio.run(
+                    phases.tasklease_e2e(
+                        stack,
+                        pjobs,
+                        args.clients,
+                        f"{n} workers, batch submit",
+                        submit_batch=args.submit_batch,
+                    )
+                )
+                point["batch_submit_jobs_per_s"] = b["jobs_per_s"]
+            points.append(point)
         drain = asyncio.run(
             phases.worker_drain(stack, max(100, jobs // 2), args.clients, args.workers)
         )
@@ -188,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             "ratio_to_broker": ratio(main_run["jobs_per_s"], broker["msgs_per_s"]),
             "ratio_to_db": ratio(main_run["jobs_per_s"], dbl["jobs_per_s"]),
             "tasklease_batch_submit": batch_run,
+            "kill_run": kill,
             "ratio_to_broker_batch_submit": ratio(
                 batch_run["jobs_per_s"] if batch_run else None, broker["msgs_per_s"]
             ),
@@ -213,9 +232,18 @@ def main(argv: list[str] | None = None) -> int:
     out.print(report.table(result))
     report.write(result, args.out, out)
     if points:
-        png = args.out.parent / "throughput.png"
-        report.plot(points, png, f"tasklease on {args.sqs}, {args.clients} clients")
+        png = args.out.with_name(args.out.stem + "-throughput.png")
+        report.plot(
+            points,
+            png,
+            f"tasklease on {args.sqs}, {args.clients} clients",
+            broker=result["broker_limit"].get("msgs_per_s"),
+        )
         out.print(f"plot: {png}", highlight=False)
+    kill = result.get("kill_run")
+    if kill and (kill["not_succeeded"] or kill["completed_twice"] or kill["effects_not_once"]):
+        err.print("[red]the kill run broke a guarantee: see kill_run in the results[/]")
+        return 1
     return 0
 
 

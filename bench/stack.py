@@ -209,6 +209,17 @@ class Stack:
                 f"worker processes exited at start: {dead} (see {self.logs})"
             )
 
+    def kill_worker(self, i: int) -> None:
+        """SIGKILL worker ``i`` (no goodbye: its leases just expire) and start another."""
+        victim = self.workers[i]
+        victim.kill()
+        victim.wait()
+        args = ["worker", "--concurrency", str(self.worker_concurrency)]
+        env = {**self.env, "TASKLEASE_WORKER_ID": f"bench-w{i}-after-kill"}
+        self.workers[i] = self._popen(
+            f"worker-{i}-after-kill", [sys.executable, "-m", "app.cli", *args], env
+        )
+
     def stop_workers(self) -> None:
         embedded.terminate(self.workers)
         self.workers = []
