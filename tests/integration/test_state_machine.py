@@ -329,6 +329,68 @@ class JobsMachine(RuleBasedStateMachine):
             self.by_key[(tenant, key)] = accepted
         return job["id"]
 
+    @rule(
+        target=jobs,
+        tenant=st.sampled_from(TENANTS),
+        items=st.lists(
+            st.tuples(
+                st.sampled_from(SPECS),
+                ATTEMPTS,
+                st.sampled_from([None, None, "order-1", "order-2", "order-3"]),
+            ),
+            min_size=1,
+            max_size=4,
+        ),
+    )
+    def submit_batch(self, tenant: str, items: list[tuple[Spec, int | None, str | None]]) -> Any:
+        """POST /v1/jobs/batch: all or none. A key twice in the batch is 422, a key reused
+        with another body 409, and then nothing is written; else every replay is answered
+        with its earlier job and every other item is a new job."""
+        bodies = []
+        for spec, max_attempts, key in items:
+            body: dict[str, Any] = {"kind": spec.kind, "payload": spec.payload}
+            if max_attempts is not None:
+                body["max_attempts"] = max_attempts
+            if key:
+                body["idempotency_key"] = key
+            bodies.append(body)
+        before = self.n_jobs()
+
+        resp = self.api("POST", "/v1/jobs/batch", tenant, json={"jobs": bodies})
+
+        keys = [key for _, _, key in items if key]
+        if len(keys) != len(set(keys)):
+            assert resp.status_code == 422, resp.text
+            assert self.n_jobs() == before
+            return multiple()
+        priors = [self.by_key.get((tenant, key)) if key else None for _, _, key in items]
+        if any(
+            p is not None and (p.spec, p.max_attempts) != (spec, m or DEFAULT_MAX_ATTEMPTS)
+            for p, (spec, m, _) in zip(priors, items, strict=True)
+        ):
+            assert resp.status_code == 409, resp.text
+            assert self.n_jobs() == before, "a refused batch wrote a job"
+            return multiple()
+        assert resp.status_code == 202, resp.text
+        answer = resp.json()
+        assert answer["replayed"] == [i for i, p in enumerate(priors) if p is not None]
+        made = []
+        for job, prior, (spec, max_attempts, key) in zip(
+            answer["jobs"], priors, items, strict=True
+        ):
+            if prior is not None:
+                assert job["id"] == prior.id, "a replay made a second job"
+                continue
+            budget = max_attempts or DEFAULT_MAX_ATTEMPTS
+            assert (job["state"], job["attempt"], job["max_attempts"]) == ("queued", 0, budget)
+            accepted = Accepted(job["id"], tenant, spec, budget)
+            self.accepted[job["id"]] = accepted
+            if key:
+                self.by_key[(tenant, key)] = accepted
+            made.append(job["id"])
+        assert self.n_jobs() == before + len(made)
+        return multiple(*made)
+
     @initialize(
         target=jobs,
         first=st.lists(
