@@ -67,9 +67,20 @@ def settings_or_exit(**overrides: Any) -> config.Settings:
     return s
 
 
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (not on Windows): the worker and the
+    sweeper spend their CPU in the loop. uvicorn picks it (and httptools) by itself."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - a platform without it
+        return None
+    return uvloop.new_event_loop
+
+
 def run(coro: Callable[[], Awaitable[T]]) -> T:
     try:
-        return asyncio.run(coro())  # type: ignore[arg-type]
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            return runner.run(coro())  # type: ignore[arg-type]
     except errors.ConfigError as exc:
         err.print(f"[red]configuration error:[/] {exc}")
         raise typer.Exit(2) from exc
