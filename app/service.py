@@ -15,7 +15,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from app import batching, crashpoints, errors, kinds, limits, queue
+from app import auth, batching, crashpoints, errors, kinds, limits, queue
 from app.config import Settings
 from app.db import Database, q
 from app.states import JobState
@@ -80,10 +80,13 @@ async def submit(
     idempotency_key: str | None = None,
     tenant: str = DEFAULT_TENANT,
     sender: OutboxSender | None = None,
+    key_id: str | None = None,
 ) -> Submitted:
     """Validate, write the job and its outbox row in one statement, commit, then send."""
     new = NewJob(kind, payload, max_attempts, timeout_seconds, idempotency_key)
-    (submitted,) = await submit_many(settings, db, sqs, [new], tenant=tenant, sender=sender)
+    (submitted,) = await submit_many(
+        settings, db, sqs, [new], tenant=tenant, sender=sender, key_id=key_id
+    )
     return submitted
 
 
@@ -133,10 +136,13 @@ async def submit_many(
     *,
     tenant: str = DEFAULT_TENANT,
     sender: OutboxSender | None = None,
+    key_id: str | None = None,
 ) -> list[Submitted]:
     """Validate every job, then admit and write them all (or none) with their outbox rows
     in one statement, commit, then send. One answer per job, in order. A bad job, an
-    Idempotency-Key reused with another request, or a limit refuses the whole call."""
+    Idempotency-Key reused with another request, or a limit refuses the whole call.
+    ``key_id``: the caller's API key, whose revocation the statement checks (a revoked
+    key is Unauthorized, before anything else is answered and with nothing written)."""
     if not 1 <= len(jobs) <= MAX_SUBMIT_BATCH:
         raise errors.BadRequest(f"a batch holds 1 to {MAX_SUBMIT_BATCH} jobs, not {len(jobs)}")
     batch = len(jobs) > 1
@@ -169,9 +175,12 @@ async def submit_many(
             "rate": settings.rate_limit_per_second,
             "burst": settings.rate_limit_burst,
             "max_in_flight": settings.max_jobs_in_flight,
+            "key_id": key_id,
         },
     )
     verdict = written[0]  # the statement always returns its verdict, on every row
+    if not verdict["key_ok"]:
+        raise auth.invalid_key()  # revoked since this process verified it: no replay either
     made = {row["id"]: _job(row) for row in written if row["id"] is not None}
     if verdict["conflict_ord"] is not None:
         _conflict(int(verdict["conflict_ord"]) - 1, batch)

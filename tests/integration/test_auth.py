@@ -270,6 +270,85 @@ def test_a_revoked_key_is_refused_at_once_though_this_process_verified_it_before
     assert me.json()["key_id"] == key_id(second_acme_key)
 
 
+# What a submission may carry once its key is revoked: each must be 401 and write
+# nothing. The submit routes verify a key this process knows from memory and leave its
+# revocation to the insert (one round trip fewer); these are the requests that fail
+# before, or instead of, that insert.
+REVOKED_SUBMISSIONS = {
+    "a good job": ("/v1/jobs", NOOP, {}),
+    "a good batch": ("/v1/jobs/batch", {"jobs": [NOOP, NOOP]}, {}),
+    "a replay of an earlier Idempotency-Key": ("/v1/jobs", NOOP, {"Idempotency-Key": "k-1"}),
+    "a replay inside a batch": (
+        "/v1/jobs/batch",
+        {"jobs": [{**NOOP, "idempotency_key": "k-2"}]},
+        {},
+    ),
+    "an unknown kind (refused by the service)": ("/v1/jobs", {"kind": "no.such.kind"}, {}),
+    "a body that does not validate (refused by FastAPI)": (
+        "/v1/jobs",
+        {"kind": "demo.noop", "max_attempts": "many"},
+        {},
+    ),
+    "a batch with a bad job": ("/v1/jobs/batch", {"jobs": [NOOP, {"kind": 3}]}, {}),
+}
+
+
+@pytest.mark.parametrize("case", REVOKED_SUBMISSIONS)
+def test_a_revoked_key_submits_nothing_though_its_check_rides_on_the_insert(
+    tenants: Tenants, sql: Any, case: str
+) -> None:
+    path, body, headers = REVOKED_SUBMISSIONS[case]
+    # Given: acme's key has submitted (so this process holds it verified), two of the
+    # submissions with an Idempotency-Key that a replay would answer with.
+    first = submit(tenants, tenants.acme, **{"Idempotency-Key": "k-1"})
+    batch = tenants.client.post(
+        "/v1/jobs/batch",
+        json={"jobs": [{**NOOP, "idempotency_key": "k-2"}]},
+        headers=bearer(tenants.acme),
+    )
+    assert batch.status_code == 202, batch.text
+    verifier = tenants.client.app.state.runtime.keys  # type: ignore[attr-defined]
+    assert key_id(tenants.acme) in verifier._verified
+
+    # When: the key is revoked by another connection, and the request comes.
+    revoke(tenants.stack, key_id(tenants.acme))
+    before, depth = snapshot(sql), queue_depth(tenants.stack)
+    resp = tenants.client.post(path, json=body, headers={**bearer(tenants.acme), **headers})
+
+    # Then: 401 like any key that is not valid, no job (not even the replayed one's id)
+    # in the answer, and nothing written or sent.
+    assert resp.status_code == 401, resp.text
+    assert resp.headers["WWW-Authenticate"] == CHALLENGE + ', error="invalid_token"'
+    assert resp.json() == {"detail": "the API key is not valid"}
+    assert first not in resp.text
+    assert snapshot(sql) == before
+    assert queue_depth(tenants.stack) == depth
+
+
+def test_a_known_key_submits_without_reading_its_row_first(tenants: Tenants) -> None:
+    """The round trip the insert saves: a key this process verified is not looked up on
+    its own again by a submission (every other route still reads it)."""
+    submit(tenants, tenants.acme)  # verified now
+    verifier = tenants.client.app.state.runtime.keys  # type: ignore[attr-defined]
+    looked_up: list[str] = []
+    fetch_one = verifier.db.fetch_one
+
+    async def counting(query: Any, params: Any = None) -> Any:
+        if params and set(params) == {"id"}:
+            looked_up.append(params["id"])
+        return await fetch_one(query, params)
+
+    verifier.db.fetch_one = counting
+    try:
+        submit(tenants, tenants.acme)
+        assert looked_up == []
+        me = tenants.client.get("/v1/me", headers=bearer(tenants.acme))
+        assert me.status_code == 200
+        assert looked_up == [key_id(tenants.acme)]
+    finally:
+        verifier.db.fetch_one = fetch_one
+
+
 def test_revoking_twice_keeps_the_first_time_and_an_unknown_id_is_not_found(
     tenants: Tenants,
 ) -> None:
