@@ -82,6 +82,9 @@ class Config:
     slow_rate: float = 0.1
     tagged_rate: float = 0.02  # tickets tagged [permanent] and, as many again, [transient:N]
     kill_every: float = 3.0
+    # The fault phase lasts until this many kills too: a slow broker restart (LocalStack
+    # takes up to 15 s) must not eat the window the kills were meant to have.
+    min_kills: int = 3
     fault_seconds: float = 20.0
     seed: int = 1
     data_dir: Path = Path(".tasklease/chaos")
@@ -475,7 +478,10 @@ async def inject_faults(cfg: Config, stack: Stack, run: Run, submitted: asyncio.
         if submitted.is_set() and submit_end is None:
             submit_end = now
         end = max(t0 + cfg.fault_seconds, (submit_end or math.inf) + 2 * cfg.kill_every)
-        if now >= end and run.sqs_restarts and run.pg_restarts:
+        enough = run.sqs_restarts and run.pg_restarts and len(run.kills) >= cfg.min_kills
+        # The second bound only stops a run whose kills cannot happen (no live worker):
+        # its report then shows too few kills, and the test fails instead of hanging.
+        if (now >= end and enough) or now >= end + (cfg.min_kills + 2) * cfg.kill_every:
             return
         if not run.sqs_restarts and now >= sqs_at:
             run.note(f"restarting the SQS server ({cfg.sqs}): its messages are lost")
@@ -491,7 +497,9 @@ async def inject_faults(cfg: Config, stack: Stack, run: Run, submitted: asyncio.
             run.note("PostgreSQL back")
         elif now >= next_kill:
             kill = stack.kill_worker(rng)
-            next_kill += cfg.kill_every
+            # From now, not from the schedule: after a restart that took longer than
+            # kill_every, the kills it delayed come one by one, not all at once.
+            next_kill = now + cfg.kill_every
             if kill:
                 run.kills.append(kill)
                 run.last_fault = time.monotonic()
