@@ -176,7 +176,9 @@ class KeyVerifier:
         key_id, secret = split_key(key)
         digest = hashlib.sha256(secret.encode()).digest()
         known = self._verified.get(key_id)
-        if defer_revocation and known is not None and hmac.compare_digest(known.digest, digest):
+        if known is not None and not hmac.compare_digest(known.digest, digest):
+            known = None  # another secret under a known id: scrypt decides below
+        if known is not None and defer_revocation:
             self._verified.move_to_end(key_id)
             return Principal(
                 tenant=known.tenant, admin=known.admin, key_id=key_id, revocation_pending=True
@@ -184,7 +186,7 @@ class KeyVerifier:
         row = await self.db.fetch_one(q("api_key"), {"id": key_id})
         if row is None or row["revoked_at"] is not None:
             raise invalid_key()
-        if known is not None and hmac.compare_digest(known.digest, digest):
+        if known is not None:
             self._verified.move_to_end(key_id)
         elif hmac.compare_digest(
             # Off the event loop: scrypt takes tens of milliseconds by design.
