@@ -19,7 +19,8 @@ from typing import Any, Literal, Self
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app import errors, limits
+from app import aws_limits as limits
+from app import errors
 
 PREFIX = "TASKLEASE_"
 

@@ -15,7 +15,7 @@ from typing import Any
 import boto3
 from rich.console import Console
 
-from app.embedded import terminate
+from app.stack.embedded import terminate
 from bench.phases import progress
 from bench.stack import Stack
 

@@ -20,7 +20,11 @@ from typing import IO, Any
 
 import psycopg
 
-from app import auth, config, db, embedded, errors, queue
+from app import config, errors
+from app.services import auth
+from app.stack import embedded
+from app.store import pool as db
+from app.transport import sqs as queue
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = ".tasklease-bench"

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import auth, config, db, errors, logs
+from app import config, errors, logs
+from app.services import auth
+from app.store import pool as db
 from handlers import runtime
 
 settings = config.load()

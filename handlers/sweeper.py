@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import config, db, logs, queue, sweeper
+from app import config, logs
+from app.services import sweeper
+from app.store import pool as db
+from app.transport import sqs as queue
 from handlers import runtime
 
 settings = config.load()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from app import config, logs
-from app.engine import Engine
+from app.worker.engine import Engine
 from handlers import runtime
 
 settings = config.load()  # bad configuration fails the cold start, naming the variable

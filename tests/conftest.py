@@ -33,9 +33,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import db as db_mod
-from app import embedded
 from app.config import Settings
+from app.stack import embedded
+from app.store import pool as db_mod
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -189,7 +189,7 @@ class Stack:
 
     def key(self, tenant: str = "acme", *, admin: bool = False, name: str = "test") -> str:
         """A new API key for ``tenant``, written to this test's database."""
-        from app import auth
+        from app.services import auth
 
         assert self.settings.database_url is not None
         coro = auth.create_key_at(self.settings.database_url, tenant, name=name, admin=admin)
@@ -346,7 +346,7 @@ def build_stack(
 
 
 async def _create_queues(s: Settings, name: str) -> Any:
-    from app.queue import Queue
+    from app.transport.sqs import Queue
 
     q = Queue(s)
     await q.open()

@@ -6,9 +6,9 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from app import eventsource
 from app.config import Settings
-from app.engine import Engine
+from app.worker import event_source_mapping as eventsource
+from app.worker.engine import Engine
 
 QUEUE_ARN = "arn:aws:sqs:us-east-1:000000000000:test"
 
@@ -30,7 +30,7 @@ async def receive_records(
 
 
 async def submit(engine: Engine, kind: str, payload: dict[str, Any], **kw: Any) -> Any:
-    from app import service
+    from app.services import submit as service
 
     submitted = await service.submit(
         engine.settings, engine.db, engine.sqs, kind=kind, payload=payload, **kw

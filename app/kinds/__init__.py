@@ -9,7 +9,7 @@ from typing import Any
 import pydantic
 
 from app import errors
-from app.context import JobContext
+from app.kinds.context import JobContext
 
 Run = Callable[[JobContext, Any], Awaitable[Any]]
 

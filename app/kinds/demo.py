@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app import errors
-from app.context import JobContext
 from app.kinds import Kind, register
+from app.kinds.context import JobContext
 
 
 class SleepPayload(BaseModel):

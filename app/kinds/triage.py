@@ -12,8 +12,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, EmailStr, Field
 
 from app import errors
-from app.context import JobContext
 from app.kinds import Kind, register
+from app.kinds.context import JobContext
 
 
 class Ticket(BaseModel):

@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app import auth, embedded
 from app.api import create_app
+from app.services import auth
+from app.stack import embedded
 from tests.conftest import ROOT, Stack, bearer
 
 with warnings.catch_warnings():

@@ -16,8 +16,8 @@ import uuid
 
 import pytest
 
-from app import embedded
 from app.chaos import EXIT_UNAVAILABLE
+from app.stack import embedded
 from tests.conftest import ROOT, _sqs_targets, unavailable
 
 pytestmark = pytest.mark.e2e

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from app import embedded
 from app.crashpoints import CONSENT, Point
+from app.stack import embedded
 from app.states import JobState
 from tests import helpers
 from tests.conftest import Stack, job_row, run, wait_for

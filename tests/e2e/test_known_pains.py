@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from app import queue
 from app.crashpoints import Point
 from app.states import JobState
+from app.transport import sqs as queue
 from tests.conftest import Stack, job_row, wait_for
 from tests.e2e.test_crash_points import (
     TICKET,

@@ -16,7 +16,9 @@ from typing import Any
 import annotated_types
 import pytest
 
-from app import auth, config, limits
+from app import aws_limits as limits
+from app import config
+from app.services import auth
 from tests.infra import tfconfig
 
 pytestmark = pytest.mark.unit

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from fastapi.routing import APIRoute
 
-from app import auth, config, errors
+from app import config, errors
 from app.api import create_app
-from app.db import Database
+from app.services import auth
 from app.states import JobState
+from app.store.pool import Database
 from tests.conftest import Stack, bearer, job_row, run, wait_for
 from tests.helpers import engine_for, receive_records
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app import service
+from app.services import submit as service
 from tests.conftest import Stack, bearer, wait_for
 from tests.integration.conftest import TRICKLE, queue_depth, retry_after, written
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from app import queue
 from app.states import JobState
+from app.transport import sqs as queue
 from tests.conftest import Stack, job_row, run
 from tests.helpers import engine_for, receive_records, submit
 
@@ -273,7 +273,7 @@ def test_a_zombie_engine_stops_when_its_heartbeat_finds_the_lease_gone(
 
 
 def test_the_outbox_relay_sends_a_job_whose_first_send_failed(stack: Stack, sql: Any) -> None:
-    from app import sweeper
+    from app.services import sweeper
 
     broken = stack.with_settings(queue_url=stack.settings.queue + "-does-not-exist")
 
@@ -375,25 +375,25 @@ def test_a_lambda_running_out_of_time_hands_the_lease_back_without_using_an_atte
 
 # Named queries used by the zombie test to act as a paused worker would.
 def a_claim() -> Any:
-    from app.db import q
+    from app.store.pool import q
 
     return q("claim_batch")
 
 
 def q_start() -> Any:
-    from app.db import q
+    from app.store.pool import q
 
     return q("start_batch")
 
 
 def q_record() -> Any:
-    from app.db import q
+    from app.store.pool import q
 
     return q("record_effect")
 
 
 def q_finish() -> Any:
-    from app.db import q
+    from app.store.pool import q
 
     return q("finish")
 

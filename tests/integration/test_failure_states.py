@@ -12,9 +12,12 @@ from typing import Any
 
 import pytest
 
-from app import errors, queue, redrive, service, sweeper
-from app.db import q
+from app import errors
+from app.services import redrive, sweeper
+from app.services import submit as service
 from app.states import JobState
+from app.store.pool import q
+from app.transport import sqs as queue
 from tests.conftest import Stack, job_row, run
 from tests.helpers import engine_for, receive_records, submit
 

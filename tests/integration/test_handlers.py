@@ -23,8 +23,8 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from app import queue
 from app.states import JobState
+from app.transport import sqs as queue
 from tests.conftest import Stack, job_row, run
 from tests.helpers import engine_for, submit
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from app import limits, service
+from app import aws_limits as limits
+from app.services import submit as service
 from tests.conftest import Stack, bearer
 from tests.integration.conftest import TRICKLE, queue_depth, retry_after, written
 

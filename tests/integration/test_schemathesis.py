@@ -24,9 +24,12 @@ import httpx
 import pytest
 import schemathesis
 
-from app import api, embedded, eventsource, queue
+from app import api
 from app.config import Settings
+from app.stack import embedded
 from app.states import JobState
+from app.transport import sqs as queue
+from app.worker import event_source_mapping as eventsource
 from tests.conftest import Stack, bearer, run
 from tests.helpers import QUEUE_ARN, engine_for
 

@@ -48,11 +48,13 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
     from fastapi.testclient import TestClient
 
-from app import eventsource, queue, sweeper
 from app.api import create_app
 from app.config import Settings
-from app.engine import Engine
+from app.services import sweeper
 from app.states import JobState
+from app.transport import sqs as queue
+from app.worker import event_source_mapping as eventsource
+from app.worker.engine import Engine
 from tests.conftest import Stack, bearer
 from tests.helpers import receive_records
 from tests.invariants import FINAL, check_invariants, describe

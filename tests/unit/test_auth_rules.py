@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from app import auth, errors
+from app import errors
+from app.services import auth
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from app import backoff, limits
+from app import aws_limits as limits
+from app.worker import backoff
 
 pytestmark = pytest.mark.unit
 

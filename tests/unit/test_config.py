@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from app import config, errors, limits
+from app import aws_limits as limits
+from app import config, errors
 
 pytestmark = pytest.mark.unit
 

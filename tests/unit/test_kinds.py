@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from app import config, errors, kinds, providers
+from app import config, errors, kinds
+from app.kinds import providers
 
 pytestmark = pytest.mark.unit
 
@@ -64,7 +65,7 @@ def test_registering_a_kind_twice_is_refused() -> None:
 
 
 def test_triage_has_a_timeout_within_the_visibility_cap() -> None:
-    from app import limits
+    from app import aws_limits as limits
 
     timeout = kinds.get("support.triage").timeout_seconds
     assert timeout is not None

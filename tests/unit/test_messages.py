@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from app import errors, queue
+from app import errors
+from app.transport import sqs as queue
 
 pytestmark = pytest.mark.unit
 

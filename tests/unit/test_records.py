@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from app import eventsource
+from app.worker import event_source_mapping as eventsource
 
 pytestmark = pytest.mark.unit
 
@@ -116,7 +116,7 @@ def test_a_binary_attribute_arrives_as_base64_text_like_lambdas() -> None:
 
 
 def test_the_dead_letter_marker_survives_as_a_message_attribute() -> None:
-    from app import queue
+    from app.transport import sqs as queue
 
     message = received(RECORDS[1])
     message["MessageAttributes"] = {

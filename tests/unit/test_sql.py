@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from app import sql
+from app.store import sql
 
 pytestmark = pytest.mark.unit
 
-APP = Path(sql.__file__).resolve().parent.parent
-QUERIES_TEXT = resources.files("app.sql").joinpath("queries.sql").read_text()
+APP = Path(sql.__file__).resolve().parents[2]
+QUERIES_TEXT = resources.files("app.store.sql").joinpath("queries.sql").read_text()
 NAMES = re.findall(r"^-- name: (\w+)\s*$", QUERIES_TEXT, flags=re.MULTILINE)
 
 
@@ -49,7 +49,7 @@ def test_queries_bind_parameters_instead_of_formatting_them() -> None:
 
 def test_every_query_the_code_asks_for_exists() -> None:
     used: set[str] = set()
-    for path in [*APP.glob("*.py"), *(APP / "kinds").glob("*.py")]:
+    for path in APP.rglob("*.py"):
         used |= set(re.findall(r"""\bq\(\s*["'](\w+)["']\s*\)""", path.read_text()))
     assert used, "the scan found no q(...) calls"
     assert sorted(used - set(sql.queries)) == []
@@ -69,7 +69,7 @@ def test_migration_numbers_are_unique_and_contiguous_from_one() -> None:
 
 
 def test_every_file_in_the_migrations_folder_is_a_migration() -> None:
-    folder = resources.files("app.sql").joinpath("migrations")
+    folder = resources.files("app.store.sql").joinpath("migrations")
     names = sorted(p.name for p in folder.iterdir() if not p.name.startswith(("__", ".")))
     assert all(n.endswith(".sql") for n in names), names
     assert [n.removesuffix(".sql") for n in names] == [v for v, _ in sql.migrations()]

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from psycopg.types.json import Jsonb
 
 from app import crashpoints, errors
-from app.db import Database, q
+from app.store.pool import Database, q
 
 log = logging.getLogger(__name__)
 

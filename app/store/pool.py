@@ -12,7 +12,8 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from app import errors, sql
+from app import errors
+from app.store import sql
 
 Conn = psycopg.AsyncConnection[DictRow]
 

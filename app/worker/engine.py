@@ -22,11 +22,15 @@ from typing import Any, Protocol
 import httpx
 from psycopg.types.json import Jsonb
 
-from app import backoff, batching, crashpoints, errors, kinds, limits, providers, queue
+from app import aws_limits as limits
+from app import batching, crashpoints, errors, kinds
 from app.config import Settings
-from app.context import JobContext, Services
-from app.db import Database, q
+from app.kinds import providers
+from app.kinds.context import JobContext, Services
 from app.states import JobState
+from app.store.pool import Database, q
+from app.transport import sqs as queue
+from app.worker import backoff
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,12 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from app import limits, queue
+from app import aws_limits as limits
 from app.config import Settings
-from app.db import Database, q
-from app.queue import Queue
 from app.states import JobState
+from app.store.pool import Database, q
+from app.transport import sqs as queue
+from app.transport.sqs import Queue
 
 log = logging.getLogger(__name__)
 

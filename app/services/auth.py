@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app import errors
-from app.db import Database, q
+from app.store.pool import Database, q
 
 PREFIX = "tlk"
 # Used with fullmatch: "$" in a Python pattern also matches before a trailing newline,

@@ -24,11 +24,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import __version__, auth, errors, limits, redrive, service
+from app import __version__, errors
+from app import aws_limits as limits
 from app import config as config_mod
-from app.db import Database
-from app.queue import Queue
+from app.services import auth, redrive
+from app.services import submit as service
 from app.states import JobState
+from app.store.pool import Database
+from app.transport.sqs import Queue
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app import errors, limits, queue, service
+from app import aws_limits as limits
+from app import errors
 from app.config import Settings
-from app.db import Database, q
+from app.services import submit as service
 from app.states import JobState
+from app.store.pool import Database, q
+from app.transport import sqs as queue
 
 Progress = Callable[[int, int | None], None]
 

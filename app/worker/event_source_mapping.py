@@ -22,7 +22,7 @@ from typing import Any
 
 from app import crashpoints, errors
 from app.config import Settings
-from app.engine import Engine
+from app.worker.engine import Engine
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,13 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from app import auth, batching, crashpoints, errors, kinds, limits, queue
+from app import aws_limits as limits
+from app import batching, crashpoints, errors, kinds
 from app.config import Settings
-from app.db import Database, q
+from app.services import auth
 from app.states import JobState
+from app.store.pool import Database, q
+from app.transport import sqs as queue
 
 log = logging.getLogger(__name__)
 

@@ -42,9 +42,13 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from app import auth, config, db, embedded, errors, queue
+from app import config, errors
 from app.config import Settings
+from app.services import auth
+from app.stack import embedded
 from app.states import FINAL_FOR_NOW, JobState
+from app.store import pool as db
+from app.transport import sqs as queue
 
 err = Console(stderr=True)
 out = Console()
@@ -632,7 +636,7 @@ async def orchestrate(cfg: Config, stack: Stack, run: Run) -> dict[str, Any]:
 async def redrive_transient(stack: Stack, database: db.Database) -> list[str]:
     """The dead letters whose cause was transient, back through app.redrive (the DLQ
     walk: the dead letters are moved, the attempt budgets restart)."""
-    from app import redrive
+    from app.services import redrive
 
     assert stack.urls is not None
     ids = [r["id"] for r in await database.fetch(TRANSIENT_DEAD_LETTERS)]

@@ -25,11 +25,15 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from app import auth, db, embedded, errors, queue
+from app import errors
 from app.cli import styled
 from app.config import Settings
-from app.db import q
+from app.services import auth
+from app.stack import embedded
 from app.states import FINAL_FOR_NOW, JobState
+from app.store import pool as db
+from app.store.pool import q
+from app.transport import sqs as queue
 
 console = Console()
 

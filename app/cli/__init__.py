@@ -15,8 +15,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from app import auth, config, db, errors, logs, queue, service, sweeper
+from app import config, errors, logs
+from app.services import auth, sweeper
+from app.services import submit as service
 from app.states import JobState
+from app.store import pool as db
+from app.transport import sqs as queue
 
 T = TypeVar("T")
 
@@ -175,8 +179,8 @@ def worker(
     max_batches: Annotated[int | None, typer.Option(help="stop after this many batches")] = None,
 ) -> None:
     """Poll the queue and run jobs (what Lambda's SQS event source mapping does on AWS)."""
-    from app.engine import Engine
-    from app.eventsource import EventSource
+    from app.worker.engine import Engine
+    from app.worker.event_source_mapping import EventSource
 
     s = settings_or_exit()
 
@@ -225,7 +229,7 @@ def webhook_receiver(
     """A local webhook that records every delivery (the embedded default's outside system)."""
     import uvicorn
 
-    from app.webhook_receiver import create_app
+    from app.stack.webhook_receiver import create_app
 
     uvicorn.run(create_app(log), host="127.0.0.1", port=port, log_level="warning")
 
@@ -252,7 +256,7 @@ def dev(
     if sqs not in ("moto", "localstack"):
         err.print(f"[red]--sqs must be moto or localstack, not {sqs!r}[/]")
         raise typer.Exit(2)
-    from app import dev as dev_mod
+    from app.stack import dev as dev_mod
 
     s = settings_or_exit()
     code = dev_mod.main(
@@ -470,7 +474,7 @@ def dlq_list(
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 100,
 ) -> None:
     """Dead-lettered jobs: kind, attempts, last error, when."""
-    from app import redrive as redrive_mod
+    from app.services import redrive as redrive_mod
 
     s = settings_or_exit()
 
@@ -502,7 +506,7 @@ def redrive(
     """Move dead letters back to the source queue with a fresh attempt budget."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from app import redrive as redrive_mod
+    from app.services import redrive as redrive_mod
 
     s = settings_or_exit()
     ids = [_job_id_or_exit(j) for j in job or []]

@@ -19,7 +19,8 @@ import botocore.exceptions
 from aiobotocore.session import get_session
 from botocore.config import Config
 
-from app import errors, limits
+from app import aws_limits as limits
+from app import errors
 from app.config import Settings
 
 MESSAGE_VERSION = 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from app import limits
+from app import aws_limits as limits
 
 
 def full_jitter(
