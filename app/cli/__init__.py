@@ -18,7 +18,7 @@ from rich.table import Table
 from app import config, errors, logs
 from app.services import auth, sweeper
 from app.services import submit as service
-from app.states import JobState
+from app.states import JobState, styled
 from app.store import pool as db
 from app.transport import sqs as queue
 
@@ -44,21 +44,6 @@ cli.add_typer(limits_cli, name="limits")
 
 out = Console()
 err = Console(stderr=True)
-
-STATE_STYLE = {
-    JobState.QUEUED: "cyan",
-    JobState.LEASED: "blue",
-    JobState.RUNNING: "bold blue",
-    JobState.RETRYING: "yellow",
-    JobState.STALLED: "magenta",
-    JobState.SUCCEEDED: "green",
-    JobState.DEAD_LETTERED: "bold red",
-    JobState.CANCELLED: "dim",
-}
-
-
-def styled(state: str) -> str:
-    return f"[{STATE_STYLE.get(JobState(state), 'white')}]{state}[/]"
 
 
 def settings_or_exit(**overrides: Any) -> config.Settings:

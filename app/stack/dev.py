@@ -26,11 +26,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from app import errors
-from app.cli import styled
 from app.config import Settings
 from app.services import auth
 from app.stack import embedded
-from app.states import FINAL_FOR_NOW, JobState
+from app.states import FINAL_FOR_NOW, JobState, styled
 from app.store import pool as db
 from app.store.pool import q
 from app.transport import sqs as queue
