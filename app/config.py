@@ -8,7 +8,6 @@ talks to AWS, LocalStack or moto's server.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import socket
@@ -127,10 +126,6 @@ class Settings(BaseSettings):
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
-    # Crash points (tests only): both must be set, and never inside Lambda.
-    crash_at: str | None = None
-    allow_crash_points: str | None = None
-
     @model_validator(mode="after")
     def _coherent(self) -> Self:
         if self.max_receive_count <= self.max_attempts:
@@ -175,14 +170,20 @@ class Settings(BaseSettings):
 
     @property
     def database(self) -> str:
-        """The database URL: as given, or built from the RDS secret (read once per process)."""
+        """The database URL. On AWS it is built from the RDS secret at cold start
+        (``app.transport.secrets.with_database_url``, called by ``handlers.runtime``)."""
         self.need("database_url")
-        if self.database_url:
-            return self.database_url
-        assert self.database_secret_arn
+        if not self.database_url:
+            raise errors.ConfigError(
+                "TASKLEASE_DATABASE_SECRET_ARN is set but the secret was not read: "
+                "load the settings with handlers.runtime.load_settings()"
+            )
+        return self.database_url
+
+    def database_url_from(self, user: str, password: str) -> str:
+        """The URL for the secret's credentials and TASKLEASE_DATABASE_HOST/PORT/NAME."""
         assert self.database_host
         assert self.database_name
-        user, password = _secret_credentials(self.database_secret_arn, self.region)
         return (
             f"postgresql://{urllib.parse.quote(user, safe='')}:{urllib.parse.quote(password, safe='')}"
             f"@{self.database_host}:{self.database_port}/{urllib.parse.quote(self.database_name, safe='')}"
@@ -200,29 +201,6 @@ class Settings(BaseSettings):
         self.need("dlq_url")
         assert self.dlq_url is not None
         return self.dlq_url
-
-
-@functools.cache
-def _secret_credentials(arn: str, region: str) -> tuple[str, str]:
-    """username and password from a Secrets Manager secret in RDS's format.
-
-    Read once per process: a rotated password reaches a warm Lambda on its next cold
-    start (infra/README.md says so), which RDS's rotation window allows for."""
-    import boto3
-    import botocore.exceptions
-
-    try:
-        value = boto3.client("secretsmanager", region_name=region).get_secret_value(SecretId=arn)
-        doc = json.loads(value["SecretString"])
-        return str(doc["username"]), str(doc["password"])
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
-        raise errors.ConfigError(
-            f"TASKLEASE_DATABASE_SECRET_ARN: cannot read the secret: {exc}"
-        ) from exc
-    except (KeyError, ValueError, TypeError) as exc:
-        raise errors.ConfigError(
-            "TASKLEASE_DATABASE_SECRET_ARN: the secret is not JSON with username and password"
-        ) from exc
 
 
 def load(**overrides: object) -> Settings:

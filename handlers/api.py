@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from mangum import Mangum
 
-from app import config, logs
 from app.api import create_app
+from handlers import runtime
 
-settings = config.load()
-logs.setup(settings.log_level)
+settings = runtime.load_settings()
 app = create_app(settings)
 # Mangum would run the lifespan around every invocation, closing the pool each time;
 # the app opens its clients on the first request instead and keeps them while warm.

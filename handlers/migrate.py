@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import config, errors, logs
+from app import errors
 from app.services import auth
 from app.store import pool as db
 from handlers import runtime
 
-settings = config.load()
+settings = runtime.load_settings()
 settings.need("database_url")
-logs.setup(settings.log_level)
 
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from app import config, logs
+from app.transport import secrets
+
 T = TypeVar("T")
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -25,3 +28,11 @@ def loop() -> asyncio.AbstractEventLoop:
 
 def run(make: Callable[[], Awaitable[T]]) -> T:
     return loop().run_until_complete(make())
+
+
+def load_settings() -> config.Settings:
+    """The function's settings, at cold start: bad configuration fails it, naming the
+    variable; on AWS the database URL is built from the RDS secret here, once."""
+    settings = secrets.with_database_url(config.load())
+    logs.setup(settings.log_level)
+    return settings

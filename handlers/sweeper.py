@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import config, logs
 from app.services import sweeper
 from app.store import pool as db
 from app.transport import sqs as queue
 from handlers import runtime
 
-settings = config.load()
+settings = runtime.load_settings()
 settings.need("database_url", "queue_url", "dlq_url")
-logs.setup(settings.log_level)
 _clients: tuple[db.Database, queue.Queue] | None = None
 
 

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import config, logs
 from app.worker.engine import Engine
 from handlers import runtime
 
-settings = config.load()  # bad configuration fails the cold start, naming the variable
-logs.setup(settings.log_level)
+settings = runtime.load_settings()
 _engine: Engine | None = None
 
 

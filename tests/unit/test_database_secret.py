@@ -1,5 +1,5 @@
-"""On AWS the database URL is built from the RDS-managed secret (narrow unit test:
-Secrets Manager is moto's in-process mock here)."""
+"""On AWS the database URL is built from the RDS-managed secret at cold start (narrow unit
+test: Secrets Manager is moto's in-process mock here)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from moto import mock_aws
 
 from app import config, errors
+from app.transport import secrets
 
 pytestmark = pytest.mark.unit
 
@@ -21,10 +22,10 @@ def _aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
-    config._secret_credentials.cache_clear()
+    secrets.rds_credentials.cache_clear()
     with mock_aws():
         yield
-    config._secret_credentials.cache_clear()
+    secrets.rds_credentials.cache_clear()
 
 
 def test_the_database_url_is_built_from_the_secret_with_the_password_quoted() -> None:
@@ -40,7 +41,7 @@ def test_the_database_url_is_built_from_the_secret_with_the_password_quoted() ->
     )
     s.need("database_url")
     assert (
-        s.database
+        secrets.with_database_url(s).database
         == "postgresql://tasklease:p%40ss%2Fw%3Ard@db.internal:5432/tasklease?sslmode=require"
     )
 
@@ -61,4 +62,19 @@ def test_an_unreadable_secret_is_a_config_error_naming_the_variable() -> None:
         region="us-east-1",
     )
     with pytest.raises(errors.ConfigError, match="TASKLEASE_DATABASE_SECRET_ARN: cannot read"):
+        secrets.with_database_url(s)
+
+
+def test_a_secret_not_read_is_named_instead_of_connecting_without_a_url() -> None:
+    s = config.load(
+        database_secret_arn="arn:aws:secretsmanager:us-east-1:1:secret:x",
+        database_host="db",
+        database_name="t",
+    )
+    with pytest.raises(errors.ConfigError, match="the secret was not read"):
         _ = s.database
+
+
+def test_a_url_given_is_kept_and_no_secret_is_read() -> None:
+    s = config.load(database_url="postgresql://u@h/d", database_secret_arn="arn:nope")
+    assert secrets.with_database_url(s) is s
