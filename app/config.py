@@ -43,6 +43,8 @@ class Settings(BaseSettings):
     queue_url: str | None = None
     dlq_url: str | None = None
     queue_name: str = "tasklease-jobs"
+    # Which carrier moves the job wake-ups (app/transport): one module per value.
+    transport: Literal["sqs"] = "sqs"
     region: str = Field(
         default_factory=lambda: (
             os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"

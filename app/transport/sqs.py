@@ -1,4 +1,4 @@
-"""The SQS-compatible queue: claim-check messages, batches, visibility as leases.
+"""The SQS carrier: claim checks in batches of ten, visibility as the lease, aiobotocore.
 
 The endpoint comes from botocore's own variables (``AWS_ENDPOINT_URL_SQS`` or
 ``AWS_ENDPOINT_URL``), so AWS, LocalStack and moto's server need no code change.
@@ -12,7 +12,6 @@ import json
 import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import botocore.exceptions
@@ -22,16 +21,21 @@ from botocore.config import Config
 from app import aws_limits as limits
 from app import errors
 from app.config import Settings
+from app.transport import codec
+from app.transport.base import Message
 
-MESSAGE_VERSION = 1
-# Message attributes. The marker is what makes a message on the source queue a redrive.
-ATTR_DEAD_LETTERED_AT = "tasklease-dead-lettered-at"
-ATTR_REASON = "tasklease-reason"
-ATTR_JOB_ID = "tasklease-job-id"
-# The job's redrive count when it was dead-lettered: a redrive is honoured once per
-# dead-lettering, so a stale copy of an older dead letter cannot run the job again.
-ATTR_GENERATION = "tasklease-generation"
-MAX_REASON_CHARS = 1000
+# transitional (issue 12): the integrator rewires callers after the merge
+from app.transport.base import QueueUrls as QueueUrls
+from app.transport.codec import ATTR_DEAD_LETTERED_AT as ATTR_DEAD_LETTERED_AT
+from app.transport.codec import ATTR_GENERATION as ATTR_GENERATION
+from app.transport.codec import ATTR_JOB_ID as ATTR_JOB_ID
+from app.transport.codec import ATTR_REASON as ATTR_REASON
+from app.transport.codec import MAX_REASON_CHARS as MAX_REASON_CHARS
+from app.transport.codec import MESSAGE_VERSION as MESSAGE_VERSION
+from app.transport.codec import body_for as body_for
+from app.transport.codec import job_ids as job_ids
+from app.transport.codec import parse_body as parse_body
+
 # StartMessageMoveTask moves at most 500 messages per second.
 MAX_MOVE_RATE = 500
 _UNSUPPORTED = {
@@ -43,89 +47,24 @@ _UNSUPPORTED = {
 _ATTR_KEYS = {"DataType", "StringValue", "BinaryValue"}
 
 
-def body_for(job_id: uuid.UUID | str) -> str:
-    """The claim check: the message names the job; the database holds everything else."""
-    return json.dumps({"job_id": str(job_id), "v": MESSAGE_VERSION}, separators=(",", ":"))
-
-
-# How a reason names a JSON value's type: the reader has the body, not Python.
-_JSON_TYPES = {bool: "a boolean", int: "an integer", float: "a decimal number", str: "a string"}
-_JSON_TYPES.update({type(None): "null", list: "an array", dict: "an object"})
-# How much of an unexpected value a reason quotes.
-_QUOTE_CHARS = 60
-
-
-def _quoted(value: Any) -> str:
-    """A value as the body spelled it, shortened, and ASCII: a message attribute cannot
-    carry every character a body can (a lone surrogate, most control characters)."""
-    text = json.dumps(value)
-    return text if len(text) <= _QUOTE_CHARS else text[: _QUOTE_CHARS - 3] + "..."
-
-
-def parse_body(body: str) -> uuid.UUID:
-    """The job id from a message body, or BadRequest saying what is wrong with it.
-
-    Ours is exactly ``{"job_id": "<uuid>", "v": 1}`` (extra fields ignored): ``v`` must be
-    the JSON integer 1, and neither ``true`` nor ``1.0``, which Python would compare equal
-    to 1 (bool is an int; 1.0 == 1)."""
-    try:
-        doc = json.loads(body)
-    except (TypeError, ValueError) as exc:
-        raise errors.BadRequest("message body is not JSON") from exc
-    if not isinstance(doc, dict):
-        raise errors.BadRequest(f"message body is not a JSON object but {_JSON_TYPES[type(doc)]}")
-    if "v" not in doc:
-        raise errors.BadRequest(
-            f'message body has no version "v" (ours carry "v": {MESSAGE_VERSION})'
-        )
-    version = doc["v"]
-    if type(version) is not int:
-        raise errors.BadRequest(
-            f"message version {_quoted(version)} is {_JSON_TYPES[type(version)]}, "
-            f"not the integer {MESSAGE_VERSION}"
-        )
-    if version != MESSAGE_VERSION:
-        raise errors.BadRequest(f"message version {_quoted(version)} is not {MESSAGE_VERSION}")
-    if "job_id" not in doc:
-        raise errors.BadRequest('message body has no valid job_id: "job_id" is missing')
-    raw = doc["job_id"]
-    if not isinstance(raw, str):
-        raise errors.BadRequest(
-            f"message body has no valid job_id: {_quoted(raw)} is {_JSON_TYPES[type(raw)]}, "
-            "not a UUID string"
-        )
-    try:
-        return uuid.UUID(raw)
-    except ValueError as exc:
-        raise errors.BadRequest(
-            f"message body has no valid job_id: {_quoted(raw)} is not a UUID"
-        ) from exc
-
-
-def job_ids(messages: Iterable[Mapping[str, Any]]) -> dict[str, uuid.UUID]:
-    """MessageId -> job id for the messages that are tasklease claim checks; others left out."""
-    out: dict[str, uuid.UUID] = {}
-    for m in messages:
-        try:
-            out[m["MessageId"]] = parse_body(m.get("Body", ""))
-        except errors.BadRequest:
-            continue
-    return out
-
-
 def _chunks(items: Sequence[Any], size: int = limits.MAX_BATCH) -> Iterable[Sequence[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
 
-@dataclass(frozen=True)
-class QueueUrls:
-    queue_url: str
-    dlq_url: str
+def _string(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value}
 
 
-class Queue:
-    """An open SQS client bound to the source queue and its dead-letter queue."""
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+class SqsTransport:
+    """An open SQS client bound to the source queue and its dead-letter queue.
+
+    The optional ``url`` arguments (another queue than the source) serve callers written
+    before the Transport protocol; the protocol's DLQ methods replace them."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -160,55 +99,34 @@ class Queue:
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
             raise errors.QueueError(f"SQS {op}: {exc}") from exc
 
-    # --- sending ---------------------------------------------------------------
+    async def _send_batch(self, entries: list[dict[str, Any]]) -> list[int]:
+        """One SendMessageBatch to the source queue; the indexes of the entries that failed
+        (all of them when the call itself failed)."""
+        try:
+            resp = await self._call(
+                "send_message_batch", QueueUrl=self.settings.queue, Entries=entries
+            )
+        except errors.QueueError:
+            return list(range(len(entries)))
+        return [int(f["Id"]) for f in resp.get("Failed", [])]
 
-    async def send_jobs(self, job_ids: Sequence[uuid.UUID | str]) -> list[str]:
+    # --- the source queue ------------------------------------------------------
+
+    async def send_jobs(
+        self, job_ids: Sequence[uuid.UUID | str], *, delay_seconds: float = 0
+    ) -> list[str]:
         """Send one message per job in batches of 10; returns the job ids that failed."""
+        # Whole seconds, rounded up like visibility, within SendMessage's 15 minutes.
+        delay = math.ceil(max(0, min(delay_seconds, limits.MAX_DELAY_SECONDS)))
+        extra = {"DelaySeconds": delay} if delay else {}
         failed: list[str] = []
         for chunk in _chunks(list(job_ids)):
-            entries = [{"Id": str(i), "MessageBody": body_for(j)} for i, j in enumerate(chunk)]
-            try:
-                resp = await self._call(
-                    "send_message_batch", QueueUrl=self.settings.queue, Entries=entries
-                )
-            except errors.QueueError:
-                failed.extend(str(j) for j in chunk)
-                continue
-            failed.extend(str(chunk[int(f["Id"])]) for f in resp.get("Failed", []))
+            entries = [
+                {"Id": str(i), "MessageBody": codec.body_for(j), **extra}
+                for i, j in enumerate(chunk)
+            ]
+            failed.extend(str(chunk[i]) for i in await self._send_batch(entries))
         return failed
-
-    async def send_dead_letter(
-        self, job_id: uuid.UUID | str, reason: str, *, generation: int = 0
-    ) -> None:
-        """A new message on the DLQ, carrying the marker and the reason."""
-        now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-        await self._call(
-            "send_message",
-            QueueUrl=self.settings.dlq,
-            MessageBody=body_for(job_id),
-            MessageAttributes={
-                ATTR_DEAD_LETTERED_AT: {"DataType": "String", "StringValue": now},
-                ATTR_REASON: {
-                    "DataType": "String",
-                    "StringValue": (reason or "unknown")[:MAX_REASON_CHARS],
-                },
-                ATTR_JOB_ID: {"DataType": "String", "StringValue": str(job_id)},
-                ATTR_GENERATION: {"DataType": "Number", "StringValue": str(generation)},
-            },
-        )
-
-    async def send_raw_dead_letter(self, body: str, reason: str) -> None:
-        """A message that is not ours goes to the DLQ as it came, with the reason."""
-        await self._call(
-            "send_message",
-            QueueUrl=self.settings.dlq,
-            MessageBody=body or "(empty)",
-            MessageAttributes={
-                ATTR_REASON: {"DataType": "String", "StringValue": reason[:MAX_REASON_CHARS]},
-            },
-        )
-
-    # --- receiving -------------------------------------------------------------
 
     async def receive(
         self,
@@ -217,7 +135,7 @@ class Queue:
         wait_seconds: int,
         url: str | None = None,
         visibility: int | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Message]:
         extra = {} if visibility is None else {"VisibilityTimeout": visibility}
         resp = await self._call(
             "receive_message",
@@ -260,6 +178,49 @@ class Queue:
             VisibilityTimeout=seconds,
         )
 
+    async def source_arn(self) -> str:
+        return await self.queue_arn(self.settings.queue)
+
+    # --- the dead-letter queue -------------------------------------------------
+
+    async def send_dead_letter(
+        self, job_id: uuid.UUID | str, reason: str, *, generation: int = 0
+    ) -> None:
+        """A new message on the DLQ, carrying the marker and the reason."""
+        await self._call(
+            "send_message",
+            QueueUrl=self.settings.dlq,
+            MessageBody=codec.body_for(job_id),
+            MessageAttributes={
+                codec.ATTR_DEAD_LETTERED_AT: _string(_now()),
+                codec.ATTR_REASON: _string((reason or "unknown")[: codec.MAX_REASON_CHARS]),
+                codec.ATTR_JOB_ID: _string(str(job_id)),
+                codec.ATTR_GENERATION: {"DataType": "Number", "StringValue": str(generation)},
+            },
+        )
+
+    async def send_raw_dead_letter(self, body: str, reason: str) -> None:
+        """A message that is not ours goes to the DLQ as it came, with the reason."""
+        await self._call(
+            "send_message",
+            QueueUrl=self.settings.dlq,
+            MessageBody=body or "(empty)",
+            MessageAttributes={codec.ATTR_REASON: _string(reason[: codec.MAX_REASON_CHARS])},
+        )
+
+    async def receive_dead_letters(
+        self, *, max_messages: int, wait_seconds: int, visibility: int | None = None
+    ) -> list[Message]:
+        return await self.receive(
+            url=self.settings.dlq,
+            max_messages=max_messages,
+            wait_seconds=wait_seconds,
+            visibility=visibility,
+        )
+
+    async def delete_dead_letters(self, receipt_handles: Sequence[str]) -> list[str]:
+        return await self.delete_batch(receipt_handles, url=self.settings.dlq)
+
     async def send_moved(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
         """Send DLQ messages to the source queue as they were, attributes and all; a message
         without our marker (SQS moved it by the redrive policy) gets one. Returns the
@@ -270,22 +231,14 @@ class Queue:
             for i, m in enumerate(chunk):
                 attrs = dict(m.get("MessageAttributes") or {})
                 attrs.setdefault(
-                    ATTR_DEAD_LETTERED_AT,
-                    {"DataType": "String", "StringValue": dt.datetime.now(dt.UTC).isoformat()},
+                    codec.ATTR_DEAD_LETTERED_AT, _string(dt.datetime.now(dt.UTC).isoformat())
                 )
                 attrs = {
                     k: {kk: vv for kk, vv in v.items() if kk in _ATTR_KEYS}
                     for k, v in attrs.items()
                 }
                 entries.append({"Id": str(i), "MessageBody": m["Body"], "MessageAttributes": attrs})
-            try:
-                resp = await self._call(
-                    "send_message_batch", QueueUrl=self.settings.queue, Entries=entries
-                )
-            except errors.QueueError:
-                failed.extend(m["MessageId"] for m in chunk)
-                continue
-            failed.extend(chunk[int(f["Id"])]["MessageId"] for f in resp.get("Failed", []))
+            failed.extend(chunk[i]["MessageId"] for i in await self._send_batch(entries))
         return failed
 
     async def start_move(self, *, rate: int | None = None) -> str | None:
@@ -326,10 +279,10 @@ class Queue:
         resp = await self._call("get_queue_attributes", QueueUrl=url, AttributeNames=["QueueArn"])
         return str(resp["Attributes"]["QueueArn"])
 
-    async def depth(self, url: str) -> dict[str, int]:
+    async def depth(self, url: str | None = None) -> dict[str, int]:
         resp = await self._call(
             "get_queue_attributes",
-            QueueUrl=url,
+            QueueUrl=url or self.settings.queue,
             AttributeNames=[
                 "ApproximateNumberOfMessages",
                 "ApproximateNumberOfMessagesNotVisible",
@@ -337,6 +290,9 @@ class Queue:
             ],
         )
         return {k: int(v) for k, v in resp["Attributes"].items()}
+
+    async def dead_letter_depth(self) -> dict[str, int]:
+        return await self.depth(self.settings.dlq)
 
     async def create_queues(self, name: str) -> QueueUrls:
         """Create (or find) the source queue and its DLQ, with the redrive policy."""
@@ -371,3 +327,7 @@ class Queue:
             },
         )
         return QueueUrls(queue_url=src_url, dlq_url=dlq_url)
+
+
+# transitional (issue 12): the integrator rewires callers after the merge
+Queue = SqsTransport

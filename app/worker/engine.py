@@ -29,6 +29,7 @@ from app.kinds import providers
 from app.kinds.context import JobContext, Services
 from app.states import JobState
 from app.store.pool import Database, q
+from app.transport import codec
 from app.transport import sqs as queue
 from app.worker import backoff
 
@@ -146,7 +147,7 @@ class Engine:
             return True
 
         token = uuid.uuid4()
-        job = await self._claims.submit(Claim(job_id, token, _redrive_generation(record)))
+        job = await self._claims.submit(Claim(job_id, token, codec.redrive_generation(record)))
         if job is None:
             return await self._not_claimed(job_id, record, body)
         fields = {
@@ -466,15 +467,3 @@ class Engine:
                 await self.sqs.change_visibility(lease.receipt_handle, HANDBACK_VISIBILITY_SECONDS)
             log.info("lease handed back", extra={**lease.fields, "state": JobState.QUEUED})
         return False
-
-
-def _redrive_generation(record: Mapping[str, Any]) -> int | None:
-    """The generation a marked dead letter carries, when this message is one moved back."""
-    attrs = record.get("messageAttributes") or {}
-    if queue.ATTR_DEAD_LETTERED_AT not in attrs:
-        return None
-    raw = (attrs.get(queue.ATTR_GENERATION) or {}).get("stringValue")
-    try:
-        return int(raw) if raw is not None else None
-    except ValueError:
-        return None
