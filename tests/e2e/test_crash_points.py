@@ -20,7 +20,7 @@ from app.crashpoints import CONSENT, Point
 from app.stack import embedded
 from app.states import JobState
 from tests import helpers
-from tests.conftest import Stack, job_row, run, wait_for
+from tests.conftest import Stack, job_row, wait_for
 from tests.invariants import (
     check_invariants,
     deliveries,
@@ -58,14 +58,10 @@ def crash_env(point: Point) -> dict[str, str]:
     return {"TASKLEASE_CRASH_AT": point.value, "TASKLEASE_ALLOW_CRASH_POINTS": CONSENT}
 
 
-def submit(stack: Stack, kind: str, payload: dict[str, Any], **kw: Any) -> str:
+async def submit(stack: Stack, kind: str, payload: dict[str, Any], **kw: Any) -> str:
     """The API's own submit path (service.submit), from this process."""
-
-    async def go() -> Any:
-        async with helpers.engine_for(stack.settings) as engine:
-            return await helpers.submit(engine, kind, payload, **kw)
-
-    return str(run(go()))
+    async with helpers.engine_for(stack.settings) as engine:
+        return str(await helpers.submit(engine, kind, payload, **kw))
 
 
 def died_by_sigkill(proc: subprocess.Popen[bytes], what: str, timeout: float = 60) -> None:
@@ -118,19 +114,20 @@ AT_DEATH: dict[Point, tuple[JobState, int, list[str], int]] = {
 
 
 @pytest.mark.parametrize("point", list(Point), ids=[p.value for p in Point])
-def test_a_process_killed_at_a_crash_point_leaves_every_invariant_standing(
+@pytest.mark.asyncio
+async def test_a_process_killed_at_a_crash_point_leaves_every_invariant_standing(
     stack: Stack, sql: Any, point: Point
 ) -> None:
     webhook_up = webhook_starting(stack)
     if point == Point.AFTER_OUTBOX_COMMIT:
         killed_after_the_outbox_commit(stack, sql, webhook_up)
     elif point == Point.WHILE_DEAD_LETTERING:
-        killed_while_dead_lettering(stack, sql, webhook_up)
+        await killed_while_dead_lettering(stack, sql, webhook_up)
     else:
-        killed_in_the_worker(stack, sql, point, webhook_up)
+        await killed_in_the_worker(stack, sql, point, webhook_up)
 
 
-def killed_in_the_worker(
+async def killed_in_the_worker(
     stack: Stack, sql: Any, point: Point, webhook_up: Callable[[], None]
 ) -> None:
     assert point in AT_DEATH, f"crash point {point} is new: add what the row shows to AT_DEATH"
@@ -138,7 +135,7 @@ def killed_in_the_worker(
     # Given a worker armed to die at the point, and a triage job for it.
     doomed = stack.worker(env=crash_env(point), name="doomed")
     webhook_up()
-    job_id = submit(stack, "support.triage", TICKET)
+    job_id = await submit(stack, "support.triage", TICKET)
     # When it dies there.
     died_by_sigkill(doomed, f"the worker armed at {point}")
     row = job_row(sql, job_id)
@@ -201,11 +198,13 @@ def killed_after_the_outbox_commit(stack: Stack, sql: Any, webhook_up: Callable[
     check_invariants(sql, stack, [job_id])
 
 
-def killed_while_dead_lettering(stack: Stack, sql: Any, webhook_up: Callable[[], None]) -> None:
+async def killed_while_dead_lettering(
+    stack: Stack, sql: Any, webhook_up: Callable[[], None]
+) -> None:
     # Given a permanently failing job and a worker armed to die mid dead-lettering.
     doomed = stack.worker(env=crash_env(Point.WHILE_DEAD_LETTERING), name="doomed")
     webhook_up()
-    job_id = submit(stack, "support.triage", PERMANENT_TICKET)
+    job_id = await submit(stack, "support.triage", PERMANENT_TICKET)
     died_by_sigkill(doomed, "the worker armed at while_dead_lettering")
     row = job_row(sql, job_id)
     # The DLQ message is sent; the row is not marked yet.
@@ -245,17 +244,16 @@ def killed_while_dead_lettering(stack: Stack, sql: Any, webhook_up: Callable[[],
     check_invariants(sql, stack, [job_id])
 
 
-def test_the_invariant_checker_fails_on_what_it_guards_against(stack: Stack, sql: Any) -> None:
+@pytest.mark.asyncio
+async def test_the_invariant_checker_fails_on_what_it_guards_against(
+    stack: Stack, sql: Any
+) -> None:
     """A checker that cannot fail proves nothing: forge each violation on a finished job."""
 
-    async def go() -> str:
-        async with helpers.engine_for(stack.settings) as engine:
-            job_id = await helpers.submit(engine, "demo.noop", {})
-            records = await helpers.receive_records(engine)
-            await engine.handle({"Records": records}, None)
-            return str(job_id)
-
-    job_id = run(go())
+    async with helpers.engine_for(stack.settings) as engine:
+        job_id = str(await helpers.submit(engine, "demo.noop", {}))
+        records = await helpers.receive_records(engine)
+        await engine.handle({"Records": records}, None)
     check_invariants(sql, stack, [job_id])  # the honest run passes
 
     # A second completion, a zombie's effect after the end, a lost outbox row.

@@ -10,7 +10,7 @@ import pytest
 
 from app.api import create_app
 from app.states import JobState
-from tests.conftest import Stack, bearer, job_row, run
+from tests.conftest import Stack, bearer, job_row
 from tests.helpers import engine_for, receive_records
 
 with warnings.catch_warnings():
@@ -27,15 +27,12 @@ def client(stack: Stack) -> Iterator[TestClient]:
         yield c
 
 
-def process_all(stack: Stack, rounds: int = 6) -> None:
-    async def go() -> None:
-        async with engine_for(stack.settings) as engine:
-            for _ in range(rounds):
-                records = await receive_records(engine, wait=1)
-                if records:
-                    await engine.handle({"Records": records}, None)
-
-    run(go())
+async def process_all(stack: Stack, rounds: int = 6) -> None:
+    async with engine_for(stack.settings) as engine:
+        for _ in range(rounds):
+            records = await receive_records(engine, wait=1)
+            if records:
+                await engine.handle({"Records": records}, None)
 
 
 def post(client: TestClient, kind: str, payload: dict[str, Any], **extra: Any) -> str:
@@ -57,13 +54,14 @@ def test_cancel_over_http_is_immediate_for_a_queued_job_and_409_once_finished(
     assert client.post("/v1/jobs/00000000-0000-0000-0000-000000000000/cancel").status_code == 404
 
 
-def test_dead_letters_are_listed_and_redriven_over_http(
+@pytest.mark.asyncio
+async def test_dead_letters_are_listed_and_redriven_over_http(
     stack: Stack, client: TestClient, sql: Any
 ) -> None:
     ticket = {"ticket_id": "T-5", "subject": "[transient] Refund", "body": "charged twice"}
     job_id = post(client, "support.triage", ticket, max_attempts=1)
     ok_id = post(client, "demo.noop", {})
-    process_all(stack)
+    await process_all(stack)
     listed = client.get("/v1/dead-letters").json()
     assert [j["id"] for j in listed] == [job_id]
     assert listed[0]["dead_lettered_by"] == "engine"
@@ -77,7 +75,7 @@ def test_dead_letters_are_listed_and_redriven_over_http(
     assert resp.status_code == 202
     assert resp.json()["state"] == "queued"
     assert resp.json()["attempt"] == 0
-    process_all(stack)
+    await process_all(stack)
     row = job_row(sql, job_id)
     assert row["state"] == JobState.SUCCEEDED
     assert client.get("/v1/dead-letters").json() == []

@@ -19,7 +19,7 @@ from app.api import create_app
 from app.services import auth
 from app.states import JobState
 from app.store.pool import Database
-from tests.conftest import Stack, bearer, job_row, run, wait_for
+from tests.conftest import Stack, bearer, job_row, wait_for
 from tests.helpers import engine_for, receive_records
 
 with warnings.catch_warnings():
@@ -140,18 +140,14 @@ def queue_depth(stack: Stack) -> int:
     return stack.queue_depth()
 
 
-def revoke(stack: Stack, key_id: str) -> dict[str, Any]:
-    async def go() -> dict[str, Any]:
-        assert stack.settings.database_url is not None
-        database = Database(stack.settings.database_url, min_size=1, max_size=1)
-        await database.open()
-        try:
-            return await auth.revoke_key(database, key_id)
-        finally:
-            await database.close()
-
-    row: dict[str, Any] = run(go())
-    return row
+async def revoke(stack: Stack, key_id: str) -> dict[str, Any]:
+    assert stack.settings.database_url is not None
+    database = Database(stack.settings.database_url, min_size=1, max_size=1)
+    await database.open()
+    try:
+        return await auth.revoke_key(database, key_id)
+    finally:
+        await database.close()
 
 
 def key_id(key: str) -> str:
@@ -237,7 +233,8 @@ def test_every_v1_route_without_a_valid_key_is_401_and_changes_nothing(
     assert queue_depth(tenants.stack) == depth
 
 
-def test_a_revoked_key_is_refused_at_once_though_this_process_verified_it_before(
+@pytest.mark.asyncio
+async def test_a_revoked_key_is_refused_at_once_though_this_process_verified_it_before(
     tenants: Tenants, sql: Any
 ) -> None:
     # Given: acme's key works on every route, so this process has verified it.
@@ -251,7 +248,7 @@ def test_a_revoked_key_is_refused_at_once_though_this_process_verified_it_before
     probe = dead_lettered_job(tenants, sql, second_acme_key)
 
     # When: it is revoked (by another connection, as `tasklease keys revoke` does).
-    revoked = revoke(tenants.stack, key_id(tenants.acme))
+    revoked = await revoke(tenants.stack, key_id(tenants.acme))
     assert revoked["revoked_at"] is not None
     before = snapshot(sql)
 
@@ -295,7 +292,8 @@ REVOKED_SUBMISSIONS = {
 
 
 @pytest.mark.parametrize("case", REVOKED_SUBMISSIONS)
-def test_a_revoked_key_submits_nothing_though_its_check_rides_on_the_insert(
+@pytest.mark.asyncio
+async def test_a_revoked_key_submits_nothing_though_its_check_rides_on_the_insert(
     tenants: Tenants, sql: Any, case: str
 ) -> None:
     path, body, headers = REVOKED_SUBMISSIONS[case]
@@ -312,7 +310,7 @@ def test_a_revoked_key_submits_nothing_though_its_check_rides_on_the_insert(
     assert key_id(tenants.acme) in verifier._verified
 
     # When: the key is revoked by another connection, and the request comes.
-    revoke(tenants.stack, key_id(tenants.acme))
+    await revoke(tenants.stack, key_id(tenants.acme))
     before, depth = snapshot(sql), queue_depth(tenants.stack)
     resp = tenants.client.post(path, json=body, headers={**bearer(tenants.acme), **headers})
 
@@ -350,16 +348,17 @@ def test_a_known_key_submits_without_reading_its_row_first(tenants: Tenants) -> 
         verifier.db.fetch_one = fetch_one
 
 
-def test_revoking_twice_keeps_the_first_time_and_an_unknown_id_is_not_found(
+@pytest.mark.asyncio
+async def test_revoking_twice_keeps_the_first_time_and_an_unknown_id_is_not_found(
     tenants: Tenants,
 ) -> None:
-    first = revoke(tenants.stack, key_id(tenants.globex))
-    second = revoke(tenants.stack, key_id(tenants.globex))
+    first = await revoke(tenants.stack, key_id(tenants.globex))
+    second = await revoke(tenants.stack, key_id(tenants.globex))
     assert second["revoked_at"] == first["revoked_at"]
     with pytest.raises(errors.NotFound):
-        revoke(tenants.stack, "0" * 12)
+        await revoke(tenants.stack, "0" * 12)
     with pytest.raises(errors.BadRequest):
-        revoke(tenants.stack, "not-an-id")
+        await revoke(tenants.stack, "not-an-id")
     assert tenants.client.get("/v1/me", headers=bearer(tenants.globex)).status_code == 401
 
 
@@ -497,32 +496,30 @@ def test_idempotency_keys_are_per_tenant(tenants: Tenants, sql: Any) -> None:
 PERMANENT = {"kind": "demo.flaky", "payload": {"permanent": True}}
 
 
-def run_until_dead_lettered(stack: Stack, sql: Any, job_ids: list[str]) -> None:
+async def run_until_dead_lettered(stack: Stack, sql: Any, job_ids: list[str]) -> None:
     """The in-process engine takes messages until every job is dead-lettered."""
 
     def all_dead() -> bool:
         return all(job_row(sql, j)["state"] == JobState.DEAD_LETTERED for j in job_ids)
 
-    async def go() -> None:
-        async with engine_for(stack.settings) as engine:
-            for _ in range(10):
-                if all_dead():
-                    return
-                records = await receive_records(engine, wait=1)
-                if records:
-                    await engine.handle({"Records": records}, None)
-
-    run(go())
+    async with engine_for(stack.settings) as engine:
+        for _ in range(10):
+            if all_dead():
+                break
+            records = await receive_records(engine, wait=1)
+            if records:
+                await engine.handle({"Records": records}, None)
     assert all_dead(), [job_row(sql, j)["state"] for j in job_ids]
 
 
-def test_dead_letters_are_scoped_to_the_tenant_and_bulk_redrive_needs_an_admin_key(
+@pytest.mark.asyncio
+async def test_dead_letters_are_scoped_to_the_tenant_and_bulk_redrive_needs_an_admin_key(
     tenants: Tenants, sql: Any
 ) -> None:
     # Given: one permanent failure each for acme and globex, dead-lettered by the engine.
     acme_job = submit(tenants, tenants.acme, PERMANENT)
     globex_job = submit(tenants, tenants.globex, PERMANENT)
-    run_until_dead_lettered(tenants.stack, sql, [acme_job, globex_job])
+    await run_until_dead_lettered(tenants.stack, sql, [acme_job, globex_job])
 
     def dead(key: str, **params: str) -> Any:
         return tenants.client.get("/v1/dead-letters", params=params, headers=bearer(key))

@@ -11,7 +11,7 @@ import pytest
 
 from app.states import JobState
 from app.transport import sqs as queue
-from tests.conftest import Stack, job_row, run
+from tests.conftest import Stack, job_row
 from tests.helpers import engine_for, receive_records, submit
 
 pytestmark = pytest.mark.integration
@@ -26,14 +26,12 @@ def events(sql: Any, job_id: Any) -> list[str]:
     return [r["to_state"] for r in rows]
 
 
-def test_happy_path_runs_the_job_and_records_each_effect_once(stack: Stack, sql: Any) -> None:
-    async def go() -> tuple[Any, dict[str, Any]]:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, "support.triage", TICKET)
-            records = await receive_records(engine)
-            return job_id, await engine.handle({"Records": records}, None)
-
-    job_id, response = run(go())
+@pytest.mark.asyncio
+async def test_happy_path_runs_the_job_and_records_each_effect_once(stack: Stack, sql: Any) -> None:
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "support.triage", TICKET)
+        records = await receive_records(engine)
+        response = await engine.handle({"Records": records}, None)
     assert response == {"batchItemFailures": []}
     job = job_row(sql, job_id)
     assert job["state"] == JobState.SUCCEEDED
@@ -47,41 +45,36 @@ def test_happy_path_runs_the_job_and_records_each_effect_once(stack: Stack, sql:
     assert [c["outcome"] for c in stack.model_calls()] == ["ok"]
 
 
-def test_duplicate_delivery_in_sequence_runs_the_job_once(stack: Stack, sql: Any) -> None:
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, "support.triage", TICKET)
-            records = await receive_records(engine)
-            first = await engine.handle({"Records": records}, None)
-            second = await engine.handle({"Records": records}, None)  # the same record again
-            return job_id, first, second
-
-    job_id, first, second = run(go())
+@pytest.mark.asyncio
+async def test_duplicate_delivery_in_sequence_runs_the_job_once(stack: Stack, sql: Any) -> None:
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "support.triage", TICKET)
+        records = await receive_records(engine)
+        first = await engine.handle({"Records": records}, None)
+        second = await engine.handle({"Records": records}, None)  # the same record again
     assert first == second == {"batchItemFailures": []}  # the late duplicate is deleted
     assert job_row(sql, job_id)["attempt"] == 1
     assert events(sql, job_id).count("succeeded") == 1
     assert len(stack.model_calls()) == 1
 
 
-def test_duplicate_delivery_at_once_runs_the_job_once(stack: Stack, sql: Any) -> None:
+@pytest.mark.asyncio
+async def test_duplicate_delivery_at_once_runs_the_job_once(stack: Stack, sql: Any) -> None:
     """Two workers hold copies of one job's message at the same moment."""
     slow = stack.with_settings(fake_model_latency_ms=500)
 
-    async def go() -> Any:
-        async with (
-            engine_for(slow) as a,
-            engine_for(slow.model_copy(update={"worker_id": "other"})) as b,
-        ):
-            job_id = await submit(a, "support.triage", TICKET)
-            await a.sqs.send_jobs([job_id])  # a second message for the same job
-            records = await receive_records(a)
-            while len(records) < 2:
-                records += await receive_records(a)
-            return job_id, await asyncio.gather(
-                a.handle({"Records": [records[0]]}, None), b.handle({"Records": [records[1]]}, None)
-            )
-
-    job_id, responses = run(go())
+    async with (
+        engine_for(slow) as a,
+        engine_for(slow.model_copy(update={"worker_id": "other"})) as b,
+    ):
+        job_id = await submit(a, "support.triage", TICKET)
+        await a.sqs.send_jobs([job_id])  # a second message for the same job
+        records = await receive_records(a)
+        while len(records) < 2:
+            records += await receive_records(a)
+        responses = await asyncio.gather(
+            a.handle({"Records": [records[0]]}, None), b.handle({"Records": [records[1]]}, None)
+        )
     failures = [len(r["batchItemFailures"]) for r in responses]
     assert sorted(failures) == [0, 1]  # the duplicate is left on the queue, not run
     assert job_row(sql, job_id)["state"] == JobState.SUCCEEDED
@@ -95,21 +88,18 @@ def test_duplicate_delivery_at_once_runs_the_job_once(stack: Stack, sql: Any) ->
     )
 
 
-def test_transient_failure_retries_with_backoff_then_succeeds(stack: Stack, sql: Any) -> None:
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, "demo.flaky", {"fail_attempts": 1})
-            first = await engine.handle({"Records": await receive_records(engine)}, None)
-            after_first = job_row(sql, job_id)
-            records: list[dict[str, Any]] = []
-            for _ in range(10):  # the message comes back after the backoff
-                records = await receive_records(engine, wait=1)
-                if records:
-                    break
-            second = await engine.handle({"Records": records}, None)
-            return job_id, first, after_first, second
-
-    job_id, first, after_first, second = run(go())
+@pytest.mark.asyncio
+async def test_transient_failure_retries_with_backoff_then_succeeds(stack: Stack, sql: Any) -> None:
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.flaky", {"fail_attempts": 1})
+        first = await engine.handle({"Records": await receive_records(engine)}, None)
+        after_first = job_row(sql, job_id)
+        records: list[dict[str, Any]] = []
+        for _ in range(10):  # the message comes back after the backoff
+            records = await receive_records(engine, wait=1)
+            if records:
+                break
+        second = await engine.handle({"Records": records}, None)
     assert len(first["batchItemFailures"]) == 1
     assert after_first["state"] == JobState.RETRYING
     assert "attempt 1 fails on purpose" in after_first["last_error"]
@@ -128,13 +118,11 @@ def test_transient_failure_retries_with_backoff_then_succeeds(stack: Stack, sql:
     ]
 
 
-def test_permanent_failure_lands_in_the_dlq_with_its_reason(stack: Stack, sql: Any) -> None:
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, "demo.flaky", {"permanent": True})
-            return job_id, await engine.handle({"Records": await receive_records(engine)}, None)
-
-    job_id, response = run(go())
+@pytest.mark.asyncio
+async def test_permanent_failure_lands_in_the_dlq_with_its_reason(stack: Stack, sql: Any) -> None:
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.flaky", {"permanent": True})
+        response = await engine.handle({"Records": await receive_records(engine)}, None)
     assert response == {"batchItemFailures": []}  # the source message is deleted
     job = job_row(sql, job_id)
     assert job["state"] == JobState.DEAD_LETTERED
@@ -150,80 +138,76 @@ def test_permanent_failure_lands_in_the_dlq_with_its_reason(stack: Stack, sql: A
     assert queue.ATTR_DEAD_LETTERED_AT in attrs
 
 
-def test_last_attempt_failing_dead_letters_the_job(stack: Stack, sql: Any) -> None:
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, "demo.flaky", {"fail_attempts": 5}, max_attempts=2)
-            for _ in range(20):
-                records = await receive_records(engine, wait=1)
-                if records:
-                    await engine.handle({"Records": records}, None)
-                if job_row(sql, job_id)["state"] == JobState.DEAD_LETTERED:
-                    break
-            return job_id
-
-    job_id = run(go())
+@pytest.mark.asyncio
+async def test_last_attempt_failing_dead_letters_the_job(stack: Stack, sql: Any) -> None:
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.flaky", {"fail_attempts": 5}, max_attempts=2)
+        for _ in range(20):
+            records = await receive_records(engine, wait=1)
+            if records:
+                await engine.handle({"Records": records}, None)
+            if job_row(sql, job_id)["state"] == JobState.DEAD_LETTERED:
+                break
     job = job_row(sql, job_id)
     assert job["state"] == JobState.DEAD_LETTERED
     assert job["attempt"] == 2
     assert job["last_error"].startswith("attempts used up (2)")
 
 
-def test_a_zombie_workers_late_effect_and_completion_change_nothing(stack: Stack, sql: Any) -> None:
+@pytest.mark.asyncio
+async def test_a_zombie_workers_late_effect_and_completion_change_nothing(
+    stack: Stack, sql: Any
+) -> None:
     """Worker A's lease expires while it is paused; B takes over and finishes; A wakes up."""
 
-    async def go() -> Any:
-        async with (
-            engine_for(stack.settings) as a,
-            engine_for(stack.with_settings(worker_id="b")) as b,
-        ):
-            job_id = await submit(a, "demo.noop", {})
-            await receive_records(a)  # take the message off the queue; we claim by hand
-            zombie_token = uuid.uuid4()
-            claimed = await a.db.fetch(
-                a_claim(),
-                {
-                    "ids": [job_id],
-                    "tokens": [zombie_token],
-                    "generations": [None],
-                    "owner": "zombie",
-                    "lease_seconds": 0.2,
-                },
-            )
-            assert claimed, "the zombie's claim"
-            await a.db.fetch(q_start(), {"ids": [job_id], "tokens": [zombie_token]})
-            await asyncio.sleep(0.5)  # the zombie's lease expires
-            await b.sqs.send_jobs([job_id])
-            done = await b.handle({"Records": await receive_records(b)}, None)
-            # The zombie wakes up and tries to write.
-            effect = await a.db.fetch(
-                q_record(),
-                {
-                    "id": job_id,
-                    "token": zombie_token,
-                    "key": "late",
-                    "seq": 9,
-                    "result": jsonb({"from": "zombie"}),
-                },
-            )
-            finish = await a.db.fetch_one(
-                q_finish(),
-                {
-                    "id": job_id,
-                    "token": zombie_token,
-                    "to_state": "succeeded",
-                    "from_state": "running",
-                    "result": jsonb({"from": "zombie"}),
-                    "error": None,
-                    "delay": 0,
-                    "refund": 0,
-                    "dead_lettered_by": None,
-                    "detail": None,
-                },
-            )
-            return job_id, done, effect, finish
-
-    job_id, done, effect, finish = run(go())
+    async with (
+        engine_for(stack.settings) as a,
+        engine_for(stack.with_settings(worker_id="b")) as b,
+    ):
+        job_id = await submit(a, "demo.noop", {})
+        await receive_records(a)  # take the message off the queue; we claim by hand
+        zombie_token = uuid.uuid4()
+        claimed = await a.db.fetch(
+            a_claim(),
+            {
+                "ids": [job_id],
+                "tokens": [zombie_token],
+                "generations": [None],
+                "owner": "zombie",
+                "lease_seconds": 0.2,
+            },
+        )
+        assert claimed, "the zombie's claim"
+        await a.db.fetch(q_start(), {"ids": [job_id], "tokens": [zombie_token]})
+        await asyncio.sleep(0.5)  # the zombie's lease expires
+        await b.sqs.send_jobs([job_id])
+        done = await b.handle({"Records": await receive_records(b)}, None)
+        # The zombie wakes up and tries to write.
+        effect = await a.db.fetch(
+            q_record(),
+            {
+                "id": job_id,
+                "token": zombie_token,
+                "key": "late",
+                "seq": 9,
+                "result": jsonb({"from": "zombie"}),
+            },
+        )
+        finish = await a.db.fetch_one(
+            q_finish(),
+            {
+                "id": job_id,
+                "token": zombie_token,
+                "to_state": "succeeded",
+                "from_state": "running",
+                "result": jsonb({"from": "zombie"}),
+                "error": None,
+                "delay": 0,
+                "refund": 0,
+                "dead_lettered_by": None,
+                "detail": None,
+            },
+        )
     assert done == {"batchItemFailures": []}
     assert effect == []
     assert finish is not None
@@ -240,26 +224,24 @@ def test_a_zombie_workers_late_effect_and_completion_change_nothing(stack: Stack
     assert events(sql, job_id).count("succeeded") == 1
 
 
-def test_a_zombie_engine_stops_when_its_heartbeat_finds_the_lease_gone(
+@pytest.mark.asyncio
+async def test_a_zombie_engine_stops_when_its_heartbeat_finds_the_lease_gone(
     stack: Stack, sql: Any
 ) -> None:
     """The engine itself, not a hand-made zombie: its heartbeat notices and it writes nothing."""
     settings = stack.with_settings(visibility_timeout_seconds=2)
 
-    async def go() -> Any:
-        async with engine_for(settings) as a:
-            job_id = await submit(a, "demo.sleep", {"seconds": 3, "steps": 1})
-            records = await receive_records(a)
-            task = asyncio.create_task(a.handle({"Records": records}, None))
-            await asyncio.sleep(0.5)
-            # Another worker takes the lease (as if A's lease had expired): a new token.
-            sql.execute(
-                "UPDATE jobs SET lease_token = gen_random_uuid(), lease_owner = 'b' WHERE id = %s",
-                (job_id,),
-            )
-            return job_id, await task
-
-    job_id, response = run(go())
+    async with engine_for(settings) as a:
+        job_id = await submit(a, "demo.sleep", {"seconds": 3, "steps": 1})
+        records = await receive_records(a)
+        task = asyncio.create_task(a.handle({"Records": records}, None))
+        await asyncio.sleep(0.5)
+        # Another worker takes the lease (as if A's lease had expired): a new token.
+        sql.execute(
+            "UPDATE jobs SET lease_token = gen_random_uuid(), lease_owner = 'b' WHERE id = %s",
+            (job_id,),
+        )
+        response = await task
     assert len(response["batchItemFailures"]) == 1  # left for the new holder
     job = job_row(sql, job_id)
     assert job["state"] == JobState.RUNNING
@@ -272,24 +254,21 @@ def test_a_zombie_engine_stops_when_its_heartbeat_finds_the_lease_gone(
     )
 
 
-def test_the_outbox_relay_sends_a_job_whose_first_send_failed(stack: Stack, sql: Any) -> None:
+@pytest.mark.asyncio
+async def test_the_outbox_relay_sends_a_job_whose_first_send_failed(stack: Stack, sql: Any) -> None:
     from app.services import sweeper
 
     broken = stack.with_settings(queue_url=stack.settings.queue + "-does-not-exist")
 
-    async def go() -> Any:
-        async with engine_for(broken) as engine:
-            job_id = await submit(engine, "demo.noop", {})  # 202 even though the send failed
-        unsent = sql.execute(
-            "SELECT sent_at, send_attempts FROM outbox WHERE job_id = %s", (job_id,)
-        ).fetchone()
-        async with engine_for(stack.settings) as engine:
-            sent = await sweeper.relay_outbox(stack.settings, engine.db, engine.sqs)
-            records = await receive_records(engine)
-            response = await engine.handle({"Records": records}, None)
-        return job_id, unsent, sent, records, response
-
-    job_id, unsent, sent, records, response = run(go())
+    async with engine_for(broken) as engine:
+        job_id = await submit(engine, "demo.noop", {})  # 202 even though the send failed
+    unsent = sql.execute(
+        "SELECT sent_at, send_attempts FROM outbox WHERE job_id = %s", (job_id,)
+    ).fetchone()
+    async with engine_for(stack.settings) as engine:
+        sent = await sweeper.relay_outbox(stack.settings, engine.db, engine.sqs)
+        records = await receive_records(engine)
+        response = await engine.handle({"Records": records}, None)
     assert unsent["sent_at"] is None
     assert unsent["send_attempts"] == 1
     assert sent == 1
@@ -298,23 +277,21 @@ def test_the_outbox_relay_sends_a_job_whose_first_send_failed(stack: Stack, sql:
     assert job_row(sql, job_id)["state"] == JobState.SUCCEEDED
 
 
-def test_messages_that_are_not_ours_go_to_the_dlq_and_the_batch_goes_on(
+@pytest.mark.asyncio
+async def test_messages_that_are_not_ours_go_to_the_dlq_and_the_batch_goes_on(
     stack: Stack, sql: Any
 ) -> None:
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, "demo.noop", {})
-            stack.sqs.send_message(QueueUrl=stack.settings.queue, MessageBody="not json")
-            stack.sqs.send_message(
-                QueueUrl=stack.settings.queue,
-                MessageBody=json.dumps({"job_id": str(uuid.uuid4()), "v": 1}),
-            )
-            records: list[dict[str, Any]] = []
-            while len(records) < 3:
-                records += await receive_records(engine)
-            return job_id, await engine.handle({"Records": records}, None)
-
-    job_id, response = run(go())
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.noop", {})
+        stack.sqs.send_message(QueueUrl=stack.settings.queue, MessageBody="not json")
+        stack.sqs.send_message(
+            QueueUrl=stack.settings.queue,
+            MessageBody=json.dumps({"job_id": str(uuid.uuid4()), "v": 1}),
+        )
+        records: list[dict[str, Any]] = []
+        while len(records) < 3:
+            records += await receive_records(engine)
+        response = await engine.handle({"Records": records}, None)
     assert response == {"batchItemFailures": []}
     assert job_row(sql, job_id)["state"] == JobState.SUCCEEDED
     reasons = []
@@ -331,7 +308,8 @@ def test_messages_that_are_not_ours_go_to_the_dlq_and_the_batch_goes_on(
     assert sorted(r.split(":")[0].split(" ")[0] for r in reasons) == ["not", "unknown"]
 
 
-def test_a_lambda_running_out_of_time_hands_the_lease_back_without_using_an_attempt(
+@pytest.mark.asyncio
+async def test_a_lambda_running_out_of_time_hands_the_lease_back_without_using_an_attempt(
     stack: Stack, sql: Any
 ) -> None:
     class ShortContext:
@@ -347,20 +325,16 @@ def test_a_lambda_running_out_of_time_hands_the_lease_back_without_using_an_atte
 
     settings = stack.with_settings(handback_margin_seconds=0.5)
 
-    async def go() -> Any:
-        async with engine_for(settings) as engine:
-            job_id = await submit(engine, "demo.sleep", {"seconds": 0.4, "steps": 4})
-            outcomes = []
-            for _ in range(30):
-                records = await receive_records(engine, wait=1)
-                if not records:
-                    continue
-                outcomes.append(await engine.handle({"Records": records}, ShortContext(1.5)))
-                if job_row(sql, job_id)["state"] == JobState.SUCCEEDED:
-                    break
-            return job_id, outcomes
-
-    job_id, outcomes = run(go())
+    async with engine_for(settings) as engine:
+        job_id = await submit(engine, "demo.sleep", {"seconds": 0.4, "steps": 4})
+        outcomes = []
+        for _ in range(30):
+            records = await receive_records(engine, wait=1)
+            if not records:
+                continue
+            outcomes.append(await engine.handle({"Records": records}, ShortContext(1.5)))
+            if job_row(sql, job_id)["state"] == JobState.SUCCEEDED:
+                break
     job = job_row(sql, job_id)
     assert job["state"] == JobState.SUCCEEDED
     assert len(outcomes) >= 2, "the job needed more than one invocation"

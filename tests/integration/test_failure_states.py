@@ -18,7 +18,7 @@ from app.services import submit as service
 from app.states import JobState
 from app.store.pool import q
 from app.transport import sqs as queue
-from tests.conftest import Stack, job_row, run
+from tests.conftest import Stack, job_row
 from tests.helpers import engine_for, receive_records, submit
 
 pytestmark = pytest.mark.integration
@@ -65,33 +65,26 @@ def dlq_messages(stack: Stack) -> list[dict[str, Any]]:
     return out
 
 
-def dead_letter_one(stack: Stack, sql: Any) -> Any:
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, "support.triage", FLAKY_TICKET, max_attempts=1)
-            await drain(engine, sql, job_id, {JobState.DEAD_LETTERED})
-            return job_id
-
-    job_id = run(go())
+async def dead_letter_one(stack: Stack, sql: Any) -> Any:
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "support.triage", FLAKY_TICKET, max_attempts=1)
+        await drain(engine, sql, job_id, {JobState.DEAD_LETTERED})
     row = job_row(sql, job_id)
     assert row["state"] == JobState.DEAD_LETTERED, row
     assert row["last_error"].startswith("attempts used up (1)")
     return job_id
 
 
-def test_a_dead_lettered_job_redriven_by_id_succeeds_once_its_cause_is_gone(
+@pytest.mark.asyncio
+async def test_a_dead_lettered_job_redriven_by_id_succeeds_once_its_cause_is_gone(
     stack: Stack, sql: Any
 ) -> None:
-    job_id = dead_letter_one(stack, sql)
+    job_id = await dead_letter_one(stack, sql)
 
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            report = await redrive.redrive(stack.settings, engine.db, engine.sqs, job_ids=[job_id])
-            after_redrive = job_row(sql, job_id)
-            final = await drain(engine, sql, job_id, {JobState.SUCCEEDED, JobState.DEAD_LETTERED})
-            return report, after_redrive, final
-
-    report, after_redrive, final = run(go())
+    async with engine_for(stack.settings) as engine:
+        report = await redrive.redrive(stack.settings, engine.db, engine.sqs, job_ids=[job_id])
+        after_redrive = job_row(sql, job_id)
+        final = await drain(engine, sql, job_id, {JobState.SUCCEEDED, JobState.DEAD_LETTERED})
     assert report.mode == "receive/send/delete"
     assert report.moved == 1 and report.reset == 1
     assert after_redrive["state"] == JobState.QUEUED and after_redrive["attempt"] == 0
@@ -103,33 +96,28 @@ def test_a_dead_lettered_job_redriven_by_id_succeeds_once_its_cause_is_gone(
     assert len(ok_calls) == 1
 
 
-def test_a_dry_run_redrive_changes_nothing(stack: Stack, sql: Any) -> None:
-    job_id = dead_letter_one(stack, sql)
+@pytest.mark.asyncio
+async def test_a_dry_run_redrive_changes_nothing(stack: Stack, sql: Any) -> None:
+    job_id = await dead_letter_one(stack, sql)
 
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            return await redrive.redrive(stack.settings, engine.db, engine.sqs, dry_run=True)
-
-    report = run(go())
+    async with engine_for(stack.settings) as engine:
+        report = await redrive.redrive(stack.settings, engine.db, engine.sqs, dry_run=True)
     assert [r["id"] for r in report.selected] == [job_id]
     assert report.moved == 0
     assert job_row(sql, job_id)["state"] == JobState.DEAD_LETTERED
     assert len(dlq_messages(stack)) == 1
 
 
-def test_a_whole_queue_redrive_uses_the_move_task_where_the_endpoint_has_one(
+@pytest.mark.asyncio
+async def test_a_whole_queue_redrive_uses_the_move_task_where_the_endpoint_has_one(
     stack: Stack, sql: Any
 ) -> None:
     """LocalStack (and AWS) implement StartMessageMoveTask; moto's server does not."""
-    job_id = dead_letter_one(stack, sql)
+    job_id = await dead_letter_one(stack, sql)
 
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            report = await redrive.redrive(stack.settings, engine.db, engine.sqs)
-            final = await drain(engine, sql, job_id, {JobState.SUCCEEDED}, rounds=30)
-            return report, final
-
-    report, final = run(go())
+    async with engine_for(stack.settings) as engine:
+        report = await redrive.redrive(stack.settings, engine.db, engine.sqs)
+        final = await drain(engine, sql, job_id, {JobState.SUCCEEDED}, rounds=30)
     assert report.mode == (
         "StartMessageMoveTask" if is_localstack(stack) else "receive/send/delete"
     )
@@ -139,11 +127,12 @@ def test_a_whole_queue_redrive_uses_the_move_task_where_the_endpoint_has_one(
     assert final["redrives"] == 1
 
 
-def test_a_redrive_from_outside_tasklease_like_the_aws_console_also_works(
+@pytest.mark.asyncio
+async def test_a_redrive_from_outside_tasklease_like_the_aws_console_also_works(
     stack: Stack, sql: Any
 ) -> None:
     """Another SQS client moves the dead letter back: the marker attribute makes it a redrive."""
-    job_id = dead_letter_one(stack, sql)
+    job_id = await dead_letter_one(stack, sql)
     if is_localstack(stack):
         arn = lambda url: stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
             "Attributes"
@@ -163,35 +152,30 @@ def test_a_redrive_from_outside_tasklease_like_the_aws_console_also_works(
             QueueUrl=stack.settings.dlq, ReceiptHandle=msgs[0]["ReceiptHandle"]
         )
 
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            return await drain(engine, sql, job_id, {JobState.SUCCEEDED}, rounds=30)
-
-    final = run(go())
+    async with engine_for(stack.settings) as engine:
+        final = await drain(engine, sql, job_id, {JobState.SUCCEEDED}, rounds=30)
     assert final["state"] == JobState.SUCCEEDED, final
     assert final["attempt"] == 1 and final["redrives"] == 1
 
 
-def test_a_stale_copy_of_an_old_dead_letter_does_not_run_the_job_again(
+@pytest.mark.asyncio
+async def test_a_stale_copy_of_an_old_dead_letter_does_not_run_the_job_again(
     stack: Stack, sql: Any
 ) -> None:
-    job_id = dead_letter_one(stack, sql)
+    job_id = await dead_letter_one(stack, sql)
     old = dlq_messages(stack)[0]
 
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            await redrive.redrive(stack.settings, engine.db, engine.sqs, job_ids=[job_id])
-            await drain(engine, sql, job_id, {JobState.SUCCEEDED})
-            # The old dead letter, marker and all, arrives on the source queue once more.
-            stack.sqs.send_message(
-                QueueUrl=stack.settings.queue,
-                MessageBody=old["Body"],
-                MessageAttributes=old["MessageAttributes"],
-            )
-            records = await receive_records(engine)
-            return await engine.handle({"Records": records}, None)
-
-    response = run(go())
+    async with engine_for(stack.settings) as engine:
+        await redrive.redrive(stack.settings, engine.db, engine.sqs, job_ids=[job_id])
+        await drain(engine, sql, job_id, {JobState.SUCCEEDED})
+        # The old dead letter, marker and all, arrives on the source queue once more.
+        stack.sqs.send_message(
+            QueueUrl=stack.settings.queue,
+            MessageBody=old["Body"],
+            MessageAttributes=old["MessageAttributes"],
+        )
+        records = await receive_records(engine)
+        response = await engine.handle({"Records": records}, None)
     assert response == {"batchItemFailures": []}  # deleted as a late duplicate
     row = job_row(sql, job_id)
     assert row["state"] == JobState.SUCCEEDED and row["redrives"] == 1
@@ -202,25 +186,22 @@ def test_a_stale_copy_of_an_old_dead_letter_does_not_run_the_job_again(
     assert succeeded == 1
 
 
-def test_a_message_sqs_moved_by_its_redrive_policy_is_reconciled_and_can_be_redriven(
+@pytest.mark.asyncio
+async def test_a_message_sqs_moved_by_its_redrive_policy_is_reconciled_and_can_be_redriven(
     stack: Stack, sql: Any
 ) -> None:
     """The backstop: a message that never reached a claim ends in the DLQ with no marker."""
 
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, "demo.noop", {})
-            await receive_records(engine)  # the source message is taken and never claimed…
-            stack.sqs.send_message(
-                QueueUrl=stack.settings.dlq, MessageBody=queue.body_for(job_id)
-            )  # …SQS moved it
-            report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
-            reconciled = job_row(sql, job_id)
-            await redrive.redrive(stack.settings, engine.db, engine.sqs)
-            final = await drain(engine, sql, job_id, {JobState.SUCCEEDED}, rounds=30)
-            return report, reconciled, final
-
-    report, reconciled, final = run(go())
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.noop", {})
+        await receive_records(engine)  # the source message is taken and never claimed…
+        stack.sqs.send_message(
+            QueueUrl=stack.settings.dlq, MessageBody=queue.body_for(job_id)
+        )  # …SQS moved it
+        report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
+        reconciled = job_row(sql, job_id)
+        await redrive.redrive(stack.settings, engine.db, engine.sqs)
+        final = await drain(engine, sql, job_id, {JobState.SUCCEEDED}, rounds=30)
     assert report.dead_lettered == 1
     assert reconciled["state"] == JobState.DEAD_LETTERED
     assert reconciled["dead_lettered_by"] == "sweeper"
@@ -228,61 +209,53 @@ def test_a_message_sqs_moved_by_its_redrive_policy_is_reconciled_and_can_be_redr
     assert final["state"] == JobState.SUCCEEDED, final
 
 
-def test_the_api_redrive_resets_the_budget_and_the_sweeper_deletes_the_stale_dead_letter(
+@pytest.mark.asyncio
+async def test_the_api_redrive_resets_the_budget_and_the_sweeper_deletes_the_stale_dead_letter(
     stack: Stack, sql: Any
 ) -> None:
-    job_id = dead_letter_one(stack, sql)
+    job_id = await dead_letter_one(stack, sql)
 
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job = await redrive.redrive_job(engine.db, engine.sqs, job_id, scope=None)
-            final = await drain(engine, sql, job_id, {JobState.SUCCEEDED})
-            report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
-            with pytest.raises(errors.Conflict, match="not dead_lettered"):
-                await redrive.redrive_job(engine.db, engine.sqs, job_id, scope=None)
-            return job, final, report
-
-    job, final, report = run(go())
+    async with engine_for(stack.settings) as engine:
+        job = await redrive.redrive_job(engine.db, engine.sqs, job_id, scope=None)
+        final = await drain(engine, sql, job_id, {JobState.SUCCEEDED})
+        report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
+        with pytest.raises(errors.Conflict, match="not dead_lettered"):
+            await redrive.redrive_job(engine.db, engine.sqs, job_id, scope=None)
     assert job["state"] == JobState.QUEUED and job["attempt"] == 0
     assert final["state"] == JobState.SUCCEEDED
     assert report.stale_dead_letters == 1
     assert dlq_messages(stack) == []
 
 
-def test_cancelling_a_queued_job_is_immediate_and_its_message_is_then_dropped(
+@pytest.mark.asyncio
+async def test_cancelling_a_queued_job_is_immediate_and_its_message_is_then_dropped(
     stack: Stack, sql: Any
 ) -> None:
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, "demo.noop", {})
-            cancelled = await service.cancel(engine.db, job_id, scope=None)
-            response = await engine.handle({"Records": await receive_records(engine)}, None)
-            with pytest.raises(errors.Conflict, match="already cancelled"):
-                await service.cancel(engine.db, job_id, scope=None)
-            return job_id, cancelled, response
-
-    job_id, cancelled, response = run(go())
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.noop", {})
+        cancelled = await service.cancel(engine.db, job_id, scope=None)
+        response = await engine.handle({"Records": await receive_records(engine)}, None)
+        with pytest.raises(errors.Conflict, match="already cancelled"):
+            await service.cancel(engine.db, job_id, scope=None)
     assert cancelled["state"] == JobState.CANCELLED
     assert response == {"batchItemFailures": []}
     row = job_row(sql, job_id)
     assert row["state"] == JobState.CANCELLED and row["attempt"] == 0 and row["result"] is None
 
 
-def test_cancelling_a_running_job_stops_it_at_its_next_heartbeat(stack: Stack, sql: Any) -> None:
+@pytest.mark.asyncio
+async def test_cancelling_a_running_job_stops_it_at_its_next_heartbeat(
+    stack: Stack, sql: Any
+) -> None:
     settings = stack.with_settings(visibility_timeout_seconds=2)
 
-    async def go() -> Any:
-        async with engine_for(settings) as engine:
-            job_id = await submit(engine, "demo.sleep", {"seconds": 1, "steps": 10})
-            task = asyncio.create_task(
-                engine.handle({"Records": await receive_records(engine)}, None)
-            )
-            while job_row(sql, job_id)["state"] != JobState.RUNNING:
-                await asyncio.sleep(0.05)
-            requested = await service.cancel(engine.db, job_id, scope=None)
-            return job_id, requested, await task
-
-    job_id, requested, response = run(go())
+    async with engine_for(settings) as engine:
+        job_id = await submit(engine, "demo.sleep", {"seconds": 1, "steps": 10})
+        task = asyncio.create_task(engine.handle({"Records": await receive_records(engine)}, None))
+        while job_row(sql, job_id)["state"] != JobState.RUNNING:
+            await asyncio.sleep(0.05)
+        requested = await service.cancel(engine.db, job_id, scope=None)
+        response = await task
     assert requested["state"] == JobState.RUNNING and requested["cancel_requested"] is True
     assert response == {"batchItemFailures": []}
     row = job_row(sql, job_id)
@@ -293,41 +266,35 @@ def test_cancelling_a_running_job_stops_it_at_its_next_heartbeat(stack: Stack, s
     assert steps < 10
 
 
-def test_cancelling_a_finished_job_is_a_conflict_and_changes_nothing(
+@pytest.mark.asyncio
+async def test_cancelling_a_finished_job_is_a_conflict_and_changes_nothing(
     stack: Stack, sql: Any
 ) -> None:
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, "demo.noop", {})
-            await engine.handle({"Records": await receive_records(engine)}, None)
-            with pytest.raises(errors.Conflict, match="already succeeded"):
-                await service.cancel(engine.db, job_id, scope=None)
-            return job_id
-
-    job_id = run(go())
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.noop", {})
+        await engine.handle({"Records": await receive_records(engine)}, None)
+        with pytest.raises(errors.Conflict, match="already succeeded"):
+            await service.cancel(engine.db, job_id, scope=None)
     row = job_row(sql, job_id)
     assert row["state"] == JobState.SUCCEEDED and row["cancel_requested"] is False
 
 
-def test_the_sweeper_marks_an_expired_lease_stalled_and_the_job_resumes_when_its_message_returns(
+@pytest.mark.asyncio
+async def test_the_sweeper_marks_an_expired_lease_stalled_and_the_job_resumes_when_its_message_returns(
     stack: Stack, sql: Any
 ) -> None:
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, "demo.noop", {})
-            [record] = await receive_records(engine)
-            # A worker claimed it and died: its lease expired, its message is still out.
-            sql.execute(
-                "UPDATE jobs SET state = 'running', attempt = 1, lease_owner = 'dead-worker', "
-                "lease_token = gen_random_uuid(), lease_expires_at = now() - interval '5 seconds' WHERE id = %s",
-                (job_id,),
-            )
-            report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
-            stalled = job_row(sql, job_id)
-            response = await engine.handle({"Records": [record]}, None)  # the message comes back
-            return job_id, report, stalled, response
-
-    job_id, report, stalled, response = run(go())
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.noop", {})
+        [record] = await receive_records(engine)
+        # A worker claimed it and died: its lease expired, its message is still out.
+        sql.execute(
+            "UPDATE jobs SET state = 'running', attempt = 1, lease_owner = 'dead-worker', "
+            "lease_token = gen_random_uuid(), lease_expires_at = now() - interval '5 seconds' WHERE id = %s",
+            (job_id,),
+        )
+        report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
+        stalled = job_row(sql, job_id)
+        response = await engine.handle({"Records": [record]}, None)  # the message comes back
     assert report.stalled == 1
     assert stalled["state"] == JobState.STALLED
     detail = sql.execute(
@@ -339,8 +306,11 @@ def test_the_sweeper_marks_an_expired_lease_stalled_and_the_job_resumes_when_its
     assert row["state"] == JobState.SUCCEEDED and row["attempt"] == 2
 
 
-def test_a_dead_letter_keeps_the_jobs_generation_in_its_attributes(stack: Stack, sql: Any) -> None:
-    job_id = dead_letter_one(stack, sql)
+@pytest.mark.asyncio
+async def test_a_dead_letter_keeps_the_jobs_generation_in_its_attributes(
+    stack: Stack, sql: Any
+) -> None:
+    job_id = await dead_letter_one(stack, sql)
     [msg] = dlq_messages(stack)
     assert json.loads(msg["Body"])["job_id"] == str(job_id)
     assert msg["MessageAttributes"][queue.ATTR_GENERATION]["StringValue"] == "0"
@@ -363,59 +333,56 @@ class _LeaseEndsBetween:
         return await self.db.fetch(query, params)
 
 
-def test_a_cancel_whose_lease_ends_between_its_two_statements_is_not_lost(
+@pytest.mark.asyncio
+async def test_a_cancel_whose_lease_ends_between_its_two_statements_is_not_lost(
     stack: Stack, sql: Any
 ) -> None:
     """Found by the state machine: cancel_waiting fails (a live lease), the worker then
     writes 'retrying', and request_cancel finds no lease either. The cancel used to be
     answered 200 and lost: the job ran again."""
 
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, "demo.flaky", {"fail_attempts": 1}, max_attempts=3)
-            token = uuid.uuid4()
-            claim = {"ids": [job_id], "tokens": [token], "owner": "w", "lease_seconds": 30}
-            await engine.db.fetch(q("claim_batch"), {**claim, "generations": [None]})
-            await engine.db.fetch(q("start_batch"), {"ids": [job_id], "tokens": [token]})
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.flaky", {"fail_attempts": 1}, max_attempts=3)
+        token = uuid.uuid4()
+        claim = {"ids": [job_id], "tokens": [token], "owner": "w", "lease_seconds": 30}
+        await engine.db.fetch(q("claim_batch"), {**claim, "generations": [None]})
+        await engine.db.fetch(q("start_batch"), {"ids": [job_id], "tokens": [token]})
 
-            async def worker_fails() -> None:  # what the engine's _failed writes
-                await engine.db.fetch_one(
-                    q("finish"),
-                    {
-                        "id": job_id,
-                        "token": token,
-                        "to_state": "retrying",
-                        "from_state": "running",
-                        "result": None,
-                        "error": "boom",
-                        "delay": 0,
-                        "refund": 0,
-                        "dead_lettered_by": None,
-                        "detail": "boom",
-                    },
-                )
-
-            answer = await service.cancel(
-                _LeaseEndsBetween(engine.db, worker_fails), job_id, scope=None
+        async def worker_fails() -> None:  # what the engine's _failed writes
+            await engine.db.fetch_one(
+                q("finish"),
+                {
+                    "id": job_id,
+                    "token": token,
+                    "to_state": "retrying",
+                    "from_state": "running",
+                    "result": None,
+                    "error": "boom",
+                    "delay": 0,
+                    "refund": 0,
+                    "dead_lettered_by": None,
+                    "detail": "boom",
+                },
             )
-            return job_id, answer
 
-    job_id, answer = run(go())
+        answer = await service.cancel(
+            _LeaseEndsBetween(engine.db, worker_fails), job_id, scope=None
+        )
     assert answer["state"] == JobState.CANCELLED
     assert job_row(sql, job_id)["state"] == JobState.CANCELLED
 
 
-def test_a_redrive_supersedes_a_cancel_asked_for_while_the_job_ran(stack: Stack, sql: Any) -> None:
+@pytest.mark.asyncio
+async def test_a_redrive_supersedes_a_cancel_asked_for_while_the_job_ran(
+    stack: Stack, sql: Any
+) -> None:
     """A cancel accepted while the job ran, then the job failed permanently: it is
     dead-lettered with cancel_requested set. A redrive is the newer request: it runs."""
-    job_id = dead_letter_one(stack, sql)
+    job_id = await dead_letter_one(stack, sql)
     sql.execute("UPDATE jobs SET cancel_requested = true WHERE id = %s", (job_id,))
 
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job = await redrive.redrive_job(engine.db, engine.sqs, job_id, scope=None)
-            return job, await drain(engine, sql, job_id, {JobState.SUCCEEDED, JobState.CANCELLED})
-
-    job, final = run(go())
+    async with engine_for(stack.settings) as engine:
+        job = await redrive.redrive_job(engine.db, engine.sqs, job_id, scope=None)
+        final = await drain(engine, sql, job_id, {JobState.SUCCEEDED, JobState.CANCELLED})
     assert job["cancel_requested"] is False
     assert final["state"] == JobState.SUCCEEDED

@@ -13,7 +13,7 @@ import pytest
 
 from app.states import JobState
 from app.transport import sqs as queue
-from tests.conftest import Stack, job_row, run
+from tests.conftest import Stack, job_row
 from tests.helpers import engine_for, receive_records, submit
 
 pytestmark = pytest.mark.integration
@@ -80,43 +80,40 @@ def messages_on(stack: Stack, url: str) -> int:
     return sum(int(v) for v in attrs.values())
 
 
-def test_foreign_messages_go_to_the_dlq_with_a_reason_and_the_job_in_their_batch_runs(
+@pytest.mark.asyncio
+async def test_foreign_messages_go_to_the_dlq_with_a_reason_and_the_job_in_their_batch_runs(
     stack: Stack, sql: Any
 ) -> None:
     stranger = uuid.uuid4()
 
-    async def go() -> Any:
-        async with engine_for(stack.settings) as engine:
-            # Given: a job that waits with no message of its own on the queue (the decoy),
-            decoy = await submit(engine, "demo.noop", {})
-            own = await receive_records(engine)
-            assert [json.loads(r["body"])["job_id"] for r in own] == [str(decoy)]
-            await engine.sqs.delete_batch([r["receiptHandle"] for r in own])
-            # a job to run, and the foreign messages, all on the queue.
-            job_id = await submit(engine, "demo.noop", {})
-            foreign = foreign_messages(decoy, stranger)
-            for body, _ in foreign.values():
-                stack.sqs.send_message(QueueUrl=stack.settings.queue, MessageBody=body)
-            records: dict[str, dict[str, Any]] = {}
-            for _ in range(10):
-                for r in await receive_records(engine):
-                    records[r["messageId"]] = r
-                if len(records) == len(foreign) + 1:
-                    break
-            batch = list(records.values())
-            assert len(batch) == len(foreign) + 1 <= 10  # one batch, as Lambda would send it
+    async with engine_for(stack.settings) as engine:
+        # Given: a job that waits with no message of its own on the queue (the decoy),
+        decoy = await submit(engine, "demo.noop", {})
+        own = await receive_records(engine)
+        assert [json.loads(r["body"])["job_id"] for r in own] == [str(decoy)]
+        await engine.sqs.delete_batch([r["receiptHandle"] for r in own])
+        # a job to run, and the foreign messages, all on the queue.
+        job_id = await submit(engine, "demo.noop", {})
+        foreign = foreign_messages(decoy, stranger)
+        for body, _ in foreign.values():
+            stack.sqs.send_message(QueueUrl=stack.settings.queue, MessageBody=body)
+        records: dict[str, dict[str, Any]] = {}
+        for _ in range(10):
+            for r in await receive_records(engine):
+                records[r["messageId"]] = r
+            if len(records) == len(foreign) + 1:
+                break
+        batch = list(records.values())
+        assert len(batch) == len(foreign) + 1 <= 10  # one batch, as Lambda would send it
 
-            # When: the engine handles the batch,
-            response = await engine.handle({"Records": batch}, None)
-            # and the event source deletes what the response does not list (as Lambda's
-            # event source mapping and app/eventsource.py do).
-            failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
-            undeleted = await engine.sqs.delete_batch(
-                [r["receiptHandle"] for r in batch if r["messageId"] not in failed]
-            )
-            return decoy, job_id, foreign, response, undeleted
-
-    decoy, job_id, foreign, response, undeleted = run(go())
+        # When: the engine handles the batch,
+        response = await engine.handle({"Records": batch}, None)
+        # and the event source deletes what the response does not list (as Lambda's
+        # event source mapping and app/eventsource.py do).
+        failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+        undeleted = await engine.sqs.delete_batch(
+            [r["receiptHandle"] for r in batch if r["messageId"] not in failed]
+        )
 
     # Then: no record is left for a retry, and the source queue is empty,
     assert response == {"batchItemFailures": []}
@@ -141,26 +138,24 @@ def test_foreign_messages_go_to_the_dlq_with_a_reason_and_the_job_in_their_batch
         assert queue.ATTR_DEAD_LETTERED_AT not in attrs, name
 
 
-def test_a_foreign_message_the_dlq_refuses_is_left_on_the_queue_not_lost(
+@pytest.mark.asyncio
+async def test_a_foreign_message_the_dlq_refuses_is_left_on_the_queue_not_lost(
     stack: Stack, sql: Any
 ) -> None:
     """Deleting a foreign message is safe only once its copy is on the DLQ."""
     broken = stack.with_settings(dlq_url=stack.settings.dlq + "-does-not-exist")
 
-    async def go() -> Any:
-        async with engine_for(broken) as engine:
-            job_id = await submit(engine, "demo.noop", {})
-            stack.sqs.send_message(QueueUrl=stack.settings.queue, MessageBody="[not ours]")
-            records: dict[str, dict[str, Any]] = {}
-            for _ in range(10):
-                for r in await receive_records(engine):
-                    records[r["messageId"]] = r
-                if len(records) == 2:
-                    break
-            batch = list(records.values())
-            return job_id, batch, await engine.handle({"Records": batch}, None)
-
-    job_id, batch, response = run(go())
+    async with engine_for(broken) as engine:
+        job_id = await submit(engine, "demo.noop", {})
+        stack.sqs.send_message(QueueUrl=stack.settings.queue, MessageBody="[not ours]")
+        records: dict[str, dict[str, Any]] = {}
+        for _ in range(10):
+            for r in await receive_records(engine):
+                records[r["messageId"]] = r
+            if len(records) == 2:
+                break
+        batch = list(records.values())
+        response = await engine.handle({"Records": batch}, None)
     foreign = [r["messageId"] for r in batch if r["body"] == "[not ours]"]
     assert len(foreign) == 1
     assert response == {"batchItemFailures": [{"itemIdentifier": foreign[0]}]}

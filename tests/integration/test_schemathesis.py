@@ -30,7 +30,7 @@ from app.stack import embedded
 from app.states import JobState
 from app.transport import sqs as queue
 from app.worker import event_source_mapping as eventsource
-from tests.conftest import Stack, bearer, run
+from tests.conftest import Stack, bearer
 from tests.helpers import QUEUE_ARN, engine_for
 
 pytestmark = pytest.mark.integration
@@ -146,24 +146,20 @@ def test_without_a_valid_key_the_answer_is_a_documented_401(
         assert response.json()["detail"], what
 
 
-def _run_to_the_end(settings: Settings, job_id: str) -> dict[str, Any]:
+async def _run_to_the_end(settings: Settings, job_id: str) -> dict[str, Any]:
     """Run one job with the engine, from a record shaped as Lambda sends one."""
-
-    async def go() -> dict[str, Any]:
-        async with engine_for(settings) as engine:
-            message = {
-                "MessageId": str(uuid.uuid4()),
-                "ReceiptHandle": f"handle-{job_id}",
-                "Body": queue.body_for(job_id),
-            }
-            record = eventsource.to_record(message, queue_arn=QUEUE_ARN, region="us-east-1")
-            return await engine.handle({"Records": [record]}, None)
-
-    response: dict[str, Any] = run(go())
-    return response
+    async with engine_for(settings) as engine:
+        message = {
+            "MessageId": str(uuid.uuid4()),
+            "ReceiptHandle": f"handle-{job_id}",
+            "Body": queue.body_for(job_id),
+        }
+        record = eventsource.to_record(message, queue_arn=QUEUE_ARN, region="us-east-1")
+        return await engine.handle({"Records": [record]}, None)
 
 
-def test_real_jobs_answer_every_job_route_as_documented(
+@pytest.mark.asyncio
+async def test_real_jobs_answer_every_job_route_as_documented(
     module_stack: Stack, api_url: str, tenant_key: str
 ) -> None:
     """Generated job ids are nearly all 404s: here jobs that exist, in the states whose
@@ -179,7 +175,7 @@ def test_real_jobs_answer_every_job_route_as_documented(
     dead = submitted("demo.flaky", {"permanent": True})
     waiting = submitted("demo.noop", {})
     for job_id in (done, dead):
-        assert _run_to_the_end(module_stack.settings, job_id) == {"batchItemFailures": []}
+        assert await _run_to_the_end(module_stack.settings, job_id) == {"batchItemFailures": []}
 
     def call(method: str, path: str, job_id: str | None = None, **query: Any) -> Any:
         operation = schema[path][method]
