@@ -6,7 +6,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: help run test test-unit test-localstack lint typecheck check sweep clean localstack-start localstack-stop infra-check package plan bench
+.PHONY: help run test test-unit test-localstack lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -49,7 +49,10 @@ lint: $(STAMP) ## ruff
 typecheck: $(STAMP) ## mypy --strict
 	@$(UV) run --no-sync mypy
 
-check: lint typecheck ## lint and type-check
+imports: $(STAMP) ## the import contract (.importlinter): the layers, only the store runs SQL, only the transport talks to AWS
+	@$(UV) run --no-sync lint-imports --no-cache
+
+check: lint typecheck imports ## lint, type-check and the import contract
 
 localstack-start: ## start LocalStack in host mode (no Docker) on 127.0.0.1:4566
 	@bash localstack/run.sh start
