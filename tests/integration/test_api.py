@@ -273,9 +273,9 @@ def test_cursor_pagination_walks_every_job_once_newest_first(api: TestClient) ->
         base64.urlsafe_b64encode(b"no separator").decode(),
     ],
 )
-def test_a_cursor_this_api_did_not_return_is_400(api: TestClient, cursor: str) -> None:
+def test_a_cursor_this_api_did_not_return_is_422(api: TestClient, cursor: str) -> None:
     resp = api.get("/v1/jobs", params={"cursor": cursor})
-    assert resp.status_code == 400
+    assert resp.status_code == 422
     assert "cursor" in resp.json()["detail"]
 
 

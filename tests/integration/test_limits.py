@@ -226,11 +226,11 @@ def test_a_field_out_of_range_is_422_naming_the_field_and_the_range_and_writes_n
     assert [api.post().status_code for _ in range(2)] == [202, 429]
 
 
-def test_a_bad_cursor_is_400_and_a_bad_job_id_is_422(api_with: Any) -> None:
+def test_a_bad_cursor_and_a_bad_job_id_are_422(api_with: Any) -> None:
     api = api_with()
     key = bearer(api.stack.key("acme"))
     cursor = api.client.get("/v1/jobs", params={"cursor": "not-ours"}, headers=key)
-    assert cursor.status_code == 400
+    assert cursor.status_code == 422
     assert cursor.json() == {"detail": "cursor is not one this API returned"}
     for path in ("/v1/jobs/42", "/v1/jobs/42/events", "/v1/jobs/42/effects"):
         resp = api.client.get(path, headers=key)

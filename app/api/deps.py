@@ -1,0 +1,114 @@
+"""What the routes need from the process, handed to them as FastAPI dependencies.
+
+The long-lived clients (the database pool, the queue, the outbox sender, the key
+verifier) live in one Runtime on ``app.state.runtime``. The app's lifespan opens and
+closes it under uvicorn; under Lambda, handlers/api.py turns Mangum's per-invocation
+lifespan off so a warm function keeps its pool, and the first request opens it instead
+(every dependency below goes through ``_runtime``, a no-op once open).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app import config, errors
+from app.services import auth
+from app.services import submit as service
+from app.store.pool import Database
+from app.transport.sqs import Queue
+
+
+@dataclasses.dataclass(frozen=True)
+class _Clients:
+    """What one opening built: a psycopg pool cannot be reopened once closed, so each
+    opening builds its own, and the sender and the verifier that use it."""
+
+    db: Database
+    keys: auth.KeyVerifier
+    sender: service.OutboxSender
+
+
+class Runtime:
+    """The API's long-lived clients, opened at most once at a time."""
+
+    def __init__(self, settings: config.Settings) -> None:
+        settings.need("database_url", "queue_url", "dlq_url")
+        self.settings = settings
+        self.queue = Queue(settings)
+        self._clients: _Clients | None = None
+        self._lock = asyncio.Lock()
+
+    def _opened(self) -> _Clients:
+        if self._clients is None:
+            raise errors.StoreError("the API's database pool is not open")
+        return self._clients
+
+    @property
+    def db(self) -> Database:
+        return self._opened().db
+
+    @property
+    def keys(self) -> auth.KeyVerifier:
+        return self._opened().keys
+
+    @property
+    def sender(self) -> service.OutboxSender:
+        return self._opened().sender
+
+    async def open(self) -> None:
+        async with self._lock:
+            if self._clients is not None:
+                return
+            s = self.settings
+            db = Database(s.database, min_size=s.pool_min_size, max_size=s.pool_max_size)
+            await db.open(wait=False)
+            await self.queue.open()
+            self._clients = _Clients(
+                db=db, keys=auth.KeyVerifier(db), sender=service.OutboxSender(db, self.queue)
+            )
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._clients is None:
+                return
+            await self.queue.close()
+            await self._clients.db.close()
+            self._clients = None
+
+
+async def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    await runtime.open()  # a no-op once open
+    return runtime
+
+
+# The dependencies are coroutines: FastAPI would run plain functions in a thread.
+async def _settings(runtime: Annotated[Runtime, Depends(_runtime)]) -> config.Settings:
+    return runtime.settings
+
+
+async def _db(runtime: Annotated[Runtime, Depends(_runtime)]) -> Database:
+    return runtime.db
+
+
+async def _queue(runtime: Annotated[Runtime, Depends(_runtime)]) -> Queue:
+    return runtime.queue
+
+
+async def _sender(runtime: Annotated[Runtime, Depends(_runtime)]) -> service.OutboxSender:
+    return runtime.sender
+
+
+async def _keys(runtime: Annotated[Runtime, Depends(_runtime)]) -> auth.KeyVerifier:
+    return runtime.keys
+
+
+Settings = Annotated[config.Settings, Depends(_settings)]
+Db = Annotated[Database, Depends(_db)]
+JobQueue = Annotated[Queue, Depends(_queue)]
+Sender = Annotated[service.OutboxSender, Depends(_sender)]
+Keys = Annotated[auth.KeyVerifier, Depends(_keys)]

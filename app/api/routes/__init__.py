@@ -1,0 +1,7 @@
+"""The API's routes, one APIRouter per resource, in the order the document lists them."""
+
+from __future__ import annotations
+
+from app.api.routes import dead_letters, health, jobs, me
+
+ROUTERS = (jobs.router, dead_letters.router, me.router, health.router)

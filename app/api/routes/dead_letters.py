@@ -1,0 +1,76 @@
+"""/v1/dead-letters: the jobs that used up their attempts, and sending them back. A
+tenant's key sees its own; an admin key sees and redrives every tenant's."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.api.deps import Db, JobQueue, Settings
+from app.api.errors import COMMON, UNPARSEABLE
+from app.api.schemas import (
+    TENANT_PATTERN,
+    JobPublic,
+    Problem,
+    RedriveRequest,
+    RedriveSummary,
+    Storable,
+)
+from app.api.security import Admin, Caller
+from app.services import auth, redrive
+from app.services import submit as service
+
+router = APIRouter()
+
+
+@router.get(
+    "/v1/dead-letters",
+    response_model=list[JobPublic],
+    responses={
+        403: {"model": Problem, "description": "the tenant filter needs an admin key"},
+        **COMMON,
+    },
+)
+async def dead_letters(
+    caller: Caller,
+    db: Db,
+    kind: Annotated[str | None, Query(max_length=100), Storable] = None,
+    tenant: Annotated[
+        str | None, Query(pattern=TENANT_PATTERN, description="admin keys only")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
+) -> list[JobPublic]:
+    """Dead-lettered jobs, oldest first: kind, attempts, last error, when. The caller's
+    own; an admin key sees every tenant's, or one tenant's with ``tenant``."""
+    if tenant is not None and not caller.admin:
+        raise auth.Forbidden("the tenant filter needs an admin key")
+    scope = tenant if caller.admin else caller.tenant
+    rows = await redrive.dead_letters(db, scope=scope, kind=kind, limit=limit)
+    return [JobPublic.of(r) for r in rows]
+
+
+@router.post(
+    "/v1/dead-letters/redrive",
+    response_model=RedriveSummary,
+    responses={
+        **UNPARSEABLE,
+        403: {"model": Problem, "description": "not an admin key"},
+        **COMMON,
+    },
+)
+async def redrive_dead_letters(
+    body: RedriveRequest, caller: Admin, settings: Settings, db: Db, queue: JobQueue
+) -> RedriveSummary:
+    """Admin: redrive dead letters across tenants, chosen by job ids, kind, tenant and a
+    limit (none of them: the whole DLQ, as `tasklease redrive` does)."""
+    report = await redrive.redrive(
+        settings,
+        db,
+        queue,
+        job_ids=body.job_ids,
+        kind=body.kind,
+        tenant=body.tenant,
+        limit=body.limit,
+    )
+    return RedriveSummary.of(report)

@@ -1,0 +1,139 @@
+"""/v1/jobs: submit jobs (one, or a batch), read them, their events and effects, cancel
+and redrive one. A caller sees its own tenant's jobs; another tenant's job is 404."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response
+
+from app.api.deps import Db, JobQueue, Sender, Settings
+from app.api.errors import COMMON, CONFLICT, SUBMIT
+from app.api.schemas import (
+    EffectPublic,
+    EventPublic,
+    JobBatchCreate,
+    JobBatchPublic,
+    JobCreate,
+    JobPage,
+    JobPublic,
+    Storable,
+)
+from app.api.security import Caller, Submitter
+from app.services import redrive
+from app.services import submit as service
+from app.states import JobState
+
+router = APIRouter()
+
+
+@router.post("/v1/jobs", status_code=202, response_model=JobPublic, responses=SUBMIT)
+async def create_job(
+    body: JobCreate,
+    caller: Submitter,
+    settings: Settings,
+    db: Db,
+    queue: JobQueue,
+    sender: Sender,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None, Header(min_length=1, max_length=service.MAX_IDEMPOTENCY_KEY)
+    ] = None,
+) -> JobPublic:
+    """Accept a job: it is durable when this answers 202, and runs later. The job
+    belongs to the caller's tenant; so does its Idempotency-Key."""
+    submitted = await service.submit(
+        settings,
+        db,
+        queue,
+        kind=body.kind,
+        payload=body.payload,
+        max_attempts=body.max_attempts,
+        timeout_seconds=body.timeout_seconds,
+        idempotency_key=idempotency_key,
+        tenant=caller.tenant,
+        sender=sender,
+        key_id=caller.key_id,
+    )
+    response.headers["Location"] = f"/v1/jobs/{submitted.job['id']}"
+    if not submitted.created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return JobPublic.of(submitted.job)
+
+
+@router.post("/v1/jobs/batch", status_code=202, response_model=JobBatchPublic, responses=SUBMIT)
+async def create_jobs(
+    body: JobBatchCreate,
+    caller: Submitter,
+    settings: Settings,
+    db: Db,
+    queue: JobQueue,
+    sender: Sender,
+) -> JobBatchPublic:
+    """Accept up to 100 jobs in one request, all or none: every job is durable when
+    this answers 202. One bad job (422 naming ``jobs[i]``), a reused key with another
+    body (409) or a limit (429, counting every new job) refuses the whole batch and
+    writes nothing."""
+    submitted = await service.submit_many(
+        settings,
+        db,
+        queue,
+        [j.new_job() for j in body.jobs],
+        tenant=caller.tenant,
+        sender=sender,
+        key_id=caller.key_id,
+    )
+    return JobBatchPublic(
+        jobs=[JobPublic.of(s.job) for s in submitted],
+        replayed=[i for i, s in enumerate(submitted) if not s.created],
+    )
+
+
+@router.get("/v1/jobs", response_model=JobPage, responses=COMMON)
+async def list_jobs(
+    caller: Caller,
+    db: Db,
+    state: JobState | None = None,
+    kind: Annotated[str | None, Query(max_length=100), Storable] = None,
+    limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+) -> JobPage:
+    """The caller's jobs, newest first (an admin key: every tenant's). A cursor this
+    API did not return is 422, as is any other bad parameter."""
+    rows, next_cursor = await service.list_jobs(
+        db, state=state, kind=kind, limit=limit, cursor=cursor, scope=caller.scope
+    )
+    return JobPage(items=[JobPublic.of(r) for r in rows], next_cursor=next_cursor)
+
+
+@router.get("/v1/jobs/{job_id}", response_model=JobPublic, responses=COMMON)
+async def get_job(job_id: uuid.UUID, caller: Caller, db: Db) -> JobPublic:
+    return JobPublic.of(await service.get_job(db, job_id, scope=caller.scope))
+
+
+@router.get("/v1/jobs/{job_id}/events", response_model=list[EventPublic], responses=COMMON)
+async def get_events(job_id: uuid.UUID, caller: Caller, db: Db) -> list[EventPublic]:
+    events = await service.events(db, job_id, scope=caller.scope)
+    return [EventPublic.model_validate(e) for e in events]
+
+
+@router.get("/v1/jobs/{job_id}/effects", response_model=list[EffectPublic], responses=COMMON)
+async def get_effects(job_id: uuid.UUID, caller: Caller, db: Db) -> list[EffectPublic]:
+    effects = await service.effects(db, job_id, scope=caller.scope)
+    return [EffectPublic.model_validate(e) for e in effects]
+
+
+@router.post("/v1/jobs/{job_id}/cancel", response_model=JobPublic, responses=CONFLICT)
+async def cancel_job(job_id: uuid.UUID, caller: Caller, db: Db) -> JobPublic:
+    """Cancel: at once when the job waits; a running job stops at its next heartbeat
+    (``cancel_requested`` is true until then). A finished job is 409."""
+    return JobPublic.of(await service.cancel(db, job_id, scope=caller.scope))
+
+
+@router.post(
+    "/v1/jobs/{job_id}/redrive", response_model=JobPublic, status_code=202, responses=CONFLICT
+)
+async def redrive_job(job_id: uuid.UUID, caller: Caller, db: Db, queue: JobQueue) -> JobPublic:
+    """Send a dead-lettered job back to the queue with a fresh attempt budget."""
+    return JobPublic.of(await redrive.redrive_job(db, queue, job_id, scope=caller.scope))

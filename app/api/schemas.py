@@ -1,0 +1,180 @@
+"""The API's request and response bodies: what the OpenAPI document names and what a
+route validates before any service runs. The bounds come from the services and from
+AWS's limits, so the document and the code cannot disagree."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from app import aws_limits
+from app.services import auth, redrive
+from app.services import submit as service
+from app.states import JobState
+
+
+def _storable(value: str | None) -> str | None:
+    problem = service.unstorable(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+# Free text that reaches the database: a value it cannot store is a 422, not a 500.
+Storable = AfterValidator(_storable)
+# A tenant as keys and the database spell it (auth.TENANT, anchored for JSON Schema).
+TENANT_PATTERN = f"^(?:{auth.TENANT.pattern.removeprefix('^').removesuffix('$')})$"
+# The bounds of a job's settings, also named in 422 answers (app/api/errors.py).
+MAX_ATTEMPTS = (1, 100)
+TIMEOUT_SECONDS = (1, aws_limits.MAX_VISIBILITY_SECONDS)
+
+
+# --- jobs -------------------------------------------------------------------------
+
+
+class JobCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = Field(min_length=1, max_length=100, examples=["support.triage"])
+    payload: dict[str, Any] = Field(
+        examples=[{"ticket_id": "T-1", "subject": "Refund", "body": "I was charged twice."}]
+    )
+    max_attempts: int | None = Field(None, ge=MAX_ATTEMPTS[0], le=MAX_ATTEMPTS[1])
+    timeout_seconds: int | None = Field(None, ge=TIMEOUT_SECONDS[0], le=TIMEOUT_SECONDS[1])
+
+
+class JobBatchItem(JobCreate):
+    idempotency_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=service.MAX_IDEMPOTENCY_KEY,
+        description="this job's Idempotency-Key (the header's role for POST /v1/jobs)",
+    )
+
+    def new_job(self) -> service.NewJob:
+        return service.NewJob(
+            kind=self.kind,
+            payload=self.payload,
+            max_attempts=self.max_attempts,
+            timeout_seconds=self.timeout_seconds,
+            idempotency_key=self.idempotency_key,
+        )
+
+
+class JobBatchCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[JobBatchItem] = Field(min_length=1, max_length=service.MAX_SUBMIT_BATCH)
+
+
+class JobPublic(BaseModel):
+    id: uuid.UUID
+    kind: str
+    state: JobState
+    attempt: int
+    max_attempts: int
+    timeout_seconds: int
+    payload: dict[str, Any]
+    result: Any | None
+    last_error: str | None
+    lease_owner: str | None
+    lease_expires_at: dt.datetime | None
+    redrives: int
+    cancel_requested: bool
+    dead_lettered_by: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> JobPublic:
+        return cls.model_validate({k: row[k] for k in cls.model_fields})
+
+
+class JobBatchPublic(BaseModel):
+    jobs: list[JobPublic] = Field(description="one per job asked for, in the same order")
+    replayed: list[int] = Field(
+        description="the positions answered by the job an earlier request made with the "
+        "same idempotency_key"
+    )
+
+
+class JobPage(BaseModel):
+    items: list[JobPublic]
+    next_cursor: str | None
+
+
+class EventPublic(BaseModel):
+    at: dt.datetime
+    from_state: JobState | None
+    to_state: JobState
+    attempt: int
+    worker: str | None
+    detail: str | None
+
+
+class EffectPublic(BaseModel):
+    key: str
+    seq: int
+    result: Any
+    attempt: int
+    worker: str | None
+    recorded_at: dt.datetime
+
+
+# --- dead letters ---------------------------------------------------------------
+
+
+class RedriveRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    job_ids: list[uuid.UUID] | None = Field(None, max_length=redrive.MAX_LIST)
+    kind: Annotated[str | None, Storable] = Field(None, min_length=1, max_length=100)
+    tenant: str | None = Field(None, pattern=TENANT_PATTERN)
+    limit: int | None = Field(None, ge=1, le=redrive.MAX_LIST)
+
+
+class RedriveSummary(BaseModel):
+    mode: str
+    selected: int
+    moved: int
+    reset: int
+    sent_without_dead_letter: int
+    stale_deleted: int
+    left_in_dlq: int
+
+    @classmethod
+    def of(cls, report: redrive.RedriveReport) -> RedriveSummary:
+        return cls(
+            mode=report.mode,
+            selected=len(report.selected),
+            moved=report.moved,
+            reset=report.reset,
+            sent_without_dead_letter=report.sent_without_dead_letter,
+            stale_deleted=report.stale_deleted,
+            left_in_dlq=report.left_in_dlq,
+        )
+
+
+# --- the caller and the service -------------------------------------------------
+
+
+class Me(BaseModel):
+    tenant: str
+    admin: bool
+    key_id: str | None
+    via: str
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not ready"]
+    database: str = Field(description='"ok", or why it is unreachable')
+    queue: str = Field(description='"ok", or why it is unreachable')
+
+
+class Problem(BaseModel):
+    detail: str

@@ -1,0 +1,80 @@
+"""Who is calling: the principal every /v1 route depends on.
+
+A tenant's API key (``Authorization: Bearer tlk_…``), or with TASKLEASE_AUTH_MODE=
+authorizer the identity API Gateway's authorizer put in the request context. A missing
+or bad key raises auth.Unauthorized, which app/api/errors.py answers with 401 and
+WWW-Authenticate; a route for admins only raises auth.Forbidden (403).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from app.api.deps import Keys, Settings
+from app.services import auth
+
+# Declares the scheme in the OpenAPI document; _identify does the checking itself, so a
+# missing or bad key is our 401 with WWW-Authenticate, not the library's answer.
+_bearer = HTTPBearer(auto_error=False, description="A tenant's API key: tlk_<id>_<secret>")
+
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+async def _identify(
+    request: Request,
+    settings: Settings,
+    keys: Keys,
+    credentials: Credentials,
+    *,
+    defer_revocation: bool,
+) -> tuple[auth.Principal, str]:
+    """The caller, and the key it presented ("" under an authorizer)."""
+    if settings.auth_mode == "authorizer":
+        principal = auth.from_authorizer(
+            request.scope.get("aws.event"),
+            tenant_field=settings.authorizer_tenant_field,
+            admin_field=settings.authorizer_admin_field,
+        )
+        return principal, ""
+    # HTTPBearer hands over only a well-formed "Bearer <token>"; anything else is None.
+    header = request.headers.get("authorization")
+    token = credentials.credentials if credentials else auth.bearer(header)
+    return await keys.verify(token, defer_revocation=defer_revocation), token
+
+
+async def _caller(
+    request: Request, settings: Settings, keys: Keys, credentials: Credentials
+) -> auth.Principal:
+    principal, _ = await _identify(request, settings, keys, credentials, defer_revocation=False)
+    return principal
+
+
+async def _submitter(
+    request: Request, settings: Settings, keys: Keys, credentials: Credentials
+) -> AsyncIterator[auth.Principal]:
+    """The caller of a submit route. A key this process verified before is taken from
+    memory and its revocation is read by the insert itself (one round trip fewer per
+    submission). Should the request fail before that statement ran (a body that does
+    not validate, a bad job), the key is read first, so a revoked key still gets 401."""
+    principal, token = await _identify(request, settings, keys, credentials, defer_revocation=True)
+    try:
+        yield principal
+    except Exception:
+        if principal.revocation_pending:
+            await keys.verify(token)  # Unauthorized for a key revoked meanwhile
+        raise
+
+
+async def _admin(caller: Annotated[auth.Principal, Depends(_caller)]) -> auth.Principal:
+    if not caller.admin:
+        raise auth.Forbidden()
+    return caller
+
+
+Caller = Annotated[auth.Principal, Depends(_caller)]
+Submitter = Annotated[auth.Principal, Depends(_submitter)]
+Admin = Annotated[auth.Principal, Depends(_admin)]
