@@ -88,11 +88,21 @@ def effects(rows: list[dict[str, Any]]) -> Table:
     return table
 
 
+# The columns every list of jobs starts with.
+JOB_COLUMNS = ("id", "tenant", "kind")
+
+
+def _job_cells(r: dict[str, Any]) -> tuple[str, str, str]:
+    return str(r["id"]), cell(r["tenant"]), cell(r["kind"])
+
+
+def _attempts(r: dict[str, Any]) -> str:
+    return f"{r['attempt']}/{r['max_attempts']}"
+
+
 def jobs(rows: list[dict[str, Any]]) -> Table:
     table = Table(
-        "id",
-        "tenant",
-        "kind",
+        *JOB_COLUMNS,
         "state",
         "attempt",
         "created",
@@ -102,11 +112,9 @@ def jobs(rows: list[dict[str, Any]]) -> Table:
     )
     for r in rows:
         table.add_row(
-            str(r["id"]),
-            cell(r["tenant"]),
-            cell(r["kind"]),
+            *_job_cells(r),
             styled(r["state"]),
-            f"{r['attempt']}/{r['max_attempts']}",
+            _attempts(r),
             when(r["created_at"]),
             cell((r["last_error"] or "")[:60]),
         )
@@ -115,9 +123,7 @@ def jobs(rows: list[dict[str, Any]]) -> Table:
 
 def dead_letters(rows: list[dict[str, Any]], title: str) -> Table:
     table = Table(
-        "id",
-        "tenant",
-        "kind",
+        *JOB_COLUMNS,
         "attempts",
         "by",
         "dead-lettered",
@@ -127,10 +133,8 @@ def dead_letters(rows: list[dict[str, Any]], title: str) -> Table:
     )
     for r in rows:
         table.add_row(
-            str(r["id"]),
-            cell(r["tenant"]),
-            cell(r["kind"]),
-            f"{r['attempt']}/{r['max_attempts']}",
+            *_job_cells(r),
+            _attempts(r),
             cell(r["dead_lettered_by"]),
             when(r["finished_at"]),
             cell((r["last_error"] or "")[:80]),
