@@ -1,0 +1,94 @@
+"""Dead letters: `tasklease dlq list` and `tasklease redrive`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from app.cli import render, runner
+from app.cli.jobs import job_id_or_exit
+from app.cli.render import err, out
+from app.config import Settings
+from app.services import redrive as redriving
+
+group = typer.Typer(help="The dead-letter queue.", no_args_is_help=True)
+
+
+async def _dead_letters(
+    s: Settings, c: runner.Clients, kind: str | None, limit: int
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Every tenant's dead-lettered jobs, and the messages in the DLQ."""
+    rows = await redriving.dead_letters(c.database, scope=None, kind=kind, limit=limit)
+    return rows, await c.queue.depth(s.dlq)
+
+
+@group.command("list")
+def list_(
+    kind: Annotated[str | None, typer.Option(help="only jobs of this kind")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 100,
+) -> None:
+    """Dead-lettered jobs: kind, attempts, last error, when."""
+    s = runner.settings_or_exit()
+    rows, depth = runner.on_clients(s, lambda c: _dead_letters(s, c, kind, limit))
+    out.print(render.dead_letters(rows, f"{len(rows)} dead-lettered jobs"))
+    out.print(
+        f"messages in the DLQ: {depth.get('ApproximateNumberOfMessages', 0)} visible, "
+        f"{depth.get('ApproximateNumberOfMessagesNotVisible', 0)} in flight"
+    )
+
+
+def redrive(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="show what would be redriven; change nothing")
+    ] = False,
+    limit: Annotated[int | None, typer.Option(min=1, help="at most this many jobs")] = None,
+    kind: Annotated[str | None, typer.Option(help="only jobs of this kind")] = None,
+    job: Annotated[
+        list[str] | None, typer.Option("--job", help="only this job (repeatable)")
+    ] = None,
+) -> None:
+    """Move dead letters back to the source queue with a fresh attempt budget."""
+    s = runner.settings_or_exit()
+    ids = [job_id_or_exit(j) for j in job or []]
+    with Progress(
+        TextColumn("redriving"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("redrive", total=None)
+
+        def tick(done: int, total: int | None) -> None:
+            bar.update(task, completed=done, total=total)
+
+        report = runner.on_clients(
+            s,
+            lambda c: redriving.redrive(
+                s,
+                c.database,
+                c.queue,
+                job_ids=ids or None,
+                kind=kind,
+                limit=limit,
+                dry_run=dry_run,
+                progress=None if dry_run else tick,
+            ),
+        )
+    title = "would redrive" if dry_run else f"redrive ({report.mode})"
+    out.print(
+        render.dead_letters(
+            report.selected, f"{title}: {len(report.selected)} dead-lettered jobs selected"
+        )
+    )
+    if dry_run:
+        out.print("dry run: nothing changed")
+        return
+    out.print(render.redrive_summary(report))
+    if report.mode == "StartMessageMoveTask":
+        out.print(
+            "moved with StartMessageMoveTask: each job's attempt budget restarts when its message is claimed"
+        )

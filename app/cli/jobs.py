@@ -1,0 +1,122 @@
+"""Jobs: `tasklease submit` and `tasklease jobs show|list|cancel` (the operator's view:
+every tenant unless one is named)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Any, NamedTuple
+
+import typer
+from rich.markup import escape
+
+from app.cli import render, runner
+from app.cli.render import err, out
+from app.services import auth
+from app.services import submit as service
+from app.states import JobState, styled
+from app.store.pool import Database
+
+group = typer.Typer(help="Look at jobs.", no_args_is_help=True)
+
+
+def job_id_or_exit(job_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(job_id)
+    except ValueError as exc:
+        err.print(f"[red]not a job id:[/] {escape(repr(job_id))}")
+        raise typer.Exit(2) from exc
+
+
+def submit(
+    kind: Annotated[str, typer.Argument(help="job kind, e.g. support.triage")],
+    payload: Annotated[str, typer.Option(help="the payload, as JSON")] = "{}",
+    idempotency_key: Annotated[str | None, typer.Option(help="same key, same job")] = None,
+    max_attempts: Annotated[int | None, typer.Option(min=1, max=100)] = None,
+    timeout_seconds: Annotated[int | None, typer.Option(min=1)] = None,
+    tenant: Annotated[str, typer.Option(help="the tenant the job belongs to")] = (
+        service.DEFAULT_TENANT
+    ),
+) -> None:
+    """Submit a job (the same path as POST /v1/jobs, limits included) and print its id."""
+    s = runner.settings_or_exit()
+    try:
+        doc = json.loads(payload)
+    except ValueError as exc:
+        err.print(f"[red]--payload is not valid JSON:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    submitted = runner.on_clients(
+        s,
+        lambda c: service.submit(
+            s,
+            c.database,
+            c.queue,
+            kind=kind,
+            payload=doc,
+            max_attempts=max_attempts,
+            timeout_seconds=timeout_seconds,
+            idempotency_key=idempotency_key,
+            tenant=auth.check_tenant(tenant),
+        ),
+    )
+    out.print(str(submitted.job["id"]), highlight=False)
+    if not submitted.created:
+        err.print("(an earlier submission with this idempotency key)")
+
+
+class JobView(NamedTuple):
+    job: dict[str, Any]
+    events: list[dict[str, Any]]
+    effects: list[dict[str, Any]]
+
+
+async def _view(database: Database, job_id: uuid.UUID) -> JobView:
+    # The operator's view: every tenant.
+    return JobView(
+        await service.get_job(database, job_id, scope=None),
+        await service.events(database, job_id, scope=None),
+        await service.effects(database, job_id, scope=None),
+    )
+
+
+@group.command("show")
+def show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
+    """A job, its timeline and its recorded effects."""
+    s = runner.settings_or_exit()
+    jid = job_id_or_exit(job_id)
+    view = runner.on_database(s, lambda database: _view(database, jid))
+    out.print(render.job(jid, view.job))
+    out.print(render.timeline(view.events))
+    out.print(render.effects(view.effects))
+
+
+@group.command("list")
+def list_(
+    state: Annotated[JobState | None, typer.Option(help="only jobs in this state")] = None,
+    kind: Annotated[str | None, typer.Option(help="only jobs of this kind")] = None,
+    tenant: Annotated[str | None, typer.Option(help="only this tenant's jobs")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=service.MAX_PAGE)] = 50,
+) -> None:
+    """The newest jobs of every tenant (or one), as a table."""
+    s = runner.settings_or_exit()
+    rows, _ = runner.on_database(
+        s,
+        lambda database: service.list_jobs(
+            database, state=state, kind=kind, limit=limit, scope=tenant
+        ),
+    )
+    out.print(render.jobs(rows))
+
+
+@group.command("cancel")
+def cancel(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
+    """Cancel a job: at once if it is waiting; a running job stops at its next heartbeat."""
+    s = runner.settings_or_exit()
+    jid = job_id_or_exit(job_id)
+    job = runner.on_database(s, lambda database: service.cancel(database, jid, scope=None))
+    if job["state"] == JobState.CANCELLED:
+        out.print(f"job {jid}: {styled(job['state'])}")
+    else:
+        out.print(
+            f"job {jid}: {styled(job['state'])}, cancel requested: it stops at its next heartbeat"
+        )

@@ -1,0 +1,61 @@
+"""Per-tenant limits: `tasklease limits set|clear|list` (app/services/tenant_limits.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from app import errors
+from app.cli import render, runner
+from app.cli.render import err, out
+from app.services import auth, tenant_limits
+
+group = typer.Typer(help="Per-tenant limits on job submission.", no_args_is_help=True)
+
+
+def _valid_tenant_or_exit(tenant: str) -> None:
+    try:
+        auth.check_tenant(tenant)
+    except errors.BadRequest as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+
+
+@group.command("set")
+def set_(
+    tenant: Annotated[str, typer.Argument(help="the tenant")],
+    rate: Annotated[
+        float | None, typer.Option(min=0.001, help="jobs per second, refilled steadily")
+    ] = None,
+    burst: Annotated[int | None, typer.Option(min=1, help="jobs at once after a pause")] = None,
+    max_in_flight: Annotated[
+        int | None, typer.Option(min=1, help="unfinished jobs the tenant may have")
+    ] = None,
+) -> None:
+    """Override the deployment's limits for one tenant (the ones not given stay)."""
+    s = runner.settings_or_exit()
+    _valid_tenant_or_exit(tenant)
+    rows = runner.on_database(
+        s,
+        lambda database: tenant_limits.set_limits(
+            database, tenant, rate_per_second=rate, burst=burst, max_in_flight=max_in_flight
+        ),
+    )
+    out.print(render.limits(s, rows))
+
+
+@group.command("clear")
+def clear(tenant: Annotated[str, typer.Argument(help="the tenant")]) -> None:
+    """Drop a tenant's overrides: it gets the deployment's defaults again."""
+    s = runner.settings_or_exit()
+    cleared = runner.on_database(s, lambda database: tenant_limits.clear_limits(database, tenant))
+    out.print(f"{escape(tenant)}: {'back to the defaults' if cleared else 'had no overrides'}")
+
+
+@group.command("list")
+def list_() -> None:
+    """Each tenant's limits (override or default) and its unfinished jobs."""
+    s = runner.settings_or_exit()
+    out.print(render.limits(s, runner.on_database(s, tenant_limits.list_limits)))

@@ -1,0 +1,32 @@
+"""The ``tasklease`` command: every command and group, registered in the order `--help`
+lists them. The commands themselves live in one module per group."""
+
+from __future__ import annotations
+
+import typer
+
+from app.cli import dead_letters, jobs, keys, limits, queues, serve
+
+cli = typer.Typer(
+    help="Durable asynchronous jobs for long AI work on SQS, Lambda and PostgreSQL.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+cli.command()(queues.migrate)
+cli.command()(serve.api)
+cli.command()(serve.worker)
+cli.command()(serve.sweep)
+cli.command("webhook-receiver")(serve.webhook_receiver)
+cli.command()(serve.dev)
+cli.command()(jobs.submit)
+cli.command()(dead_letters.redrive)
+cli.command()(serve.chaos)
+cli.add_typer(queues.group, name="queues")
+cli.add_typer(jobs.group, name="jobs")
+cli.add_typer(dead_letters.group, name="dlq")
+cli.add_typer(keys.group, name="keys")
+cli.add_typer(limits.group, name="limits")
+
+
+def main() -> None:
+    cli()

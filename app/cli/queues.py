@@ -1,0 +1,35 @@
+"""Set-up commands: `tasklease migrate` and `tasklease queues create`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from app.cli import runner
+from app.cli.render import out
+from app.store import pool
+
+group = typer.Typer(help="Create the queues.", no_args_is_help=True)
+
+
+def migrate() -> None:
+    """Apply the database migrations (forward-only, safe to run concurrently)."""
+    s = runner.settings_or_exit("database_url")
+    applied = runner.run(lambda: pool.migrate(s.database))
+    done = ", ".join(applied) if applied else "none (up to date)"
+    out.print(f"migrations applied: {escape(done)}")
+
+
+@group.command("create")
+def create(
+    name: Annotated[
+        str | None, typer.Option(help="queue name; default TASKLEASE_QUEUE_NAME")
+    ] = None,
+) -> None:
+    """Create the source queue and its DLQ with the redrive policy; print their URLs."""
+    s = runner.settings_or_exit()
+    urls = runner.on_queue(s, lambda queue: queue.create_queues(name or s.queue_name))
+    out.print(f"export TASKLEASE_QUEUE_URL={escape(urls.queue_url)}")
+    out.print(f"export TASKLEASE_DLQ_URL={escape(urls.dlq_url)}")

@@ -1,0 +1,134 @@
+"""The one way a command runs its async part: settings read or a clean exit, uvloop's loop,
+the database and the queue opened for the command and closed after it, and errors turned
+into messages and exit codes (2: configuration, 1: any other tasklease error)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+from rich.markup import escape
+
+from app import config, errors, logs
+from app.cli.render import err
+from app.store.pool import Database
+from app.transport.sqs import Queue
+
+if TYPE_CHECKING:
+    from app.worker.engine import Engine
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@contextlib.contextmanager
+def errors_exit() -> Iterator[None]:
+    """A tasklease error ends the command with its message, not a traceback."""
+    try:
+        yield
+    except errors.ConfigError as exc:
+        err.print(f"[red]configuration error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    except errors.TaskleaseError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from exc
+
+
+def settings_or_exit(*needed: str) -> config.Settings:
+    """The settings (with the ones named in ``needed`` set), and logging set up from them."""
+    with errors_exit():
+        s = config.load()
+        s.need(*needed)
+    logs.setup(s.log_level)
+    return s
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (not on Windows): the worker and the
+    sweeper spend their CPU in the loop. uvicorn picks it (and httptools) by itself."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - a platform without it
+        return None
+    return uvloop.new_event_loop
+
+
+def run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Await ``work()`` on a fresh loop. A callable rather than a coroutine, so that nothing
+    of the command's async part (settings properties included) runs outside errors_exit."""
+    with errors_exit(), asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(work())
+
+
+@dataclass(frozen=True)
+class Clients:
+    database: Database
+    queue: Queue
+
+
+@contextlib.asynccontextmanager
+async def database(s: config.Settings) -> AsyncIterator[Database]:
+    """A small pool, open for one command."""
+    s.need("database_url")
+    pool = Database(s.database, min_size=1, max_size=4)
+    await pool.open()
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+@contextlib.asynccontextmanager
+async def queue(s: config.Settings) -> AsyncIterator[Queue]:
+    """The SQS client, open for one command (queue URLs are not needed to create queues)."""
+    client = Queue(s)
+    await client.open()
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@contextlib.asynccontextmanager
+async def clients(s: config.Settings) -> AsyncIterator[Clients]:
+    """The database and the queue, open for one command."""
+    s.need("database_url", "queue_url", "dlq_url")
+    async with database(s) as pool, queue(s) as client:
+        yield Clients(pool, client)
+
+
+@contextlib.asynccontextmanager
+async def engine(s: config.Settings) -> AsyncIterator[Engine]:
+    """The worker's engine with its own pool and queue, closed when the worker stops."""
+    from app.worker.engine import Engine
+
+    started = await Engine.start(s)
+    try:
+        yield started
+    finally:
+        await started.close()
+
+
+async def _within(resource: AbstractAsyncContextManager[R], work: Callable[[R], Awaitable[T]]) -> T:
+    async with resource as opened:
+        return await work(opened)
+
+
+def on_database(s: config.Settings, work: Callable[[Database], Awaitable[T]]) -> T:
+    """Run ``work`` with the database open for it."""
+    return run(lambda: _within(database(s), work))
+
+
+def on_queue(s: config.Settings, work: Callable[[Queue], Awaitable[T]]) -> T:
+    """Run ``work`` with the queue client open for it."""
+    return run(lambda: _within(queue(s), work))
+
+
+def on_clients(s: config.Settings, work: Callable[[Clients], Awaitable[T]]) -> T:
+    """Run ``work`` with the database and the queue open for it."""
+    return run(lambda: _within(clients(s), work))

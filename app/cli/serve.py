@@ -1,0 +1,174 @@
+"""The long-running processes: the API, a worker, the sweeper, the local webhook receiver,
+`tasklease dev` (the whole stack on this machine) and `tasklease chaos`. Their heavy imports
+(uvicorn, FastAPI, the engine, the stack) happen in the command that needs them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from app import config, errors, logs
+from app.cli import runner
+from app.cli.render import err, out
+from app.services import sweeper
+
+
+def api(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+) -> None:
+    """Serve the HTTP API with uvicorn."""
+    import uvicorn
+
+    from app.api import create_app
+
+    s = runner.settings_or_exit()
+    with runner.errors_exit():
+        app = create_app(s)
+    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
+
+
+async def _work(s: config.Settings, concurrency: int, max_batches: int | None) -> None:
+    from app.worker.event_source_mapping import EventSource
+
+    async with runner.engine(s) as engine:
+        await EventSource(s, engine).run(concurrency, max_batches=max_batches)
+
+
+def worker(
+    concurrency: Annotated[int, typer.Option(min=1, max=100, help="batches in flight at once")] = 1,
+    max_batches: Annotated[int | None, typer.Option(help="stop after this many batches")] = None,
+) -> None:
+    """Poll the queue and run jobs (what Lambda's SQS event source mapping does on AWS)."""
+    s = runner.settings_or_exit()
+    runner.run(lambda: _work(s, concurrency, max_batches))
+
+
+async def _sweep(s: config.Settings, c: runner.Clients, once: bool) -> None:
+    """Sweep every interval until stopped; a failed pass is retried, unless it was the one."""
+    while True:
+        try:
+            report = await sweeper.sweep_once(s, c.database, c.queue)
+            if once:
+                out.print(f"sweep: {escape(str(report))}")
+                return
+        except (errors.StoreError, errors.QueueError) as exc:
+            if once:
+                raise
+            err.print(f"[yellow]sweep failed, will retry:[/] {escape(str(exc))}")
+        await asyncio.sleep(s.sweep_interval_seconds)
+
+
+def sweep(
+    once: Annotated[bool, typer.Option("--once", help="one pass, then exit")] = False,
+) -> None:
+    """Mark stalled leases, send unsent outbox rows, re-send lost messages."""
+    s = runner.settings_or_exit()
+    with contextlib.suppress(KeyboardInterrupt):
+        runner.on_clients(s, lambda c: _sweep(s, c, once))
+
+
+def webhook_receiver(
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8081,
+    log: Annotated[
+        Path | None, typer.Option(help="append each delivery to this JSON-lines file")
+    ] = None,
+) -> None:
+    """A local webhook that records every delivery (the embedded default's outside system)."""
+    import uvicorn
+
+    from app.stack.webhook_receiver import create_app
+
+    uvicorn.run(create_app(log), host="127.0.0.1", port=port, log_level="warning")
+
+
+def dev(
+    workers: Annotated[int, typer.Option(min=1, max=16, help="worker processes")] = 2,
+    api_port: Annotated[int, typer.Option(help="API port")] = 8000,
+    data_dir: Annotated[
+        Path, typer.Option(help="where the embedded PostgreSQL keeps its data")
+    ] = Path(".tasklease"),
+    demo: Annotated[bool, typer.Option(help="submit the demo jobs")] = True,
+    exit_when_done: Annotated[
+        bool, typer.Option(help="stop once the demo jobs have settled")
+    ] = False,
+    sqs: Annotated[
+        str,
+        typer.Option(
+            help="moto (started here) or localstack (already running at LOCALSTACK_ENDPOINT)"
+        ),
+    ] = "moto",
+) -> None:
+    """Run everything on this machine: PostgreSQL, SQS (moto), API, workers, sweeper, demo."""
+    if sqs not in ("moto", "localstack"):
+        err.print(f"[red]--sqs must be moto or localstack, not {escape(repr(sqs))}[/]")
+        raise typer.Exit(2)
+    from app.stack import dev as dev_mod
+
+    s = runner.settings_or_exit()
+    code = dev_mod.main(
+        s,
+        workers=workers,
+        api_port=api_port,
+        data_dir=data_dir,
+        demo=demo,
+        exit_when_done=exit_when_done,
+        sqs=sqs,
+    )
+    raise typer.Exit(code)
+
+
+def chaos(
+    jobs: Annotated[int, typer.Option(min=1, help="support.triage jobs to submit")] = 200,
+    workers: Annotated[int, typer.Option(min=1, max=16, help="worker processes")] = 3,
+    sqs: Annotated[str, typer.Option(help="moto (started here) or localstack")] = "moto",
+    transient_rate: Annotated[float, typer.Option(min=0, max=1, help="fake model")] = 0.2,
+    permanent_rate: Annotated[float, typer.Option(min=0, max=1, help="fake model")] = 0.05,
+    slow_rate: Annotated[
+        float,
+        typer.Option(
+            min=0, max=1, help="share of workers whose model calls outlast the visibility timeout"
+        ),
+    ] = 0.1,
+    tagged_rate: Annotated[
+        float,
+        typer.Option(min=0, max=0.5, help="tickets tagged [permanent], and as many [transient:N]"),
+    ] = 0.02,
+    kill_every: Annotated[float, typer.Option(min=0.5, help="SIGKILL a worker every N s")] = 3.0,
+    fault_seconds: Annotated[float, typer.Option(min=1, help="how long faults go on")] = 20.0,
+    seed: Annotated[int, typer.Option(help="tickets, tags and victims")] = 1,
+    data_dir: Annotated[Path, typer.Option(help="wiped at start")] = Path(".tasklease/chaos"),
+    visibility: Annotated[int, typer.Option(min=1, max=60, help="visibility timeout, s")] = 4,
+    max_attempts: Annotated[int, typer.Option(min=1, max=10, help="attempt budget per job")] = 3,
+    clients: Annotated[int, typer.Option(min=1, max=64, help="concurrent HTTP clients")] = 8,
+    drain_timeout: Annotated[float, typer.Option(min=1, help="per drain, s")] = 300.0,
+) -> None:
+    """The chaos gate: jobs under worker kills and broker/database restarts, then a Jepsen-style check."""
+    from app import chaos as chaos_mod
+
+    logs.setup("WARNING")
+    code = chaos_mod.main(
+        chaos_mod.Config(
+            jobs=jobs,
+            workers=workers,
+            sqs=sqs,
+            transient_rate=transient_rate,
+            permanent_rate=permanent_rate,
+            slow_rate=slow_rate,
+            tagged_rate=tagged_rate,
+            kill_every=kill_every,
+            fault_seconds=fault_seconds,
+            seed=seed,
+            data_dir=data_dir,
+            visibility=visibility,
+            max_attempts=max_attempts,
+            clients=clients,
+            drain_timeout=drain_timeout,
+        )
+    )
+    raise typer.Exit(code)

@@ -1,0 +1,135 @@
+"""The job and dead-letter commands as an operator runs them: `tasklease submit`, `jobs`,
+`dlq`, `redrive`, `migrate` and `queues` as processes against the test's database and
+queues (keys and limits are in test_auth_cli.py)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.conftest import Stack
+from tests.e2e.test_auth_cli import cli, finish, start
+
+pytestmark = pytest.mark.e2e
+
+# Text a job's error may hold that rich would read as markup: `[/]` closes nothing (rich
+# raises), `[red]` would vanish into a colour.
+MARKUP = "boom [/] [red]not a colour[/red] [bold]"
+
+
+def submitted(stack: Stack, *args: str) -> uuid.UUID:
+    code, out, err = cli(stack, "submit", "demo.noop", *args)
+    assert code == 0, err
+    return uuid.UUID(out.strip())
+
+
+def dead_letter(sql: Any, job_id: uuid.UUID, error: str) -> None:
+    """The job as the engine leaves it after its last attempt failed."""
+    sql.execute(
+        "UPDATE jobs SET state = 'dead_lettered', attempt = max_attempts, last_error = %s,"
+        " dead_lettered_by = 'engine', finished_at = now() WHERE id = %s",
+        (error, job_id),
+    )
+
+
+def test_submit_show_list_and_cancel_a_job(stack: Stack, sql: Any) -> None:
+    job_id = submitted(stack, "--idempotency-key", "k1", "--tenant", "acme")
+    # The same key: the same job, and a note on stderr only.
+    code, out, err = cli(
+        stack, "submit", "demo.noop", "--idempotency-key", "k1", "--tenant", "acme"
+    )
+    assert (code, out.strip()) == (0, str(job_id))
+    assert "an earlier submission with this idempotency key" in err
+    bad_json = start(stack, "submit", "demo.noop", "--payload", "{nope")
+    bad_id = start(stack, "jobs", "show", "not-a-uuid")
+
+    code, out, err = cli(stack, "jobs", "show", str(job_id))
+    assert code == 0, err
+    assert f"job {job_id}" in out
+    for word in ("acme", "demo.noop", "queued", "timeline", "effects"):
+        assert word in out
+
+    code, out, err = cli(stack, "jobs", "list", "--tenant", "acme")
+    assert code == 0, err
+    assert "1 jobs" in out
+    assert str(job_id) in out
+    assert "0/" in out  # attempt/max_attempts
+
+    code, out, err = cli(stack, "jobs", "cancel", str(job_id))
+    assert code == 0, err
+    assert out.strip() == f"job {job_id}: cancelled"
+    assert sql.execute("SELECT state FROM jobs WHERE id = %s", (job_id,)).fetchone()["state"] == (
+        "cancelled"
+    )
+
+    code, _, err = finish(bad_json)
+    assert code == 2
+    assert "--payload is not valid JSON" in err
+    code, _, err = finish(bad_id)
+    assert code == 2
+    assert "not a job id: 'not-a-uuid'" in err
+
+
+def test_an_unknown_job_is_an_error_with_exit_code_1(stack: Stack) -> None:
+    code, out, err = cli(stack, "jobs", "show", str(uuid.uuid4()))
+    assert code == 1
+    assert out == ""
+    assert "error:" in err
+
+
+def test_dead_letters_are_listed_and_redriven_with_their_errors_shown_as_written(
+    stack: Stack, sql: Any
+) -> None:
+    job_id = submitted(stack)
+    dead_letter(sql, job_id, MARKUP)
+
+    # Every table prints the error as text: no markup is applied and none is an error.
+    for args in (("jobs", "list"), ("jobs", "show", str(job_id)), ("dlq", "list")):
+        code, out, err = cli(stack, *args)
+        assert code == 0, (args, err)
+        assert MARKUP in out, args
+
+    code, out, err = cli(stack, "dlq", "list")
+    assert "1 dead-lettered jobs" in out
+    assert "messages in the DLQ: 0 visible, 0 in flight" in out
+
+    code, out, err = cli(stack, "redrive", "--dry-run")
+    assert code == 0, err
+    assert "would redrive: 1 dead-lettered jobs selected" in out
+    assert "dry run: nothing changed" in out
+    assert MARKUP in out
+
+    code, out, err = cli(stack, "redrive", "--job", str(job_id))
+    assert code == 0, err
+    assert "1 dead-lettered jobs selected" in out
+    assert "summary" in out
+    assert "sent anew (no dead letter found)" in out
+    row = sql.execute("SELECT state, attempt FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert (row["state"], row["attempt"]) == ("queued", 0)
+
+
+def test_migrate_is_idempotent_and_queues_create_prints_the_exports(stack: Stack) -> None:
+    code, out, err = cli(stack, "migrate")
+    assert code == 0, err
+    assert out.strip() == "migrations applied: none (up to date)"
+
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    code, out, err = cli(stack, "queues", "create", "--name", name)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("export TASKLEASE_QUEUE_URL=") and lines[0].endswith(name)
+    assert lines[1].startswith("export TASKLEASE_DLQ_URL=") and name in lines[1]
+
+
+def test_a_command_without_its_settings_exits_2_naming_the_variable(stack: Stack) -> None:
+    # migrate used to check its setting outside the runner: a traceback and exit code 1.
+    stack.env.pop("TASKLEASE_DATABASE_URL")
+    commands = ("migrate",), ("jobs", "list"), ("limits", "list"), ("submit", "demo.noop")
+    for args in commands:
+        code, out, err = cli(stack, *args)
+        assert (code, out) == (2, ""), (args, err)
+        assert "Traceback" not in err
+        assert "configuration error" in err
+        assert "TASKLEASE_DATABASE_URL" in err

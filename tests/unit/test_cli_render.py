@@ -1,0 +1,122 @@
+"""What the CLI prints, without a database: tables show values as written (never as rich
+markup), and the runner turns tasklease errors into messages and exit codes."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import uuid
+from typing import Any
+
+import pytest
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from app import config, errors
+from app.cli import render, runner
+
+pytestmark = pytest.mark.unit
+
+MARKUP = "boom [/] [red]not a colour[/red] [bold]"
+NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.UTC)
+
+
+def text(table: Table) -> str:
+    buffer = io.StringIO()
+    Console(file=buffer, width=400, color_system=None).print(table)
+    return buffer.getvalue()
+
+
+def job_row(**overrides: Any) -> dict[str, Any]:
+    return {
+        "id": uuid.uuid4(),
+        "tenant": "acme",
+        "kind": "demo.noop",
+        "state": "dead_lettered",
+        "attempt": 3,
+        "max_attempts": 3,
+        "lease_owner": None,
+        "last_error": MARKUP,
+        "created_at": NOW,
+        "finished_at": NOW,
+        "dead_lettered_by": "engine",
+        "result": None,
+        **overrides,
+    }
+
+
+def test_job_tables_show_an_error_that_looks_like_markup_as_written() -> None:
+    row = job_row()
+    assert MARKUP in text(render.jobs([row]))
+    assert MARKUP in text(render.dead_letters([row], "dead"))
+    shown = text(render.job(row["id"], row | {"result": {"tags": "[bold]x"}}))
+    assert MARKUP in shown
+    assert '{"tags": "[bold]x"}' in shown
+
+
+def test_timeline_and_effects_escape_what_workers_wrote() -> None:
+    event = {
+        "at": NOW,
+        "from_state": None,
+        "to_state": "running",
+        "attempt": 1,
+        "worker": "w[1]",
+        "detail": MARKUP,
+    }
+    shown = text(render.timeline([event]))
+    assert "03:04:05.678" in shown
+    assert MARKUP in shown
+    assert "w[1]" in shown
+    effect = {"seq": 1, "key": "[b]send", "attempt": 1, "worker": None, "recorded_at": NOW}
+    assert "[b]send" in text(render.effects([effect]))
+
+
+def test_keys_and_limits_tables_escape_names_and_mark_defaults() -> None:
+    key = {
+        "id": "0123456789ab",
+        "tenant": "acme",
+        "name": "[red]ops[/]",
+        "admin": True,
+        "created_at": NOW,
+        "revoked_at": None,
+    }
+    shown = text(render.keys([key], "1 API keys"))
+    assert "[red]ops[/]" in shown
+    assert "admin" in shown
+    limit = {"tenant": "acme", "rate_per_second": 0.5, "burst": None, "max_in_flight": 7}
+    shown = text(render.limits(config.load(rate_limit_burst=100), [{**limit, "in_flight": 2}]))
+    (line,) = [ln for ln in shown.splitlines() if "acme" in ln]
+    assert [c.strip() for c in line.split("│") if c.strip()] == [
+        "acme",
+        "0.5",
+        "100 (default)",
+        "7",
+        "2",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "prefix"),
+    [
+        (errors.ConfigError("TASKLEASE_X is [bad]"), 2, "configuration error: "),
+        (errors.BadRequest("tenant '[x]' is not valid"), 1, "error: "),
+    ],
+)
+def test_the_runner_turns_an_error_into_its_message_and_exit_code(
+    error: errors.TaskleaseError, code: int, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def fail() -> None:
+        raise error
+
+    with pytest.raises(typer.Exit) as exited:
+        runner.run(fail)
+    assert exited.value.exit_code == code
+    assert prefix + str(error) in capsys.readouterr().err
+
+
+def test_the_runner_returns_what_the_command_awaited() -> None:
+    async def answer() -> int:
+        return 42
+
+    assert runner.run(answer) == 42
