@@ -55,6 +55,14 @@ def test_every_query_the_code_asks_for_exists() -> None:
     assert sorted(used - set(sql.queries)) == []
 
 
+def test_every_named_query_is_asked_for_by_the_store() -> None:
+    """The store is where statements run: a query none of its modules names is dead."""
+    used: set[str] = set()
+    for path in (APP / "store").rglob("*.py"):
+        used |= set(re.findall(r"""\bq\(\s*["'](\w+)["']\s*\)""", path.read_text()))
+    assert sorted(set(sql.queries) - used) == []
+
+
 def test_migrations_are_named_nnnn_and_sorted() -> None:
     versions = [version for version, _ in sql.migrations()]
     assert versions, "no migrations"

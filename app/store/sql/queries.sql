@@ -1,4 +1,4 @@
--- Named queries. Each starts with "-- name: NAME"; app/sql/__init__.py loads them.
+-- Named queries. Each starts with "-- name: NAME"; app/store/sql/__init__.py loads them.
 -- Parameters are always bound (%(name)s), never formatted into the text.
 
 -- name: insert_jobs
@@ -203,7 +203,7 @@ ON CONFLICT (job_id, key) DO NOTHING
 RETURNING result;
 
 -- name: get_effect
-SELECT result FROM effects WHERE job_id = %(id)s AND key = %(key)s;
+SELECT * FROM effects WHERE job_id = %(id)s AND key = %(key)s;
 
 -- name: finish
 -- Fenced transition out of a live lease: succeeded, retrying, dead_lettered, queued
@@ -278,9 +278,6 @@ FROM (SELECT id FROM jobs
       ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) old
 WHERE j.id = old.id
 RETURNING j.id;
-
--- name: count_by_state
-SELECT state, count(*) AS n FROM jobs GROUP BY state;
 
 -- name: cancel_waiting
 -- A job no live lease holds is cancelled at once: waiting, dead-lettered, or its lease expired.
