@@ -18,16 +18,29 @@ from app.states import JobState
 Row = Mapping[str, Any]
 
 
+# Each record type's field names, read once: rows are built on the hot paths (claim, submit).
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 class _Record:
     """What every record shares: built from a row by its field names, and back to a dict."""
 
+    __slots__ = ()
+
     @classmethod
     def from_row(cls, row: Row) -> Self:
-        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-        return cls(**{name: row[name] for name in names})
+        """The record of a row; the row's other columns (a verdict, a join) are left."""
+        return cls(**{name: row[name] for name in _names(cls)})
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {name: getattr(self, name) for name in _names(type(self))}
 
 
 @dataclass(frozen=True, slots=True)

@@ -162,7 +162,7 @@ class Engine:
             token=token,
             receipt_handle=str(record.get("receiptHandle", "")),
             received_at=time.time(),
-            generation=int(job.redrives),
+            generation=job.redrives,
             fields=fields,
         )
 
