@@ -115,6 +115,13 @@ class Admission(_Record):
     max_in_flight: int
     conflict_ord: int | None
 
+    @classmethod
+    def from_row(cls, row: Row) -> Self:
+        verdict = super(Admission, cls).from_row(row)
+        # extract(epoch ...) is numeric: psycopg reads it as a Decimal.
+        wait = row["wait_seconds"]
+        return dataclasses.replace(verdict, wait_seconds=None if wait is None else float(wait))
+
 
 @dataclass(frozen=True, slots=True)
 class OutboxRow(_Record):

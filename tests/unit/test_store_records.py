@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import uuid
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -94,3 +95,19 @@ def test_an_admission_verdict_reads_only_its_columns() -> None:
     }
     admission = records.Admission.from_row({**verdict, **job_row()})
     assert admission.to_dict() == verdict
+
+
+def test_the_wait_postgresql_computes_as_numeric_is_a_float() -> None:
+    verdict = {
+        "key_ok": True,
+        "rate_ok": False,
+        "wait_seconds": Decimal("0.25"),
+        "rate": 1.0,
+        "burst": 1,
+        "wanted": 1,
+        "flight_ok": True,
+        "max_in_flight": 1,
+        "conflict_ord": None,
+    }
+    assert records.Admission.from_row(verdict).wait_seconds == 0.25
+    assert type(records.Admission.from_row(verdict).wait_seconds) is float
