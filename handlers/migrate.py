@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import errors
+from app import errors, store
 from app.services import auth
-from app.store import pool as db
 from handlers import runtime
 
 settings = runtime.load_settings()
@@ -38,9 +37,7 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
 
 async def _keys(event: dict[str, Any]) -> dict[str, Any]:
     action = event["action"]
-    database = db.Database(settings.database, min_size=1, max_size=1)
-    await database.open()
-    try:
+    async with store.connect(settings.database, min_size=1, max_size=1) as database:
         if action == "create_key":
             tenant, name, admin = event.get("tenant"), event.get("name", ""), event.get("admin")
             if not isinstance(tenant, str) or not isinstance(name, str):
@@ -58,8 +55,6 @@ async def _keys(event: dict[str, Any]) -> dict[str, Any]:
         if tenant is not None and not isinstance(tenant, str):
             raise errors.BadRequest("list_keys: 'tenant' must be a string")
         return {"keys": [_public(r) for r in await auth.list_keys(database, tenant)]}
-    finally:
-        await database.close()
 
 
 ACTIONS = ("create_key", "revoke_key", "list_keys")
@@ -68,7 +63,7 @@ ACTIONS = ("create_key", "revoke_key", "list_keys")
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     action = event.get("action") if isinstance(event, dict) else None
     if action is None:
-        applied = runtime.run(lambda: db.migrate(settings.database))
+        applied = runtime.run(lambda: store.migrate(settings.database))
         return {"applied": applied}
     if action not in ACTIONS:
         return {

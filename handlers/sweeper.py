@@ -4,31 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from app import store
 from app.services import sweeper
-from app.store import pool as db
-from app.transport import sqs as queue
+from app.transport.sqs import Queue
 from handlers import runtime
 
 settings = runtime.load_settings()
 settings.need("database_url", "queue_url", "dlq_url")
-_clients: tuple[db.Database, queue.Queue] | None = None
+# Kept open while the process is warm: each scheduled invocation reuses them.
+_clients: tuple[store.Database, Queue] | None = None
 
 
-async def _get_clients() -> tuple[db.Database, queue.Queue]:
+async def _get_clients() -> tuple[store.Database, Queue]:
     global _clients
     if _clients is None:
-        database = db.Database(settings.database, min_size=1, max_size=2)
+        database = store.Database(settings.database, min_size=1, max_size=2)
         await database.open()
-        sqs = queue.Queue(settings)
-        await sqs.open()
-        _clients = (database, sqs)
+        queue = Queue(settings)
+        await queue.open()
+        _clients = (database, queue)
     return _clients
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
-        database, sqs = await _get_clients()
-        report = await sweeper.sweep_once(settings, database, sqs)
+        database, queue = await _get_clients()
+        report = await sweeper.sweep_once(settings, database, queue)
         return {
             "stalled": report.stalled,
             "outbox_sent": report.outbox_sent,

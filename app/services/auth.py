@@ -24,8 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app import errors
-from app.store.pool import Database, q
+from app import errors, store
 
 PREFIX = "tlk"
 # Used with fullmatch: "$" in a Python pattern also matches before a trailing newline,
@@ -103,51 +102,46 @@ class NewKey:
     row: dict[str, Any]
 
 
-async def create_key(db: Database, tenant: str, *, name: str = "", admin: bool = False) -> NewKey:
+async def create_key(
+    db: store.Database, tenant: str, *, name: str = "", admin: bool = False
+) -> NewKey:
     check_tenant(tenant)
     if len(name) > MAX_KEY_NAME:
         raise errors.BadRequest(f"key name must be at most {MAX_KEY_NAME} characters")
     key_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     salt = secrets.token_bytes(16)
-    row = await db.fetch_one(
-        q("insert_api_key"),
-        {
-            "id": key_id,
-            "tenant": tenant,
-            "name": name,
-            "admin": admin,
-            "salt": salt,
-            "secret_hash": _hash(secret, salt),
-        },
+    made = await store.keys.create(
+        db,
+        key_id=key_id,
+        tenant=tenant,
+        name=name,
+        admin=admin,
+        salt=salt,
+        secret_hash=_hash(secret, salt),
     )
-    assert row is not None
-    return NewKey(key=f"{PREFIX}_{key_id}_{secret}", row=row)
+    return NewKey(key=f"{PREFIX}_{key_id}_{secret}", row=made.to_dict())
 
 
 async def create_key_at(
     database_url: str, tenant: str, *, name: str = "", admin: bool = False
 ) -> str:
     """A new key, for a process that has no pool open (make run, chaos, bench, tests)."""
-    database = Database(database_url, min_size=1, max_size=1)
-    await database.open()
-    try:
+    async with store.connect(database_url, min_size=1, max_size=1) as database:
         return (await create_key(database, tenant, name=name, admin=admin)).key
-    finally:
-        await database.close()
 
 
-async def list_keys(db: Database, tenant: str | None = None) -> list[dict[str, Any]]:
-    return await db.fetch(q("list_api_keys"), {"tenant": tenant})
+async def list_keys(db: store.Database, tenant: str | None = None) -> list[dict[str, Any]]:
+    return [key.to_dict() for key in await store.keys.listing(db, tenant)]
 
 
-async def revoke_key(db: Database, key_id: str) -> dict[str, Any]:
+async def revoke_key(db: store.Database, key_id: str) -> dict[str, Any]:
     if not KEY_ID.fullmatch(key_id):
         raise errors.BadRequest(f"{key_id!r} is not a key id (12 hex characters)")
-    row = await db.fetch_one(q("revoke_api_key"), {"id": key_id})
-    if row is None:
+    revoked = await store.keys.revoke(db, key_id)
+    if revoked is None:
         raise errors.NotFound(f"no key {key_id}")
-    return row
+    return revoked.to_dict()
 
 
 def invalid_key() -> Unauthorized:
@@ -165,7 +159,7 @@ class _Verified:
 class KeyVerifier:
     """Checks bearer keys against the database; remembers secrets it has verified."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: store.Database) -> None:
         self.db = db
         self._verified: collections.OrderedDict[str, _Verified] = collections.OrderedDict()
 
@@ -183,22 +177,22 @@ class KeyVerifier:
             return Principal(
                 tenant=known.tenant, admin=known.admin, key_id=key_id, revocation_pending=True
             )
-        row = await self.db.fetch_one(q("api_key"), {"id": key_id})
-        if row is None or row["revoked_at"] is not None:
+        row = await store.keys.secret(self.db, key_id)
+        if row is None or row.revoked_at is not None:
             raise invalid_key()
         if known is not None:
             self._verified.move_to_end(key_id)
         elif hmac.compare_digest(
             # Off the event loop: scrypt takes tens of milliseconds by design.
-            await asyncio.to_thread(_hash, secret, bytes(row["salt"])),
-            bytes(row["secret_hash"]),
+            await asyncio.to_thread(_hash, secret, row.salt),
+            row.secret_hash,
         ):
-            self._verified[key_id] = _Verified(digest, row["tenant"], bool(row["admin"]))
+            self._verified[key_id] = _Verified(digest, row.tenant, row.admin)
             if len(self._verified) > VERIFIED_CACHE:
                 self._verified.popitem(last=False)
         else:
             raise invalid_key()
-        return Principal(tenant=row["tenant"], admin=bool(row["admin"]), key_id=key_id)
+        return Principal(tenant=row.tenant, admin=row.admin, key_id=key_id)
 
 
 def bearer(authorization: str | None) -> str:

@@ -23,13 +23,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app import aws_limits as limits
-from app import errors
+from app import aws_limits, errors, store
 from app.config import Settings
-from app.services import submit as service
+from app.services import jobs, outbox
 from app.states import JobState
-from app.store.pool import Database, q
+from app.store.records import Job, OutboxRow
 from app.transport import sqs as queue
+from app.transport.sqs import Queue
 
 Progress = Callable[[int, int | None], None]
 
@@ -52,56 +52,67 @@ class RedriveReport:
 
 
 async def dead_letters(
-    db: Database,
+    db: store.Database,
     *,
     scope: str | None,
     kind: str | None = None,
     job_ids: Sequence[uuid.UUID] | None = None,
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
-    return await db.fetch(
-        q("dead_letters"),
-        {
-            "tenant": scope,
-            "kind": kind,
-            "ids": list(job_ids) if job_ids else None,
-            "limit": limit or MAX_LIST,
-        },
+    found = await _dead_letters(db, scope=scope, kind=kind, job_ids=job_ids, limit=limit)
+    return [job.to_dict() for job in found]
+
+
+async def _dead_letters(
+    db: store.Database,
+    *,
+    scope: str | None,
+    kind: str | None,
+    job_ids: Sequence[uuid.UUID] | None,
+    limit: int | None,
+) -> list[Job]:
+    return await store.dead_letters.listing(
+        db, tenant=scope, kind=kind, job_ids=job_ids, limit=limit or MAX_LIST
     )
 
 
 async def reset(
-    db: Database, sqs: queue.Queue, job_ids: Sequence[uuid.UUID], *, with_outbox: bool, detail: str
+    db: store.Database,
+    sqs: Queue,
+    job_ids: Sequence[uuid.UUID],
+    *,
+    with_outbox: bool,
+    detail: str,
 ) -> list[uuid.UUID]:
     """Dead-lettered jobs back to queued with a fresh budget; with_outbox also sends them."""
-    rows = await db.fetch(
-        q("redrive_reset"), {"ids": list(job_ids), "with_outbox": with_outbox, "detail": detail}
-    )
+    redriven = await store.dead_letters.reset(db, job_ids, with_outbox=with_outbox, detail=detail)
     if with_outbox:
-        await service.send_outbox(
-            db, sqs, [(r["outbox_id"], r["id"]) for r in rows if r["outbox_id"]]
+        await outbox.send(
+            db,
+            sqs,
+            [OutboxRow(id=r.outbox_id, job_id=r.id) for r in redriven if r.outbox_id is not None],
         )
-    return [r["id"] for r in rows]
+    return [r.id for r in redriven]
 
 
 async def redrive_job(
-    db: Database, sqs: queue.Queue, job_id: uuid.UUID, *, scope: str | None
+    db: store.Database, sqs: Queue, job_id: uuid.UUID, *, scope: str | None
 ) -> dict[str, Any]:
     """One job, from the API: 409 unless it is dead-lettered."""
-    job = await service.get_job(db, job_id, scope=scope)
-    if job["state"] != JobState.DEAD_LETTERED:
+    job = await jobs.find(db, job_id, scope=scope)
+    if job.state != JobState.DEAD_LETTERED:
         raise errors.Conflict(
-            f"job {job_id} is {job['state']}, not dead_lettered: only dead letters are redriven"
+            f"job {job_id} is {job.state}, not dead_lettered: only dead letters are redriven"
         )
     if not await reset(db, sqs, [job_id], with_outbox=True, detail="redriven through the API"):
         raise errors.Conflict(f"job {job_id} changed state while being redriven")
-    return await service.get_job(db, job_id, scope=scope)
+    return await jobs.get_job(db, job_id, scope=scope)
 
 
 async def redrive(
     settings: Settings,
-    db: Database,
-    sqs: queue.Queue,
+    db: store.Database,
+    sqs: Queue,
     *,
     job_ids: Sequence[uuid.UUID] | None = None,
     kind: str | None = None,
@@ -111,20 +122,21 @@ async def redrive(
     progress: Progress | None = None,
 ) -> RedriveReport:
     """The operator's redrive (CLI, admin API): every tenant unless ``tenant`` is given."""
-    selected = await dead_letters(db, scope=tenant, kind=kind, job_ids=job_ids, limit=limit)
+    selected = await _dead_letters(db, scope=tenant, kind=kind, job_ids=job_ids, limit=limit)
     filtered = bool(job_ids or kind or tenant or limit)
+    listed = [job.to_dict() for job in selected]
     if dry_run:
-        return RedriveReport(mode="dry run", selected=selected, dry_run=True)
+        return RedriveReport(mode="dry run", selected=listed, dry_run=True)
     if not filtered:
         handle = await sqs.start_move()
         if handle is not None:
-            report = RedriveReport(mode="StartMessageMoveTask", selected=selected)
+            report = RedriveReport(mode="StartMessageMoveTask", selected=listed)
             report.moved = await _wait_for_move(sqs, progress)
             return report
     return await _walk(db, sqs, selected, filtered=filtered, progress=progress)
 
 
-async def _wait_for_move(sqs: queue.Queue, progress: Progress | None) -> int:
+async def _wait_for_move(sqs: Queue, progress: Progress | None) -> int:
     while True:
         status = await sqs.move_status()
         moved = int(status.get("ApproximateNumberOfMessagesMoved", 0))
@@ -142,21 +154,21 @@ async def _wait_for_move(sqs: queue.Queue, progress: Progress | None) -> int:
 
 
 async def _walk(
-    db: Database,
-    sqs: queue.Queue,
-    selected: list[dict[str, Any]],
+    db: store.Database,
+    sqs: Queue,
+    selected: list[Job],
     *,
     filtered: bool,
     progress: Progress | None,
 ) -> RedriveReport:
-    report = RedriveReport(mode="receive/send/delete", selected=selected)
-    wanted = {row["id"] for row in selected}
+    report = RedriveReport(mode="receive/send/delete", selected=[j.to_dict() for j in selected])
+    wanted = {job.id for job in selected}
     found: set[uuid.UUID] = set()
     total = len(wanted)
     while not filtered or found != wanted:
         messages = await sqs.receive(
             url=sqs.settings.dlq,
-            max_messages=limits.MAX_BATCH,
+            max_messages=aws_limits.MAX_BATCH,
             wait_seconds=1,
             visibility=WALK_VISIBILITY_SECONDS,
         )
@@ -165,7 +177,7 @@ async def _walk(
         ids = queue.job_ids(messages)
         report.left_in_dlq += len(messages) - len(ids)  # not ours: an operator looks at them
         states = (
-            {r["id"]: r for r in await db.fetch(q("jobs_by_ids"), {"ids": list(set(ids.values()))})}
+            {job.id: job for job in await store.jobs.by_ids(db, list(set(ids.values())))}
             if ids
             else {}
         )
@@ -177,10 +189,10 @@ async def _walk(
                 continue
             job = states.get(job_id)
             if job_id in wanted or (
-                not filtered and job is not None and job["state"] == JobState.DEAD_LETTERED
+                not filtered and job is not None and job.state == JobState.DEAD_LETTERED
             ):
                 move.append(m)
-            elif job is not None and job["state"] in (JobState.SUCCEEDED, JobState.CANCELLED):
+            elif job is not None and job.state in (JobState.SUCCEEDED, JobState.CANCELLED):
                 stale.append(m["ReceiptHandle"])
             else:
                 report.left_in_dlq += 1
@@ -201,7 +213,7 @@ async def _walk(
         if progress:
             progress(len(found), total or None)
     # Selected jobs whose dead letter was not found (expired, purged, never sent): send anyway.
-    missing = [row["id"] for row in selected if row["id"] not in found]
+    missing = [job.id for job in selected if job.id not in found]
     if missing:
         anew = await reset(
             db, sqs, missing, with_outbox=True, detail="redriven: no dead letter found, sent anew"

@@ -11,10 +11,10 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from app import aws_limits as limits
+from app import aws_limits, store
 from app.config import Settings
+from app.services import outbox
 from app.states import JobState
-from app.store.pool import Database, q
 from app.transport import sqs as queue
 from app.transport.sqs import Queue
 
@@ -39,44 +39,36 @@ class SweepReport:
         )
 
 
-async def relay_outbox(settings: Settings, db: Database, sqs: Queue) -> int:
-    """Send outbox rows whose fast-path send did not happen, in batches of 10."""
+async def relay_outbox(settings: Settings, db: store.Database, sqs: Queue) -> int:
+    """Send outbox rows whose fast-path send did not happen, in batches of 10, through
+    the API's send path: a failed send counts an attempt and keeps its error on the row.
+    Stops at the first batch with a failure (the queue is likely down: the next sweep
+    tries again)."""
     total = 0
     while True:
         async with db.transaction() as conn:
-            cur = await conn.execute(
-                q("take_unsent_outbox"),
-                {"grace": settings.outbox_grace_seconds, "limit": limits.MAX_BATCH},
+            rows = await store.outbox.take_unsent_txn(
+                conn, grace=settings.outbox_grace_seconds, limit=aws_limits.MAX_BATCH
             )
-            rows = await cur.fetchall()
             if not rows:
                 return total
-            failed = set(await sqs.send_jobs([r["job_id"] for r in rows]))
-            sent = [r["id"] for r in rows if str(r["job_id"]) not in failed]
-            if sent:
-                await conn.execute(q("mark_outbox_sent"), {"ids": sent})
+            sent = await outbox.send(db, sqs, rows, txn=conn)
             total += len(sent)
-            if failed:
-                log.warning("outbox relay: send failed", extra={"count": len(failed)})
+            if len(sent) < len(rows):
+                log.warning("outbox relay: send failed", extra={"count": len(rows) - len(sent)})
                 return total
 
 
-async def sweep_once(settings: Settings, db: Database, sqs: Queue) -> SweepReport:
+async def sweep_once(settings: Settings, db: store.Database, sqs: Queue) -> SweepReport:
     report = SweepReport()
-    stalled = await db.fetch(
-        q("mark_stalled"), {"grace": STALL_GRACE_SECONDS, "limit": SWEEP_LIMIT}
-    )
+    stalled = await store.leases.mark_stalled(db, grace=STALL_GRACE_SECONDS, limit=SWEEP_LIMIT)
     report.stalled = len(stalled)
-    for row in stalled:
-        log.warning(
-            "lease expired with no heartbeat", extra={"job_id": row["id"], "state": "stalled"}
-        )
+    for job_id in stalled:
+        log.warning("lease expired with no heartbeat", extra={"job_id": job_id, "state": "stalled"})
     report.outbox_sent = await relay_outbox(settings, db, sqs)
-    lost = await db.fetch(
-        q("touch_lost"), {"age": settings.lost_message_seconds, "limit": SWEEP_LIMIT}
-    )
+    lost = await store.leases.touch_lost(db, age=settings.lost_message_seconds, limit=SWEEP_LIMIT)
     if lost:
-        failed = await sqs.send_jobs([r["id"] for r in lost])
+        failed = await sqs.send_jobs(lost)
         report.resent = len(lost) - len(failed)
         log.info("re-sent messages for waiting jobs", extra={"count": report.resent})
     report.dead_lettered, report.stale_dead_letters = await reconcile_dlq(db, sqs)
@@ -88,7 +80,7 @@ DLQ_SCAN_VISIBILITY_SECONDS = 2
 DLQ_SCAN_BATCHES = 10
 
 
-async def reconcile_dlq(db: Database, sqs: Queue) -> tuple[int, int]:
+async def reconcile_dlq(db: store.Database, sqs: Queue) -> tuple[int, int]:
     """Look at the DLQ: jobs SQS moved there itself (no marker) become dead_lettered
     ("worker never finished"); stale dead letters of finished or redriven jobs are
     deleted. Returns (reconciled, deleted)."""
@@ -96,7 +88,7 @@ async def reconcile_dlq(db: Database, sqs: Queue) -> tuple[int, int]:
     for _ in range(DLQ_SCAN_BATCHES):
         messages = await sqs.receive(
             url=sqs.settings.dlq,
-            max_messages=limits.MAX_BATCH,
+            max_messages=aws_limits.MAX_BATCH,
             wait_seconds=0,
             visibility=DLQ_SCAN_VISIBILITY_SECONDS,
         )
@@ -105,31 +97,30 @@ async def reconcile_dlq(db: Database, sqs: Queue) -> tuple[int, int]:
         ids = queue.job_ids(messages)
         if not ids:
             continue
-        jobs = {
-            r["id"]: r for r in await db.fetch(q("jobs_by_ids"), {"ids": list(set(ids.values()))})
-        }
+        jobs = {job.id: job for job in await store.jobs.by_ids(db, list(set(ids.values())))}
         to_mark: list[uuid.UUID] = []
         stale: list[str] = []
         for m in messages:
-            job = jobs.get(ids.get(m["MessageId"]))
+            job_id = ids.get(m["MessageId"])
+            job = jobs.get(job_id) if job_id is not None else None
             if job is None:
                 continue  # not ours, or unknown: an operator looks at it
             attrs = m.get("MessageAttributes") or {}
-            if job["state"] in (JobState.SUCCEEDED, JobState.CANCELLED):
+            if job.state in (JobState.SUCCEEDED, JobState.CANCELLED):
                 stale.append(m["ReceiptHandle"])
             elif queue.ATTR_DEAD_LETTERED_AT in attrs:
                 gen = (attrs.get(queue.ATTR_GENERATION) or {}).get("StringValue")
-                if gen is not None and gen.isdigit() and int(gen) < job["redrives"]:
+                if gen is not None and gen.isdigit() and int(gen) < job.redrives:
                     stale.append(m["ReceiptHandle"])  # a dead letter from before a redrive
-            elif job["state"] != JobState.DEAD_LETTERED:
-                to_mark.append(job["id"])
+            elif job.state != JobState.DEAD_LETTERED:
+                to_mark.append(job.id)
         if to_mark:
-            rows = await db.fetch(q("reconcile_moved"), {"ids": to_mark})
-            reconciled += len(rows)
-            for r in rows:
+            moved = await store.dead_letters.reconcile_moved(db, to_mark)
+            reconciled += len(moved)
+            for job_id in moved:
                 log.warning(
                     "moved to the DLQ by the redrive policy: worker never finished",
-                    extra={"job_id": r["id"], "state": JobState.DEAD_LETTERED},
+                    extra={"job_id": job_id, "state": JobState.DEAD_LETTERED},
                 )
         if stale:
             await sqs.delete_batch(stale, url=sqs.settings.dlq)

@@ -1,4 +1,9 @@
-"""PostgreSQL: the connection pool, the one executor, and migrations."""
+"""PostgreSQL: the connection pool, the one executor, and migrations.
+
+The aggregate modules beside this one (jobs, leases, effects, outbox, ...) run the
+named queries through ``Database.fetch`` or, inside a caller's transaction,
+``fetch_txn``; nothing above the store runs SQL.
+"""
 
 from __future__ import annotations
 
@@ -105,6 +110,19 @@ class Database:
         await self.fetch("SELECT 1 AS ok")
 
 
+@contextlib.asynccontextmanager
+async def connect(
+    url: str, *, min_size: int = 1, max_size: int = 10, wait_seconds: float = 30.0
+) -> AsyncIterator[Database]:
+    """An open pool for the block, closed after it however the block ends."""
+    database = Database(url, min_size=min_size, max_size=max_size)
+    await database.open(wait_seconds=wait_seconds)
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
 async def fetch_txn(
     conn: Conn, query: LiteralString, params: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
@@ -117,6 +135,7 @@ async def fetch_txn(
 
 
 def q(name: str) -> LiteralString:
+    """The named query's text (the aggregate modules' one way to name a statement)."""
     return sql.queries[name]
 
 

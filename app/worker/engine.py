@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
-from psycopg.types.json import Jsonb
 
 from app import aws_limits as limits
-from app import batching, crashpoints, errors, kinds
+from app import batching, crashpoints, errors, kinds, store
 from app.config import Settings
 from app.kinds import providers
 from app.kinds.context import JobContext, Services
 from app.states import JobState
-from app.store.pool import Database, q
+from app.store import Database
+from app.store.records import Job
 from app.transport import codec
 from app.transport import sqs as queue
 from app.worker import backoff
@@ -81,12 +81,12 @@ class Engine:
         )
         # The records of a batch (and of concurrent batches) claim, start and succeed
         # together: one statement each instead of one per record.
-        self._claims: batching.Batcher[Claim, dict[str, Any] | None] = batching.Batcher(
+        self._claims: batching.Batcher[Claim, Job | None] = batching.Batcher(
             self._claim_many, max_size=BATCH_STATEMENT_ROWS
         )
-        self._starts: batching.Batcher[tuple[uuid.UUID, uuid.UUID], list[Any] | None] = (
-            batching.Batcher(self._start_many, max_size=BATCH_STATEMENT_ROWS)
-        )
+        self._starts: batching.Batcher[
+            tuple[uuid.UUID, uuid.UUID], list[tuple[str, Any]] | None
+        ] = batching.Batcher(self._start_many, max_size=BATCH_STATEMENT_ROWS)
         self._successes: batching.Batcher[tuple[uuid.UUID, uuid.UUID, Any], bool] = (
             batching.Batcher(self._succeed_many, max_size=BATCH_STATEMENT_ROWS)
         )
@@ -152,8 +152,8 @@ class Engine:
             return await self._not_claimed(job_id, record, body)
         fields = {
             "job_id": job_id,
-            "kind": job["kind"],
-            "attempt": job["attempt"],
+            "kind": job.kind,
+            "attempt": job.attempt,
             "lease_owner": self.owner,
         }
         log.info("claimed", extra={**fields, "state": JobState.LEASED})
@@ -163,19 +163,19 @@ class Engine:
             token=token,
             receipt_handle=str(record.get("receiptHandle", "")),
             received_at=time.time(),
-            generation=int(job["redrives"]),
+            generation=job.redrives,
             fields=fields,
         )
 
-        if job["attempt"] > job["max_attempts"]:
+        if job.attempt > job.max_attempts:
             # Every earlier attempt died without finishing (a crash, a kill, a timeout).
-            reason = f"worker never finished: attempt budget of {job['max_attempts']} used up" + (
-                f"; last error: {job['last_error']}" if job["last_error"] else ""
+            reason = f"worker never finished: attempt budget of {job.max_attempts} used up" + (
+                f"; last error: {job.last_error}" if job.last_error else ""
             )
             return await self._dead_letter(lease, JobState.LEASED, reason)
         try:
-            kind = kinds.get(job["kind"])
-            payload = kind.parse(job["payload"])
+            kind = kinds.get(job.kind)
+            payload = kind.parse(job.payload)
         except errors.BadRequest as exc:
             return await self._dead_letter(lease, JobState.LEASED, str(exc))
 
@@ -185,8 +185,8 @@ class Engine:
             return False
         ctx = JobContext(
             job_id=job_id,
-            kind=job["kind"],
-            attempt=job["attempt"],
+            kind=job.kind,
+            attempt=job.attempt,
             lease_token=token,
             lease_owner=self.owner,
             db=self.db,
@@ -195,9 +195,7 @@ class Engine:
         )
         log.info("running", extra={**fields, "state": JobState.RUNNING})
         try:
-            result = await self._run_leased(
-                lease, kind, ctx, payload, job["timeout_seconds"], context
-            )
+            result = await self._run_leased(lease, kind, ctx, payload, job.timeout_seconds, context)
         except errors.LeaseLost:
             log.warning("lease lost: stopping, writing nothing", extra=fields)
             return False
@@ -221,7 +219,7 @@ class Engine:
         return True
 
     async def _not_claimed(self, job_id: uuid.UUID, record: Mapping[str, Any], body: str) -> bool:
-        job = await self.db.fetch_one(q("get_job"), {"id": job_id})
+        job = await store.jobs.get(self.db, job_id)
         if job is None:
             # Not a job of this deployment (another one's queue, or a hand-made message).
             log.warning("message names an unknown job; sent to the DLQ", extra={"job_id": job_id})
@@ -229,22 +227,20 @@ class Engine:
                 body, f"unknown job id {job_id}: this deployment's database has no such job"
             )
             return True
-        state = JobState(job["state"])
-        fields = {"job_id": job_id, "kind": job["kind"], "state": state}
+        state = job.state
+        fields = {"job_id": job_id, "kind": job.kind, "state": state}
         if state in (JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD_LETTERED):
             # A late duplicate, or the source message of a dead-lettering cut short.
             log.info("late duplicate deleted", extra=fields)
             return True
-        if job["cancel_requested"]:
-            await self.db.fetch(
-                q("cancel_waiting"), {"id": job_id, "detail": "cancelled before it ran"}
-            )
+        if job.cancel_requested:
+            await store.jobs.cancel_waiting(self.db, job_id, detail="cancelled before it ran")
             log.info("cancelled before it ran", extra=fields)
             return True
-        if state in (JobState.LEASED, JobState.RUNNING) and job["lease_expires_at"] is not None:
+        if state in (JobState.LEASED, JobState.RUNNING) and job.lease_expires_at is not None:
             # A live lease held by another worker: a duplicate delivery. Keep this copy
             # hidden until that lease would expire, so it is the backup if the holder dies.
-            remaining = job["lease_expires_at"].timestamp() - time.time()
+            remaining = job.lease_expires_at.timestamp() - time.time()
             handle = str(record.get("receiptHandle", ""))
             with contextlib.suppress(errors.QueueError):
                 await self.sqs.change_visibility(handle, max(1.0, remaining + 1))
@@ -304,23 +300,18 @@ class Engine:
                 job_task.cancel()
                 return
             try:
-                rows = await self.db.fetch(
-                    q("heartbeat"),
-                    {
-                        "id": lease.job_id,
-                        "token": lease.token,
-                        "lease_seconds": s.visibility_timeout_seconds,
-                    },
+                beat = await store.leases.heartbeat(
+                    self.db, lease.job_id, lease.token, lease_seconds=s.visibility_timeout_seconds
                 )
             except errors.StoreError as exc:
                 # Keep going: the lease is still ours until it expires; the next beat retries.
                 log.warning("heartbeat could not reach the database: %s", exc, extra=lease.fields)
                 continue
-            if not rows:
+            if beat is None:
                 lease.stop = errors.LeaseLost()
                 job_task.cancel()
                 return
-            if rows[0]["cancel_requested"]:
+            if beat.cancel_requested:
                 lease.stop = errors.Cancelled()
                 job_task.cancel()
                 return
@@ -342,38 +333,25 @@ class Engine:
 
     # --- the batched statements ------------------------------------------------
 
-    async def _claim_many(self, claims: list[Claim]) -> list[dict[str, Any] | None]:
-        rows = await self.db.fetch(
-            q("claim_batch"),
-            {
-                "ids": [c.job_id for c in claims],
-                "tokens": [c.token for c in claims],
-                "generations": [c.generation for c in claims],
-                "owner": self.owner,
-                "lease_seconds": self.settings.visibility_timeout_seconds,
-            },
+    async def _claim_many(self, claims: list[Claim]) -> list[Job | None]:
+        by_token = await store.leases.claim_batch(
+            self.db,
+            job_ids=[c.job_id for c in claims],
+            tokens=[c.token for c in claims],
+            generations=[c.generation for c in claims],
+            owner=self.owner,
+            lease_seconds=self.settings.visibility_timeout_seconds,
         )
-        by_token = {row["lease_token"]: row for row in rows}
         return [by_token.get(c.token) for c in claims]
 
-    async def _start_many(self, items: list[tuple[uuid.UUID, uuid.UUID]]) -> list[list[Any] | None]:
-        rows = await self.db.fetch(
-            q("start_batch"),
-            {"ids": [job_id for job_id, _ in items], "tokens": [token for _, token in items]},
-        )
-        by_token = {row["token"]: row["effects"] for row in rows}
+    async def _start_many(
+        self, items: list[tuple[uuid.UUID, uuid.UUID]]
+    ) -> list[list[tuple[str, Any]] | None]:
+        by_token = await store.leases.start_batch(self.db, items)
         return [by_token.get(token) for _, token in items]
 
     async def _succeed_many(self, items: list[tuple[uuid.UUID, uuid.UUID, Any]]) -> list[bool]:
-        rows = await self.db.fetch(
-            q("succeed_batch"),
-            {
-                "ids": [job_id for job_id, _, _ in items],
-                "tokens": [token for _, token, _ in items],
-                "results": [Jsonb(r) if r is not None else None for _, _, r in items],
-            },
-        )
-        done = {row["token"] for row in rows}
+        done = await store.leases.succeed_batch(self.db, items)
         return [token in done for _, token, _ in items]
 
     # --- outcomes --------------------------------------------------------------
@@ -391,34 +369,31 @@ class Engine:
         dead_lettered_by: str | None = None,
         detail: str | None = None,
     ) -> bool:
-        row = await self.db.fetch_one(
-            q("finish"),
-            {
-                "id": lease.job_id,
-                "token": lease.token,
-                "to_state": to_state.value,
-                "from_state": from_state.value,
-                "result": Jsonb(result) if result is not None else None,
-                "error": error,
-                "delay": delay,
-                "refund": refund,
-                "dead_lettered_by": dead_lettered_by,
-                "detail": detail,
-            },
+        return await store.leases.finish(
+            self.db,
+            lease.job_id,
+            lease.token,
+            to_state=to_state,
+            from_state=from_state,
+            result=result,
+            error=error,
+            delay=delay,
+            refund=refund,
+            dead_lettered_by=dead_lettered_by,
+            detail=detail,
         )
-        return bool(row and row["changed"])
 
-    async def _failed(self, lease: Lease, job: Mapping[str, Any], exc: Exception) -> bool:
+    async def _failed(self, lease: Lease, job: Job, exc: Exception) -> bool:
         message = f"{type(exc).__name__}: {exc}"[:2000]
-        if job["attempt"] >= job["max_attempts"]:
+        if job.attempt >= job.max_attempts:
             return await self._dead_letter(
-                lease, JobState.RUNNING, f"attempts used up ({job['attempt']}): {message}"
+                lease, JobState.RUNNING, f"attempts used up ({job.attempt}): {message}"
             )
         s = self.settings
         delay = getattr(exc, "delay", None)
         if delay is None:
             delay = backoff.full_jitter(
-                job["attempt"], base=s.backoff_base_seconds, cap=s.backoff_cap_seconds
+                job.attempt, base=s.backoff_base_seconds, cap=s.backoff_cap_seconds
             )
         delay = min(float(delay), limits.MAX_VISIBILITY_SECONDS)
         if not await self._finish(

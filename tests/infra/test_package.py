@@ -146,7 +146,7 @@ def test_package_holds_the_code_and_no_dev_or_optional_dependencies(
     tops = {n.split("/", 1)[0] for n in names}
     assert {"app", "handlers", "mangum", "psycopg", "psycopg_binary", "aiobotocore"} <= tops
     assert "app/shared_settings.json" in names
-    assert "app/store/sql/queries.sql" in names
+    assert "app/store/sql/queries/jobs.sql" in names
     assert "app/worker/engine.py" in names and "app/api/__init__.py" in names
     # The local stack and the chaos harness are tools beside the runtime: never shipped.
     tools = [n for n in names if n.startswith(("app/stack/", "app/chaos/"))]

@@ -1,4 +1,5 @@
-"""Named queries and migrations: every name loads once; migrations sort by their number."""
+"""Named queries and migrations: every name loads once, each query lives in its aggregate's
+file and is run by that aggregate's store module; migrations sort by their number."""
 
 from __future__ import annotations
 
@@ -13,8 +14,20 @@ from app.store import sql
 pytestmark = pytest.mark.unit
 
 APP = Path(sql.__file__).resolve().parents[2]
-QUERIES_TEXT = resources.files("app.store.sql").joinpath("queries.sql").read_text()
+STORE = APP / "store"
+QUERY_FILES = sorted(
+    (p for p in resources.files("app.store.sql").joinpath("queries").iterdir()),
+    key=lambda p: p.name,
+)
+QUERIES_TEXT = "\n".join(p.read_text() for p in QUERY_FILES)
 NAMES = re.findall(r"^-- name: (\w+)\s*$", QUERIES_TEXT, flags=re.MULTILINE)
+ASKED = re.compile(r"""\bq\(\s*["'](\w+)["']\s*\)""")
+
+
+def test_every_query_file_belongs_to_a_store_module() -> None:
+    assert all(p.name.endswith(".sql") for p in QUERY_FILES), [p.name for p in QUERY_FILES]
+    modules = {p.stem for p in STORE.glob("*.py")}
+    assert sorted({p.name.removesuffix(".sql") for p in QUERY_FILES} - modules) == []
 
 
 def test_the_queries_file_declares_queries() -> None:
@@ -50,9 +63,29 @@ def test_queries_bind_parameters_instead_of_formatting_them() -> None:
 def test_every_query_the_code_asks_for_exists() -> None:
     used: set[str] = set()
     for path in APP.rglob("*.py"):
-        used |= set(re.findall(r"""\bq\(\s*["'](\w+)["']\s*\)""", path.read_text()))
+        used |= set(ASKED.findall(path.read_text()))
     assert used, "the scan found no q(...) calls"
     assert sorted(used - set(sql.queries)) == []
+
+
+def test_every_named_query_is_asked_for_by_the_store() -> None:
+    """The store is where statements run: a query none of its modules names is dead."""
+    used: set[str] = set()
+    for path in STORE.glob("*.py"):
+        used |= set(ASKED.findall(path.read_text()))
+    assert sorted(set(sql.queries) - used) == []
+
+
+def test_a_store_module_runs_only_its_own_aggregates_queries() -> None:
+    """queries/jobs.sql is what app/store/jobs.py runs, and so on: a query is found
+    beside the functions that run it."""
+    strays = [
+        (path.stem, name)
+        for path in STORE.glob("*.py")
+        for name in ASKED.findall(path.read_text())
+        if sql.aggregate_of.get(name) != path.stem
+    ]
+    assert strays == []
 
 
 def test_migrations_are_named_nnnn_and_sorted() -> None:

@@ -1,4 +1,5 @@
-"""Named SQL queries, loaded once from queries.sql; migrations live beside them.
+"""Named SQL queries, one file per aggregate in queries/ (queries/jobs.sql for
+app/store/jobs.py, ...), loaded once; migrations live beside them.
 
 The executor takes ``LiteralString`` so that SQL built from strings at run time
 fails type checking: every value goes in as a bound parameter.
@@ -13,22 +14,35 @@ from typing import LiteralString, cast
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
-def _load() -> dict[str, LiteralString]:
-    text = resources.files(__package__).joinpath("queries.sql").read_text()
-    parts = _NAME.split(text)
+def _sql_files(folder: str) -> list[tuple[str, str]]:
+    """(file name without .sql, text) of each .sql file in ``folder``, by name."""
+    here = resources.files(__package__).joinpath(folder)
+    files = sorted((p for p in here.iterdir() if p.name.endswith(".sql")), key=lambda p: p.name)
+    return [(p.name.removesuffix(".sql"), p.read_text()) for p in files]
+
+
+def _load() -> tuple[dict[str, LiteralString], dict[str, str]]:
     out: dict[str, LiteralString] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in out:
-            raise RuntimeError(f"query {name!r} is defined twice in queries.sql")
-        out[name] = cast(LiteralString, body.strip())
-    return out
+    home: dict[str, str] = {}
+    for aggregate, text in _sql_files("queries"):
+        parts = _NAME.split(text)
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            if name in out:
+                raise RuntimeError(
+                    f"query {name!r} is defined twice: in {home[name]}.sql and {aggregate}.sql"
+                )
+            out[name] = cast(LiteralString, body.strip())
+            home[name] = aggregate
+    return out, home
 
 
-queries: dict[str, LiteralString] = _load()
+queries: dict[str, LiteralString]
+# The aggregate (the queries/ file, and the app/store module) each query belongs to.
+aggregate_of: dict[str, str]
+queries, aggregate_of = _load()
 
 
 def migrations() -> list[tuple[str, LiteralString]]:
     """(version, sql) for each migration file, in order."""
-    folder = resources.files(__package__).joinpath("migrations")
-    files = sorted((p for p in folder.iterdir() if p.name.endswith(".sql")), key=lambda p: p.name)
-    return [(p.name.removesuffix(".sql"), cast(LiteralString, p.read_text())) for p in files]  # type: ignore[redundant-cast]  # mypy reads LiteralString as str; pyright does not
+    # mypy reads LiteralString as str (a redundant cast to it); pyright does not.
+    return [(v, cast(LiteralString, body)) for v, body in _sql_files("migrations")]  # type: ignore[redundant-cast]

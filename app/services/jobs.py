@@ -1,0 +1,102 @@
+"""Reading jobs (one, a page, a job's events and effects) and cancelling one, for the
+API and the CLI. Every read is scoped: a caller's tenant, or None for an operator."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import uuid
+from typing import Any
+
+from app import errors, store
+from app.states import JobState
+from app.store.records import Job
+
+MAX_PAGE = 200
+# cancel(): rounds of "cancel if waiting, else ask the lease holder" while a lease ends
+# between the two statements.
+CANCEL_TRIES = 3
+
+
+async def find(db: store.Database, job_id: uuid.UUID, *, scope: str | None) -> Job:
+    """The job, if the caller may see it. Another tenant's job is NotFound, never
+    Forbidden: no answer tells a caller that a job id exists elsewhere."""
+    job = await store.jobs.get_for_tenant(db, job_id, scope)
+    if job is None:
+        raise errors.NotFound(f"no job {job_id}")
+    return job
+
+
+async def get_job(db: store.Database, job_id: uuid.UUID, *, scope: str | None) -> dict[str, Any]:
+    """The job as a dict of its columns (see ``find``)."""
+    return (await find(db, job_id, scope=scope)).to_dict()
+
+
+def encode_cursor(job: Job) -> str:
+    raw = f"{job.created_at.isoformat()}|{job.id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        created, job_id = raw.split("|", 1)
+        return dt.datetime.fromisoformat(created), uuid.UUID(job_id)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.BadRequest("cursor is not one this API returned") from exc
+
+
+async def list_jobs(
+    db: store.Database,
+    *,
+    state: JobState | None = None,
+    kind: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+    scope: str | None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of jobs, newest first, and the cursor of the next page (None: the last)."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise errors.BadRequest(f"limit must be between 1 and {MAX_PAGE}")
+    after = decode_cursor(cursor) if cursor else None
+    found = await store.jobs.page(
+        db, tenant=scope, state=state, kind=kind, after=after, limit=limit + 1
+    )
+    more = len(found) > limit
+    found = found[:limit]
+    return [job.to_dict() for job in found], (encode_cursor(found[-1]) if more and found else None)
+
+
+async def events(
+    db: store.Database, job_id: uuid.UUID, *, scope: str | None
+) -> list[dict[str, Any]]:
+    await find(db, job_id, scope=scope)
+    return [event.to_dict() for event in await store.jobs.events(db, job_id)]
+
+
+async def effects(
+    db: store.Database, job_id: uuid.UUID, *, scope: str | None
+) -> list[dict[str, Any]]:
+    await find(db, job_id, scope=scope)
+    return [effect.to_dict() for effect in await store.effects.of_job(db, job_id)]
+
+
+async def cancel(db: store.Database, job_id: uuid.UUID, *, scope: str | None) -> dict[str, Any]:
+    """Cancel a job: at once when no live lease holds it; otherwise ask its worker, whose
+    heartbeat stops the job and marks it cancelled. A finished job is a Conflict."""
+    job = await find(db, job_id, scope=scope)
+    if job.state in (JobState.SUCCEEDED, JobState.CANCELLED):
+        raise errors.Conflict(
+            f"job {job_id} is already {job.state}: only unfinished jobs can be cancelled"
+        )
+    for _ in range(CANCEL_TRIES):
+        if await store.jobs.cancel_waiting(
+            db, job_id, detail="cancelled by the caller"
+        ) or await store.jobs.request_cancel(db, job_id):
+            break
+        # Neither held: the lease ended between the two statements (the job waits again,
+        # or finished). Look again rather than answer 200 for a cancel that did nothing.
+    job = await find(db, job_id, scope=scope)
+    if job.state == JobState.SUCCEEDED:
+        raise errors.Conflict(f"job {job_id} succeeded before it could be cancelled")
+    return job.to_dict()

@@ -1,0 +1,64 @@
+"""The one outbox send path: send the messages of committed outbox rows, then record
+what happened to each row (sent, or one more failed attempt with its error).
+
+The API's fast path (``OutboxSender``, or ``send`` for a caller without one), a redrive
+and the sweeper's relay all go through ``send``; the relay passes its transaction so
+the rows it locked are recorded inside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+
+from app import aws_limits, batching, store
+from app.store.records import OutboxRow
+from app.transport.sqs import Queue
+
+log = logging.getLogger(__name__)
+
+# What a row's last_error says when SQS refused its message or could not be reached
+# (SendMessageBatch's per-entry failures carry no more than that for our purpose).
+SEND_FAILED = "send failed"
+
+
+async def send(
+    db: store.Database, sqs: Queue, rows: Sequence[OutboxRow], *, txn: store.Conn | None = None
+) -> set[int]:
+    """Send the messages for these outbox rows and record each row's outcome (inside
+    ``txn`` when given). Returns the ids of the rows sent."""
+    if not rows:
+        return set()
+    failed = set(await sqs.send_jobs([row.job_id for row in rows]))
+    sent = [row.id for row in rows if str(row.job_id) not in failed]
+    unsent = [row.id for row in rows if str(row.job_id) in failed]
+    if unsent:
+        log.warning("send failed; the outbox relay will retry", extra={"count": len(unsent)})
+    if txn is None:
+        await store.outbox.record_sends(db, sent=sent, failed=unsent, error=SEND_FAILED)
+    else:
+        await store.outbox.record_sends_txn(txn, sent=sent, failed=unsent, error=SEND_FAILED)
+    return set(sent)
+
+
+class OutboxSender:
+    """The API's post-commit sends: concurrent requests' messages gathered into one
+    SendMessageBatch and one statement that records their outbox rows. A request
+    still waits for its own message to be sent before it answers (a Lambda's process
+    may be frozen right after the answer); a lone request is sent at once."""
+
+    def __init__(self, db: store.Database, sqs: Queue) -> None:
+        self.db = db
+        self.sqs = sqs
+        self.batcher: batching.Batcher[OutboxRow, bool] = batching.Batcher(
+            self._flush, max_size=aws_limits.MAX_BATCH, max_in_flight=2
+        )
+
+    async def send(self, outbox_id: int, job_id: uuid.UUID) -> bool:
+        """True when the message was sent; False leaves it to the outbox relay."""
+        return await self.batcher.submit(OutboxRow(id=outbox_id, job_id=job_id))
+
+    async def _flush(self, rows: list[OutboxRow]) -> list[bool]:
+        sent = await send(self.db, self.sqs, rows)
+        return [row.id in sent for row in rows]

@@ -1,0 +1,49 @@
+"""Dead-lettered jobs: the operator's list, the redrive's reset, and the sweeper's
+reconciliation of messages the queue's redrive policy moved on its own."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from app.store.pool import Database, q
+from app.store.records import Job, Redriven
+
+
+async def listing(
+    db: Database,
+    *,
+    tenant: str | None,
+    kind: str | None,
+    job_ids: Sequence[uuid.UUID] | None,
+    limit: int,
+) -> list[Job]:
+    """Dead-lettered jobs, oldest dead letter first; None filters nothing."""
+    rows = await db.fetch(
+        q("dead_letters"),
+        {
+            "tenant": tenant,
+            "kind": kind,
+            "ids": list(job_ids) if job_ids else None,
+            "limit": limit,
+        },
+    )
+    return [Job.from_row(row) for row in rows]
+
+
+async def reset(
+    db: Database, job_ids: Sequence[uuid.UUID], *, with_outbox: bool, detail: str
+) -> list[Redriven]:
+    """Dead-lettered jobs back to queued with a fresh budget and a new generation; with
+    ``with_outbox`` each also gets an outbox row to send."""
+    rows = await db.fetch(
+        q("redrive_reset"), {"ids": list(job_ids), "with_outbox": with_outbox, "detail": detail}
+    )
+    return [Redriven.from_row(row) for row in rows]
+
+
+async def reconcile_moved(db: Database, job_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Jobs whose message the redrive policy moved to the DLQ: dead-lettered now, by the
+    sweeper. Returns the ones that changed (a live lease or a final state is left)."""
+    rows = await db.fetch(q("reconcile_moved"), {"ids": list(job_ids)})
+    return [row["id"] for row in rows]

@@ -1,0 +1,149 @@
+"""The jobs aggregate: admission and insert, reads, listing, and cancelling."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from app.states import JobState
+from app.store.pool import Database, q
+from app.store.records import Admission, Job, JobEvent, OutboxRow
+
+
+@dataclass(frozen=True)
+class NewRow:
+    """A validated job, as the insert takes it."""
+
+    id: uuid.UUID
+    kind: str
+    payload: Any
+    max_attempts: int
+    timeout_seconds: int
+    idempotency_key: str | None
+    request_hash: str
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The deployment's defaults; a tenant's overrides in tenant_limits win over them."""
+
+    rate_per_second: float
+    burst: int
+    max_in_flight: int
+
+
+@dataclass(frozen=True)
+class Insertion:
+    """What insert_jobs answered: its verdict, and the jobs it wrote with their outbox rows."""
+
+    admission: Admission
+    jobs: list[Job]
+    outbox: list[OutboxRow]
+
+
+async def insert(
+    db: Database,
+    rows: Sequence[NewRow],
+    *,
+    tenant: str,
+    limits: Limits,
+    key_id: str | None,
+) -> Insertion:
+    """Admit and write the jobs (all or none) with their events and outbox rows, in one
+    statement. ``key_id``: the caller's API key, whose revocation the statement checks."""
+    written = await db.fetch(
+        q("insert_jobs"),
+        {
+            "tenant": tenant,
+            "ids": [r.id for r in rows],
+            "kinds": [r.kind for r in rows],
+            "payloads": [Jsonb(r.payload) for r in rows],
+            "max_attempts": [r.max_attempts for r in rows],
+            "timeouts": [r.timeout_seconds for r in rows],
+            "idempotency_keys": [r.idempotency_key for r in rows],
+            "request_hashes": [r.request_hash for r in rows],
+            "rate": limits.rate_per_second,
+            "burst": limits.burst,
+            "max_in_flight": limits.max_in_flight,
+            "key_id": key_id,
+        },
+    )
+    made = [row for row in written if row["id"] is not None]
+    return Insertion(
+        # The statement answers its verdict on every row, and one row when it wrote none.
+        admission=Admission.from_row(written[0]),
+        jobs=[Job.from_row(row) for row in made],
+        outbox=[OutboxRow(id=row["outbox_id"], job_id=row["id"]) for row in made],
+    )
+
+
+async def by_idempotency_keys(db: Database, tenant: str, keys: Sequence[str]) -> list[Job]:
+    rows = await db.fetch(
+        q("jobs_by_idempotency_keys"), {"tenant": tenant, "idempotency_keys": list(keys)}
+    )
+    return [Job.from_row(row) for row in rows]
+
+
+async def get(db: Database, job_id: uuid.UUID) -> Job | None:
+    row = await db.fetch_one(q("get_job"), {"id": job_id})
+    return Job.from_row(row) if row else None
+
+
+async def get_for_tenant(db: Database, job_id: uuid.UUID, tenant: str | None) -> Job | None:
+    """The job if it is ``tenant``'s; a None tenant is the operator's view (any tenant)."""
+    row = await db.fetch_one(q("get_job_for_tenant"), {"id": job_id, "tenant": tenant})
+    return Job.from_row(row) if row else None
+
+
+async def by_ids(db: Database, job_ids: Sequence[uuid.UUID]) -> list[Job]:
+    rows = await db.fetch(q("jobs_by_ids"), {"ids": list(job_ids)})
+    return [Job.from_row(row) for row in rows]
+
+
+async def page(
+    db: Database,
+    *,
+    tenant: str | None,
+    state: JobState | None,
+    kind: str | None,
+    after: tuple[dt.datetime, uuid.UUID] | None,
+    limit: int,
+) -> list[Job]:
+    """Newest first, after the (created_at, id) cursor of the last job seen."""
+    rows = await db.fetch(
+        q("list_jobs"),
+        {
+            "tenant": tenant,
+            "state": state.value if state else None,
+            "kind": kind,
+            "after_created": after[0] if after else None,
+            "after_id": after[1] if after else None,
+            "limit": limit,
+        },
+    )
+    return [Job.from_row(row) for row in rows]
+
+
+async def events(db: Database, job_id: uuid.UUID) -> list[JobEvent]:
+    return [JobEvent.from_row(row) for row in await db.fetch(q("job_events"), {"id": job_id})]
+
+
+async def cancel_waiting(db: Database, job_id: uuid.UUID, *, detail: str) -> bool:
+    """Cancel a job no live lease holds; False when a live lease holds it (or it finished)."""
+    row = await db.fetch_one(q("cancel_waiting"), {"id": job_id, "detail": detail})
+    return bool(row and row["changed"])
+
+
+async def request_cancel(db: Database, job_id: uuid.UUID) -> bool:
+    """Flag a leased job for its worker's heartbeat; False when no lease holds it."""
+    return bool(await db.fetch(q("request_cancel"), {"id": job_id}))
+
+
+async def waiting_ids(db: Database) -> list[uuid.UUID]:
+    """Jobs that need a message, oldest first (for a queue created anew)."""
+    return [row["id"] for row in await db.fetch(q("waiting_jobs"))]

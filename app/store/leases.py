@@ -1,0 +1,128 @@
+"""Leases: claim a batch, start it, heartbeat, finish or succeed, fenced by each lease's
+token; and the sweeper's view of leases that expired or messages that may be lost."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from app.states import JobState
+from app.store.pool import Database, q
+from app.store.records import Job
+
+
+async def claim_batch(
+    db: Database,
+    *,
+    job_ids: Sequence[uuid.UUID],
+    tokens: Sequence[uuid.UUID],
+    generations: Sequence[int | None],
+    owner: str,
+    lease_seconds: float,
+) -> dict[uuid.UUID, Job]:
+    """Claim each job with its fresh token (one statement); the claimed jobs by token."""
+    rows = await db.fetch(
+        q("claim_batch"),
+        {
+            "ids": list(job_ids),
+            "tokens": list(tokens),
+            "generations": list(generations),
+            "owner": owner,
+            "lease_seconds": lease_seconds,
+        },
+    )
+    return {row["lease_token"]: Job.from_row(row) for row in rows}
+
+
+async def start_batch(
+    db: Database, items: Sequence[tuple[uuid.UUID, uuid.UUID]]
+) -> dict[uuid.UUID, list[tuple[str, Any]]]:
+    """leased -> running for each (job id, token); each started job's recorded effects
+    as (key, result) in the order recorded, by token."""
+    rows = await db.fetch(
+        q("start_batch"),
+        {"ids": [job_id for job_id, _ in items], "tokens": [token for _, token in items]},
+    )
+    return {row["token"]: [(key, result) for key, result in row["effects"]] for row in rows}
+
+
+@dataclass(frozen=True)
+class Beat:
+    """A heartbeat the lease holder won: the lease is extended."""
+
+    cancel_requested: bool
+
+
+async def heartbeat(
+    db: Database, job_id: uuid.UUID, token: uuid.UUID, *, lease_seconds: float
+) -> Beat | None:
+    """Extend the lease; None when it is no longer this token's."""
+    rows = await db.fetch(
+        q("heartbeat"), {"id": job_id, "token": token, "lease_seconds": lease_seconds}
+    )
+    return Beat(cancel_requested=bool(rows[0]["cancel_requested"])) if rows else None
+
+
+async def finish(
+    db: Database,
+    job_id: uuid.UUID,
+    token: uuid.UUID,
+    *,
+    to_state: JobState,
+    from_state: JobState = JobState.RUNNING,
+    result: Any = None,
+    error: str | None = None,
+    delay: float = 0,
+    refund: int = 0,
+    dead_lettered_by: str | None = None,
+    detail: str | None = None,
+) -> bool:
+    """Move the job out of its live lease; False when the token no longer holds it."""
+    row = await db.fetch_one(
+        q("finish"),
+        {
+            "id": job_id,
+            "token": token,
+            "to_state": to_state.value,
+            "from_state": from_state.value,
+            "result": Jsonb(result) if result is not None else None,
+            "error": error,
+            "delay": delay,
+            "refund": refund,
+            "dead_lettered_by": dead_lettered_by,
+            "detail": detail,
+        },
+    )
+    return bool(row and row["changed"])
+
+
+async def succeed_batch(
+    db: Database, items: Sequence[tuple[uuid.UUID, uuid.UUID, Any]]
+) -> set[uuid.UUID]:
+    """running -> succeeded for each (job id, token, result); the tokens that held."""
+    rows = await db.fetch(
+        q("succeed_batch"),
+        {
+            "ids": [job_id for job_id, _, _ in items],
+            "tokens": [token for _, token, _ in items],
+            "results": [Jsonb(r) if r is not None else None for _, _, r in items],
+        },
+    )
+    return {row["token"] for row in rows}
+
+
+async def mark_stalled(db: Database, *, grace: float, limit: int) -> list[uuid.UUID]:
+    """Leases expired more than ``grace`` seconds ago with no heartbeat: now stalled."""
+    rows = await db.fetch(q("mark_stalled"), {"grace": grace, "limit": limit})
+    return [row["id"] for row in rows]
+
+
+async def touch_lost(db: Database, *, age: float, limit: int) -> list[uuid.UUID]:
+    """Waiting jobs unchanged for ``age`` seconds (their message may be gone), touched so
+    the next sweep leaves them alone for as long again."""
+    rows = await db.fetch(q("touch_lost"), {"age": age, "limit": limit})
+    return [row["id"] for row in rows]

@@ -1,0 +1,192 @@
+"""Typed records built from rows at the store's edge: nobody above the store reads ``row["col"]``.
+
+Each record's fields are the columns its queries return, under the same names, so a
+record's ``to_dict()`` is the row it was built from (the services still answer dicts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Self
+
+from app.states import JobState
+
+Row = Mapping[str, Any]
+
+
+# Each record type's field names, read once: rows are built on the hot paths (claim, submit).
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+class _Record:
+    """What every record shares: built from a row by its field names, and back to a dict."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_row(cls, row: Row) -> Self:
+        """The record of a row; the row's other columns (a verdict, a join) are left."""
+        return cls(**{name: row[name] for name in _names(cls)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _names(type(self))}
+
+
+@dataclass(frozen=True, slots=True)
+class Job(_Record):
+    id: uuid.UUID
+    tenant: str
+    kind: str
+    payload: Any
+    state: JobState
+    attempt: int
+    max_attempts: int
+    timeout_seconds: int
+    idempotency_key: str | None
+    request_hash: str
+    result: Any
+    last_error: str | None
+    lease_owner: str | None
+    lease_token: uuid.UUID | None
+    lease_expires_at: dt.datetime | None
+    cancel_requested: bool
+    dead_lettered_by: str | None
+    redrives: int
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Self:
+        job = super(Job, cls).from_row(row)
+        # psycopg reads the job_state enum as text.
+        return dataclasses.replace(job, state=JobState(row["state"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super(Job, self).to_dict(), "state": self.state.value}
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent(_Record):
+    id: int
+    job_id: uuid.UUID
+    at: dt.datetime
+    from_state: str | None
+    to_state: str
+    attempt: int
+    worker: str | None
+    detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Effect(_Record):
+    job_id: uuid.UUID
+    key: str
+    seq: int
+    result: Any
+    attempt: int
+    worker: str | None
+    recorded_at: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Admission(_Record):
+    """The verdict insert_jobs returns on every row: whether it wrote, and why not."""
+
+    key_ok: bool
+    rate_ok: bool
+    wait_seconds: float | None
+    rate: float
+    burst: int
+    wanted: int
+    flight_ok: bool
+    max_in_flight: int
+    conflict_ord: int | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Self:
+        verdict = super(Admission, cls).from_row(row)
+        # extract(epoch ...) is numeric: psycopg reads it as a Decimal.
+        wait = row["wait_seconds"]
+        return dataclasses.replace(verdict, wait_seconds=None if wait is None else float(wait))
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow(_Record):
+    """A message still to send: the outbox row's id and the job it wakes up."""
+
+    id: int
+    job_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey(_Record):
+    """A key as operators see it (never its secret)."""
+
+    id: str
+    tenant: str
+    name: str
+    admin: bool
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class KeySecret(_Record):
+    """What verifying a key needs: its salted hash, its tenant and scope, its revocation."""
+
+    id: str
+    tenant: str
+    admin: bool
+    salt: bytes
+    secret_hash: bytes
+    revoked_at: dt.datetime | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Self:
+        secret = super(KeySecret, cls).from_row(row)
+        # bytea arrives as bytes or memoryview depending on the loader.
+        return dataclasses.replace(
+            secret, salt=bytes(row["salt"]), secret_hash=bytes(row["secret_hash"])
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLimits(_Record):
+    """A tenant's overrides; None is the deployment's default."""
+
+    tenant: str
+    rate_per_second: float | None
+    burst: int | None
+    max_in_flight: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TenantUsage(_Record):
+    """A tenant that has a key or an override: its overrides and its unfinished jobs."""
+
+    tenant: str
+    rate_per_second: float | None
+    burst: int | None
+    max_in_flight: int | None
+    in_flight: int
+
+
+@dataclass(frozen=True, slots=True)
+class Redriven(_Record):
+    """A dead-lettered job put back to queued, with its outbox row when one was written."""
+
+    id: uuid.UUID
+    outbox_id: int | None

@@ -1,0 +1,144 @@
+-- The jobs aggregate: admission and insert, reads, listing, cancelling.
+-- Named queries of app/store/jobs.py. Each starts with "-- name: NAME"; app/store/sql
+-- loads every file of this folder. Parameters are always bound (%(name)s), never
+-- formatted into the text.
+
+-- name: insert_jobs
+-- Admission, the job rows and their outbox rows in one statement, so they commit
+-- together: one job (POST /v1/jobs) or a batch (POST /v1/jobs/batch), all or nothing.
+-- Admission: the tenant's jobs created in the last burst / rate seconds plus the new
+-- ones are at most `burst` (a sliding window over rows every API process writes anyway:
+-- no counter to lock, so concurrent submissions never queue on one row), and its
+-- unfinished jobs plus the new ones are at most its cap. An item whose Idempotency-Key
+-- the tenant already used is a replay: it asks for nothing new and is answered with the
+-- job that key made (over a limit too); a replay whose request differs refuses the
+-- whole statement (the caller answers 409). Refused: nothing is written, and the
+-- verdict columns say why. `key_id`, when set, is the caller's API key, verified from
+-- the process's memory: the statement reads its row and writes nothing for a revoked
+-- key (key_ok false; the caller answers 401), which spares the request a round trip.
+WITH caller AS (
+    SELECT %(key_id)s::text IS NULL
+           OR EXISTS (SELECT 1 FROM api_keys k
+                      WHERE k.id = %(key_id)s::text AND k.revoked_at IS NULL) AS key_ok
+), lim AS (
+    SELECT coalesce(t.rate_per_second, %(rate)s::float8) AS rate,
+           coalesce(t.burst, %(burst)s::int) AS burst,
+           coalesce(t.max_in_flight, %(max_in_flight)s::int) AS max_in_flight
+    FROM (SELECT 1) AS one LEFT JOIN tenant_limits t ON t.tenant = %(tenant)s
+), input AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(kinds)s::text[], %(payloads)s::jsonb[],
+                         %(max_attempts)s::int[], %(timeouts)s::int[],
+                         %(idempotency_keys)s::text[], %(request_hashes)s::text[])
+        WITH ORDINALITY AS t(id, kind, payload, max_attempts, timeout_seconds,
+                             idempotency_key, request_hash, ord)
+), replay AS (
+    SELECT i.ord, j.request_hash = i.request_hash AS same FROM input i
+    JOIN jobs j ON j.tenant = %(tenant)s AND j.idempotency_key = i.idempotency_key
+), fresh AS (
+    SELECT * FROM input WHERE ord NOT IN (SELECT ord FROM replay)
+), recent AS (
+    -- The tenant's newest `burst` jobs inside the window (an index range scan).
+    SELECT j.created_at FROM jobs j
+    WHERE j.tenant = %(tenant)s
+      AND j.created_at > now() - make_interval(secs => (SELECT burst / rate FROM lim))
+    ORDER BY j.created_at DESC
+    LIMIT (SELECT burst FROM lim)
+), flight AS (
+    -- Counted up to the cap only: the cost stays bounded however many jobs wait.
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM jobs
+        WHERE tenant = %(tenant)s AND state IN ('queued', 'leased', 'running', 'retrying', 'stalled')
+        LIMIT (SELECT max_in_flight FROM lim)
+    ) AS unfinished
+), counts AS (
+    SELECT (SELECT count(*) FROM fresh) AS wanted, (SELECT count(*) FROM recent) AS recent
+), verdict AS (
+    SELECT counts.recent + counts.wanted <= lim.burst AS rate_ok,
+           -- When enough of the oldest in the window have left it for the new jobs to fit.
+           extract(epoch FROM (SELECT created_at FROM recent ORDER BY created_at
+                               OFFSET greatest(0, counts.recent + counts.wanted - lim.burst - 1)
+                               LIMIT 1)
+                              + make_interval(secs => lim.burst / lim.rate) - now()) AS wait_seconds,
+           lim.rate AS rate, lim.burst AS burst, counts.wanted AS wanted,
+           flight.n + counts.wanted <= lim.max_in_flight AS flight_ok,
+           lim.max_in_flight AS max_in_flight,
+           (SELECT min(ord) FROM replay WHERE NOT same) AS conflict_ord,
+           caller.key_ok AS key_ok
+    FROM lim, flight, counts, caller
+), job AS (
+    INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
+                      idempotency_key, request_hash)
+    SELECT f.id, %(tenant)s, f.kind, f.payload, f.max_attempts, f.timeout_seconds,
+           f.idempotency_key, f.request_hash
+    FROM fresh f, verdict v
+    WHERE v.key_ok AND v.rate_ok AND v.flight_ok AND v.conflict_ord IS NULL
+    ORDER BY f.ord
+    ON CONFLICT (tenant, idempotency_key) DO NOTHING
+    RETURNING *
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
+    SELECT id, NULL, 'queued', 0, 'accepted' FROM job
+), box AS (
+    INSERT INTO outbox (job_id) SELECT id FROM job RETURNING id, job_id
+)
+SELECT v.key_ok, v.rate_ok, v.wait_seconds, v.rate, v.burst, v.wanted, v.flight_ok,
+       v.max_in_flight, v.conflict_ord, job.*, box.id AS outbox_id
+FROM verdict v LEFT JOIN (job JOIN box ON box.job_id = job.id) ON true;
+
+-- name: jobs_by_idempotency_keys
+SELECT * FROM jobs WHERE tenant = %(tenant)s AND idempotency_key = ANY(%(idempotency_keys)s::text[]);
+
+-- name: get_job
+SELECT * FROM jobs WHERE id = %(id)s;
+
+-- name: get_job_for_tenant
+-- A NULL tenant is the operator's view (an admin key, the CLI): every tenant.
+SELECT * FROM jobs WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text);
+
+-- name: list_jobs
+-- Keyset pagination, newest first; the cursor is (created_at, id) of the last row seen.
+SELECT * FROM jobs
+WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND (%(state)s::job_state IS NULL OR state = %(state)s::job_state)
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(after_created)s::timestamptz IS NULL
+       OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: job_events
+SELECT * FROM job_events WHERE job_id = %(id)s ORDER BY id;
+
+-- name: jobs_by_ids
+SELECT * FROM jobs WHERE id = ANY(%(ids)s);
+
+-- name: cancel_waiting
+-- A job no live lease holds is cancelled at once: waiting, dead-lettered, or its lease expired.
+WITH target AS (
+    SELECT id, state AS from_state FROM jobs WHERE id = %(id)s FOR UPDATE
+), done AS (
+    UPDATE jobs j
+    SET state = 'cancelled', cancel_requested = true, finished_at = now(), updated_at = now(),
+        lease_token = NULL, lease_expires_at = NULL
+    FROM target t
+    WHERE j.id = t.id
+      AND (j.state IN ('queued', 'retrying', 'stalled', 'dead_lettered')
+           OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now()))
+    RETURNING j.id, t.from_state, j.attempt
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
+    SELECT id, from_state, 'cancelled', attempt, %(detail)s FROM done
+)
+SELECT count(*) AS changed FROM done;
+
+-- name: request_cancel
+-- A job under a live lease: ask its worker to stop; the heartbeat sees the flag.
+UPDATE jobs SET cancel_requested = true, updated_at = now()
+WHERE id = %(id)s AND state IN ('leased', 'running')
+RETURNING id;
+
+-- name: waiting_jobs
+-- Jobs that need a message: used when a queue was created anew (the embedded default).
+SELECT id FROM jobs
+WHERE state IN ('queued', 'retrying', 'stalled', 'leased', 'running') AND NOT cancel_requested
+ORDER BY created_at;
