@@ -4,23 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import store
+from app import store, transport
 from app.services import sweeper
-from app.transport.sqs import Queue
+from app.transport import Transport
 from handlers import runtime
 
 settings = runtime.load_settings()
 settings.need("database_url", "queue_url", "dlq_url")
 # Kept open while the process is warm: each scheduled invocation reuses them.
-_clients: tuple[store.Database, Queue] | None = None
+_clients: tuple[store.Database, Transport] | None = None
 
 
-async def _get_clients() -> tuple[store.Database, Queue]:
+async def _get_clients() -> tuple[store.Database, Transport]:
     global _clients
     if _clients is None:
         database = store.Database(settings.database, min_size=1, max_size=2)
         await database.open()
-        queue = Queue(settings)
+        queue = transport.create(settings)
         await queue.open()
         _clients = (database, queue)
     return _clients

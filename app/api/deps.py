@@ -15,11 +15,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app import config, errors
-from app.services import auth
-from app.services import submit as service
+from app import config, errors, transport
+from app.services import auth, outbox
 from app.store.pool import Database
-from app.transport.sqs import Queue
+from app.transport import Transport
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +28,7 @@ class _Clients:
 
     db: Database
     keys: auth.KeyVerifier
-    sender: service.OutboxSender
+    sender: outbox.OutboxSender
 
 
 class Runtime:
@@ -38,7 +37,7 @@ class Runtime:
     def __init__(self, settings: config.Settings) -> None:
         settings.need("database_url", "queue_url", "dlq_url")
         self.settings = settings
-        self.queue = Queue(settings)
+        self.queue = transport.create(settings)
         self._clients: _Clients | None = None
         self._lock = asyncio.Lock()
 
@@ -56,7 +55,7 @@ class Runtime:
         return self._opened().keys
 
     @property
-    def sender(self) -> service.OutboxSender:
+    def sender(self) -> outbox.OutboxSender:
         return self._opened().sender
 
     async def open(self) -> None:
@@ -68,7 +67,7 @@ class Runtime:
             await db.open(wait=False)
             await self.queue.open()
             self._clients = _Clients(
-                db=db, keys=auth.KeyVerifier(db), sender=service.OutboxSender(db, self.queue)
+                db=db, keys=auth.KeyVerifier(db), sender=outbox.OutboxSender(db, self.queue)
             )
 
     async def close(self) -> None:
@@ -95,11 +94,11 @@ async def _db(runtime: Annotated[Runtime, Depends(_runtime)]) -> Database:
     return runtime.db
 
 
-async def _queue(runtime: Annotated[Runtime, Depends(_runtime)]) -> Queue:
+async def _queue(runtime: Annotated[Runtime, Depends(_runtime)]) -> Transport:
     return runtime.queue
 
 
-async def _sender(runtime: Annotated[Runtime, Depends(_runtime)]) -> service.OutboxSender:
+async def _sender(runtime: Annotated[Runtime, Depends(_runtime)]) -> outbox.OutboxSender:
     return runtime.sender
 
 
@@ -109,6 +108,6 @@ async def _keys(runtime: Annotated[Runtime, Depends(_runtime)]) -> auth.KeyVerif
 
 Settings = Annotated[config.Settings, Depends(_settings)]
 Db = Annotated[Database, Depends(_db)]
-JobQueue = Annotated[Queue, Depends(_queue)]
-Sender = Annotated[service.OutboxSender, Depends(_sender)]
+JobQueue = Annotated[Transport, Depends(_queue)]
+Sender = Annotated[outbox.OutboxSender, Depends(_sender)]
 Keys = Annotated[auth.KeyVerifier, Depends(_keys)]

@@ -14,10 +14,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from app import errors
+from app import bounds, errors
 from app.api.schemas import MAX_ATTEMPTS, TIMEOUT_SECONDS, Problem
 from app.services import auth, redrive
-from app.services import submit as service
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +58,7 @@ _BATCH_ITEM = re.compile(r"^body\.jobs\.\d+\.")
 _RANGES: dict[str, tuple[int, int]] = {
     "body.max_attempts": MAX_ATTEMPTS,
     "body.timeout_seconds": TIMEOUT_SECONDS,
-    "query.limit": (1, service.MAX_PAGE),
+    "query.limit": (1, bounds.MAX_PAGE),
     "body.limit": (1, redrive.MAX_LIST),
 }
 

@@ -21,7 +21,7 @@ async def _dead_letters(
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Every tenant's dead-lettered jobs, and the messages in the DLQ."""
     rows = await redriving.dead_letters(c.database, scope=None, kind=kind, limit=limit)
-    return rows, await c.queue.depth(s.dlq)
+    return rows, await c.queue.dead_letter_depth()
 
 
 @group.command("list")

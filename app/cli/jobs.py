@@ -10,9 +10,10 @@ from typing import Annotated, Any, NamedTuple
 import typer
 from rich.markup import escape
 
+from app import bounds
 from app.cli import render, runner
 from app.cli.render import err, out
-from app.services import auth
+from app.services import auth, jobs
 from app.services import submit as service
 from app.states import JobState, styled
 from app.store.pool import Database
@@ -73,9 +74,9 @@ class JobView(NamedTuple):
 async def _view(database: Database, job_id: uuid.UUID) -> JobView:
     # The operator's view: every tenant.
     return JobView(
-        await service.get_job(database, job_id, scope=None),
-        await service.events(database, job_id, scope=None),
-        await service.effects(database, job_id, scope=None),
+        await jobs.get_job(database, job_id, scope=None),
+        await jobs.events(database, job_id, scope=None),
+        await jobs.effects(database, job_id, scope=None),
     )
 
 
@@ -95,13 +96,13 @@ def list_(
     state: Annotated[JobState | None, typer.Option(help="only jobs in this state")] = None,
     kind: Annotated[str | None, typer.Option(help="only jobs of this kind")] = None,
     tenant: Annotated[str | None, typer.Option(help="only this tenant's jobs")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=service.MAX_PAGE)] = 50,
+    limit: Annotated[int, typer.Option(min=1, max=bounds.MAX_PAGE)] = 50,
 ) -> None:
     """The newest jobs of every tenant (or one), as a table."""
     s = runner.settings_or_exit()
     rows, _ = runner.on_database(
         s,
-        lambda database: service.list_jobs(
+        lambda database: jobs.list_jobs(
             database, state=state, kind=kind, limit=limit, scope=tenant
         ),
     )
@@ -113,7 +114,7 @@ def cancel(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
     """Cancel a job: at once if it is waiting; a running job stops at its next heartbeat."""
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
-    job = runner.on_database(s, lambda database: service.cancel(database, jid, scope=None))
+    job = runner.on_database(s, lambda database: jobs.cancel(database, jid, scope=None))
     if job["state"] == JobState.CANCELLED:
         out.print(f"job {jid}: {styled(job['state'])}")
     else:

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from app import config
 from app.states import styled
+from app.store.records import TenantUsage
 
 if TYPE_CHECKING:
     from app.services.redrive import RedriveReport
@@ -177,7 +178,7 @@ def keys(rows: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
-def limits(s: config.Settings, rows: list[dict[str, Any]]) -> Table:
+def limits(s: config.Settings, rows: list[TenantUsage]) -> Table:
     """Each tenant's limits: its override in bold, or the deployment's default."""
 
     def value(override: float | None, default: float) -> str:
@@ -188,10 +189,10 @@ def limits(s: config.Settings, rows: list[dict[str, Any]]) -> Table:
     table.title_justify = "left"
     for r in rows:
         table.add_row(
-            cell(r["tenant"]),
-            value(r["rate_per_second"], s.rate_limit_per_second),
-            value(r["burst"], s.rate_limit_burst),
-            value(r["max_in_flight"], s.max_jobs_in_flight),
-            str(r["in_flight"]),
+            cell(r.tenant),
+            value(r.rate_per_second, s.rate_limit_per_second),
+            value(r.burst, s.rate_limit_burst),
+            value(r.max_in_flight, s.max_jobs_in_flight),
+            str(r.in_flight),
         )
     return table

@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 from rich.markup import escape
 
-from app import config, errors, logs
+from app import config, errors, logs, store, transport
 from app.cli.render import err
-from app.store.pool import Database
-from app.transport.sqs import Queue
+from app.transport import Transport
 
 if TYPE_CHECKING:
     from app.worker.engine import Engine
@@ -67,31 +66,19 @@ def run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 @dataclass(frozen=True)
 class Clients:
-    database: Database
-    queue: Queue
+    database: store.Database
+    queue: Transport
 
 
-@contextlib.asynccontextmanager
-async def database(s: config.Settings) -> AsyncIterator[Database]:
+def database(s: config.Settings) -> AbstractAsyncContextManager[store.Database]:
     """A small pool, open for one command."""
     s.need("database_url")
-    pool = Database(s.database, min_size=1, max_size=4)
-    await pool.open()
-    try:
-        yield pool
-    finally:
-        await pool.close()
+    return store.connect(s.database, min_size=1, max_size=4)
 
 
-@contextlib.asynccontextmanager
-async def queue(s: config.Settings) -> AsyncIterator[Queue]:
+def queue(s: config.Settings) -> AbstractAsyncContextManager[Transport]:
     """The SQS client, open for one command (queue URLs are not needed to create queues)."""
-    client = Queue(s)
-    await client.open()
-    try:
-        yield client
-    finally:
-        await client.close()
+    return transport.connect(s)
 
 
 @contextlib.asynccontextmanager
@@ -119,12 +106,12 @@ async def _within(resource: AbstractAsyncContextManager[R], work: Callable[[R], 
         return await work(opened)
 
 
-def on_database(s: config.Settings, work: Callable[[Database], Awaitable[T]]) -> T:
+def on_database(s: config.Settings, work: Callable[[store.Database], Awaitable[T]]) -> T:
     """Run ``work`` with the database open for it."""
     return run(lambda: _within(database(s), work))
 
 
-def on_queue(s: config.Settings, work: Callable[[Queue], Awaitable[T]]) -> T:
+def on_queue(s: config.Settings, work: Callable[[Transport], Awaitable[T]]) -> T:
     """Run ``work`` with the queue client open for it."""
     return run(lambda: _within(queue(s), work))
 

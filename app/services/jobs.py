@@ -8,11 +8,10 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from app import errors, store
+from app import bounds, errors, store
 from app.states import JobState
 from app.store.records import Job
 
-MAX_PAGE = 200
 # cancel(): rounds of "cancel if waiting, else ask the lease holder" while a lease ends
 # between the two statements.
 CANCEL_TRIES = 3
@@ -56,8 +55,8 @@ async def list_jobs(
     scope: str | None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A page of jobs, newest first, and the cursor of the next page (None: the last)."""
-    if not 1 <= limit <= MAX_PAGE:
-        raise errors.BadRequest(f"limit must be between 1 and {MAX_PAGE}")
+    if not 1 <= limit <= bounds.MAX_PAGE:
+        raise errors.BadRequest(f"limit must be between 1 and {bounds.MAX_PAGE}")
     after = decode_cursor(cursor) if cursor else None
     found = await store.jobs.page(
         db, tenant=scope, state=state, kind=kind, after=after, limit=limit + 1

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from app import aws_limits, batching, store
 from app.store.records import OutboxRow
-from app.transport.sqs import Queue
+from app.transport import Transport
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +24,17 @@ SEND_FAILED = "send failed"
 
 
 async def send(
-    db: store.Database, sqs: Queue, rows: Sequence[OutboxRow], *, txn: store.Conn | None = None
+    db: store.Database,
+    queue: Transport,
+    rows: Sequence[OutboxRow],
+    *,
+    txn: store.Conn | None = None,
 ) -> set[int]:
     """Send the messages for these outbox rows and record each row's outcome (inside
     ``txn`` when given). Returns the ids of the rows sent."""
     if not rows:
         return set()
-    failed = set(await sqs.send_jobs([row.job_id for row in rows]))
+    failed = set(await queue.send_jobs([row.job_id for row in rows]))
     sent = [row.id for row in rows if str(row.job_id) not in failed]
     unsent = [row.id for row in rows if str(row.job_id) in failed]
     if unsent:
@@ -48,9 +52,9 @@ class OutboxSender:
     still waits for its own message to be sent before it answers (a Lambda's process
     may be frozen right after the answer); a lone request is sent at once."""
 
-    def __init__(self, db: store.Database, sqs: Queue) -> None:
+    def __init__(self, db: store.Database, queue: Transport) -> None:
         self.db = db
-        self.sqs = sqs
+        self.queue = queue
         self.batcher: batching.Batcher[OutboxRow, bool] = batching.Batcher(
             self._flush, max_size=aws_limits.MAX_BATCH, max_in_flight=2
         )
@@ -60,5 +64,5 @@ class OutboxSender:
         return await self.batcher.submit(OutboxRow(id=outbox_id, job_id=job_id))
 
     async def _flush(self, rows: list[OutboxRow]) -> list[bool]:
-        sent = await send(self.db, self.sqs, rows)
+        sent = await send(self.db, self.queue, rows)
         return [row.id in sent for row in rows]

@@ -28,8 +28,7 @@ from app.config import Settings
 from app.services import jobs, outbox
 from app.states import JobState
 from app.store.records import Job, OutboxRow
-from app.transport import sqs as queue
-from app.transport.sqs import Queue
+from app.transport import Transport, codec
 
 Progress = Callable[[int, int | None], None]
 
@@ -78,7 +77,7 @@ async def _dead_letters(
 
 async def reset(
     db: store.Database,
-    sqs: Queue,
+    queue: Transport,
     job_ids: Sequence[uuid.UUID],
     *,
     with_outbox: bool,
@@ -89,14 +88,14 @@ async def reset(
     if with_outbox:
         await outbox.send(
             db,
-            sqs,
+            queue,
             [OutboxRow(id=r.outbox_id, job_id=r.id) for r in redriven if r.outbox_id is not None],
         )
     return [r.id for r in redriven]
 
 
 async def redrive_job(
-    db: store.Database, sqs: Queue, job_id: uuid.UUID, *, scope: str | None
+    db: store.Database, queue: Transport, job_id: uuid.UUID, *, scope: str | None
 ) -> dict[str, Any]:
     """One job, from the API: 409 unless it is dead-lettered."""
     job = await jobs.find(db, job_id, scope=scope)
@@ -104,7 +103,7 @@ async def redrive_job(
         raise errors.Conflict(
             f"job {job_id} is {job.state}, not dead_lettered: only dead letters are redriven"
         )
-    if not await reset(db, sqs, [job_id], with_outbox=True, detail="redriven through the API"):
+    if not await reset(db, queue, [job_id], with_outbox=True, detail="redriven through the API"):
         raise errors.Conflict(f"job {job_id} changed state while being redriven")
     return await jobs.get_job(db, job_id, scope=scope)
 
@@ -112,7 +111,7 @@ async def redrive_job(
 async def redrive(
     settings: Settings,
     db: store.Database,
-    sqs: Queue,
+    queue: Transport,
     *,
     job_ids: Sequence[uuid.UUID] | None = None,
     kind: str | None = None,
@@ -128,17 +127,17 @@ async def redrive(
     if dry_run:
         return RedriveReport(mode="dry run", selected=listed, dry_run=True)
     if not filtered:
-        handle = await sqs.start_move()
+        handle = await queue.start_move()
         if handle is not None:
             report = RedriveReport(mode="StartMessageMoveTask", selected=listed)
-            report.moved = await _wait_for_move(sqs, progress)
+            report.moved = await _wait_for_move(queue, progress)
             return report
-    return await _walk(db, sqs, selected, filtered=filtered, progress=progress)
+    return await _walk(db, queue, selected, filtered=filtered, progress=progress)
 
 
-async def _wait_for_move(sqs: Queue, progress: Progress | None) -> int:
+async def _wait_for_move(queue: Transport, progress: Progress | None) -> int:
     while True:
-        status = await sqs.move_status()
+        status = await queue.move_status()
         moved = int(status.get("ApproximateNumberOfMessagesMoved", 0))
         total = status.get("ApproximateNumberOfMessagesToMove")
         if progress:
@@ -155,7 +154,7 @@ async def _wait_for_move(sqs: Queue, progress: Progress | None) -> int:
 
 async def _walk(
     db: store.Database,
-    sqs: Queue,
+    queue: Transport,
     selected: list[Job],
     *,
     filtered: bool,
@@ -166,15 +165,14 @@ async def _walk(
     found: set[uuid.UUID] = set()
     total = len(wanted)
     while not filtered or found != wanted:
-        messages = await sqs.receive(
-            url=sqs.settings.dlq,
+        messages = await queue.receive_dead_letters(
             max_messages=aws_limits.MAX_BATCH,
             wait_seconds=1,
             visibility=WALK_VISIBILITY_SECONDS,
         )
         if not messages:
             break
-        ids = queue.job_ids(messages)
+        ids = codec.job_ids(messages)
         report.left_in_dlq += len(messages) - len(ids)  # not ours: an operator looks at them
         states = (
             {job.id: job for job in await store.jobs.by_ids(db, list(set(ids.values())))}
@@ -199,16 +197,16 @@ async def _walk(
         if move:
             move_ids = list({ids[m["MessageId"]] for m in move})
             report.reset += len(
-                await reset(db, sqs, move_ids, with_outbox=False, detail="redriven from the DLQ")
+                await reset(db, queue, move_ids, with_outbox=False, detail="redriven from the DLQ")
             )
-            failed = set(await sqs.send_moved(move))
+            failed = set(await queue.send_moved(move))
             sent = [m for m in move if m["MessageId"] not in failed]
-            await sqs.delete_batch([m["ReceiptHandle"] for m in sent], url=sqs.settings.dlq)
+            await queue.delete_dead_letters([m["ReceiptHandle"] for m in sent])
             report.moved += len(sent)
             found.update(ids[m["MessageId"]] for m in sent)
             total = max(total, len(found))
         if stale:
-            await sqs.delete_batch(stale, url=sqs.settings.dlq)
+            await queue.delete_dead_letters(stale)
             report.stale_deleted += len(stale)
         if progress:
             progress(len(found), total or None)
@@ -216,7 +214,7 @@ async def _walk(
     missing = [job.id for job in selected if job.id not in found]
     if missing:
         anew = await reset(
-            db, sqs, missing, with_outbox=True, detail="redriven: no dead letter found, sent anew"
+            db, queue, missing, with_outbox=True, detail="redriven: no dead letter found, sent anew"
         )
         report.sent_without_dead_letter = len(anew)
         report.reset += len(anew)

@@ -2,7 +2,7 @@
 statement, then send their messages through the one outbox send path.
 
 Reading and cancelling jobs live in ``app.services.jobs``, the send path in
-``app.services.outbox``; the names below re-export them for this module's callers.
+``app.services.outbox``.
 """
 
 from __future__ import annotations
@@ -16,49 +16,17 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from app import aws_limits, crashpoints, errors, kinds, store
+from app import aws_limits, bounds, crashpoints, errors, kinds, store
 from app.config import Settings
 from app.services import auth, outbox
-from app.services.jobs import (
-    MAX_PAGE,
-    cancel,
-    decode_cursor,
-    effects,
-    encode_cursor,
-    events,
-    get_job,
-    list_jobs,
-)
-from app.services.outbox import OutboxSender
 from app.store.jobs import NewRow
 from app.store.records import Admission, OutboxRow
-from app.transport.sqs import Queue
+from app.transport import Transport
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "DEFAULT_TENANT",
-    "MAX_IDEMPOTENCY_KEY",
-    "MAX_PAGE",
-    "MAX_SUBMIT_BATCH",
-    "NewJob",
-    "OutboxSender",
-    "Submitted",
-    "cancel",
-    "decode_cursor",
-    "effects",
-    "encode_cursor",
-    "events",
-    "get_job",
-    "list_jobs",
-    "request_hash",
-    "submit",
-    "submit_many",
-    "unstorable",
-]
-
 DEFAULT_TENANT = "default"
-MAX_IDEMPOTENCY_KEY = 200
+MAX_IDEMPOTENCY_KEY = bounds.MAX_IDEMPOTENCY_KEY_CHARS
 # Jobs one POST /v1/jobs/batch may carry (at most the default burst, so a batch fits it).
 MAX_SUBMIT_BATCH = 100
 # Retry-After for a tenant at its cap of unfinished jobs: jobs finish on their own time.
@@ -102,7 +70,7 @@ def request_hash(kind: str, payload: Any, max_attempts: int, timeout_seconds: in
 async def submit(
     settings: Settings,
     db: store.Database,
-    sqs: Queue,
+    queue: Transport,
     *,
     kind: str,
     payload: Any,
@@ -110,13 +78,13 @@ async def submit(
     timeout_seconds: int | None = None,
     idempotency_key: str | None = None,
     tenant: str = DEFAULT_TENANT,
-    sender: OutboxSender | None = None,
+    sender: outbox.OutboxSender | None = None,
     key_id: str | None = None,
 ) -> Submitted:
     """Validate, write the job and its outbox row in one statement, commit, then send."""
     new = NewJob(kind, payload, max_attempts, timeout_seconds, idempotency_key)
     (submitted,) = await submit_many(
-        settings, db, sqs, [new], tenant=tenant, sender=sender, key_id=key_id
+        settings, db, queue, [new], tenant=tenant, sender=sender, key_id=key_id
     )
     return submitted
 
@@ -149,11 +117,11 @@ def _validated(settings: Settings, new: NewJob) -> NewRow:
 async def submit_many(
     settings: Settings,
     db: store.Database,
-    sqs: Queue,
+    queue: Transport,
     jobs: list[NewJob],
     *,
     tenant: str = DEFAULT_TENANT,
-    sender: OutboxSender | None = None,
+    sender: outbox.OutboxSender | None = None,
     key_id: str | None = None,
 ) -> list[Submitted]:
     """Validate every job, then admit and write them all (or none) with their outbox rows
@@ -198,7 +166,7 @@ async def submit_many(
             _conflict(i, batch)
         out.append(Submitted(job=existing.to_dict(), created=False))
     if written.outbox:
-        await _send_after_commit(db, sqs, written.outbox, sender)
+        await _send_after_commit(db, queue, written.outbox, sender)
     return out
 
 
@@ -231,7 +199,7 @@ def _conflict(index: int, batch: bool) -> None:
 
 
 async def _send_after_commit(
-    db: store.Database, sqs: Queue, rows: list[OutboxRow], sender: OutboxSender | None
+    db: store.Database, queue: Transport, rows: list[OutboxRow], sender: outbox.OutboxSender | None
 ) -> None:
     """The fast path: the jobs are committed; send their messages now. A failed send is
     the outbox relay's to retry: the caller still gets its 202."""
@@ -241,7 +209,7 @@ async def _send_after_commit(
         if sender is not None:
             await asyncio.gather(*(sender.send(row.id, row.job_id) for row in rows))
         else:
-            await outbox.send(db, sqs, rows)
+            await outbox.send(db, queue, rows)
     except errors.TaskleaseError as exc:
         log.warning(
             "fast-path send failed; the outbox relay will send it: %s",

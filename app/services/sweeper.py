@@ -15,8 +15,7 @@ from app import aws_limits, store
 from app.config import Settings
 from app.services import outbox
 from app.states import JobState
-from app.transport import sqs as queue
-from app.transport.sqs import Queue
+from app.transport import Transport, codec
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ class SweepReport:
         )
 
 
-async def relay_outbox(settings: Settings, db: store.Database, sqs: Queue) -> int:
+async def relay_outbox(settings: Settings, db: store.Database, queue: Transport) -> int:
     """Send outbox rows whose fast-path send did not happen, in batches of 10, through
     the API's send path: a failed send counts an attempt and keeps its error on the row.
     Stops at the first batch with a failure (the queue is likely down: the next sweep
@@ -52,26 +51,26 @@ async def relay_outbox(settings: Settings, db: store.Database, sqs: Queue) -> in
             )
             if not rows:
                 return total
-            sent = await outbox.send(db, sqs, rows, txn=conn)
+            sent = await outbox.send(db, queue, rows, txn=conn)
             total += len(sent)
             if len(sent) < len(rows):
                 log.warning("outbox relay: send failed", extra={"count": len(rows) - len(sent)})
                 return total
 
 
-async def sweep_once(settings: Settings, db: store.Database, sqs: Queue) -> SweepReport:
+async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -> SweepReport:
     report = SweepReport()
     stalled = await store.leases.mark_stalled(db, grace=STALL_GRACE_SECONDS, limit=SWEEP_LIMIT)
     report.stalled = len(stalled)
     for job_id in stalled:
         log.warning("lease expired with no heartbeat", extra={"job_id": job_id, "state": "stalled"})
-    report.outbox_sent = await relay_outbox(settings, db, sqs)
+    report.outbox_sent = await relay_outbox(settings, db, queue)
     lost = await store.leases.touch_lost(db, age=settings.lost_message_seconds, limit=SWEEP_LIMIT)
     if lost:
-        failed = await sqs.send_jobs(lost)
+        failed = await queue.send_jobs(lost)
         report.resent = len(lost) - len(failed)
         log.info("re-sent messages for waiting jobs", extra={"count": report.resent})
-    report.dead_lettered, report.stale_dead_letters = await reconcile_dlq(db, sqs)
+    report.dead_lettered, report.stale_dead_letters = await reconcile_dlq(db, queue)
     return report
 
 
@@ -80,21 +79,20 @@ DLQ_SCAN_VISIBILITY_SECONDS = 2
 DLQ_SCAN_BATCHES = 10
 
 
-async def reconcile_dlq(db: store.Database, sqs: Queue) -> tuple[int, int]:
+async def reconcile_dlq(db: store.Database, queue: Transport) -> tuple[int, int]:
     """Look at the DLQ: jobs SQS moved there itself (no marker) become dead_lettered
     ("worker never finished"); stale dead letters of finished or redriven jobs are
     deleted. Returns (reconciled, deleted)."""
     reconciled = deleted = 0
     for _ in range(DLQ_SCAN_BATCHES):
-        messages = await sqs.receive(
-            url=sqs.settings.dlq,
+        messages = await queue.receive_dead_letters(
             max_messages=aws_limits.MAX_BATCH,
             wait_seconds=0,
             visibility=DLQ_SCAN_VISIBILITY_SECONDS,
         )
         if not messages:
             break
-        ids = queue.job_ids(messages)
+        ids = codec.job_ids(messages)
         if not ids:
             continue
         jobs = {job.id: job for job in await store.jobs.by_ids(db, list(set(ids.values())))}
@@ -108,8 +106,8 @@ async def reconcile_dlq(db: store.Database, sqs: Queue) -> tuple[int, int]:
             attrs = m.get("MessageAttributes") or {}
             if job.state in (JobState.SUCCEEDED, JobState.CANCELLED):
                 stale.append(m["ReceiptHandle"])
-            elif queue.ATTR_DEAD_LETTERED_AT in attrs:
-                gen = (attrs.get(queue.ATTR_GENERATION) or {}).get("StringValue")
+            elif codec.ATTR_DEAD_LETTERED_AT in attrs:
+                gen = (attrs.get(codec.ATTR_GENERATION) or {}).get("StringValue")
                 if gen is not None and gen.isdigit() and int(gen) < job.redrives:
                     stale.append(m["ReceiptHandle"])  # a dead letter from before a redrive
             elif job.state != JobState.DEAD_LETTERED:
@@ -123,6 +121,6 @@ async def reconcile_dlq(db: store.Database, sqs: Queue) -> tuple[int, int]:
                     extra={"job_id": job_id, "state": JobState.DEAD_LETTERED},
                 )
         if stale:
-            await sqs.delete_batch(stale, url=sqs.settings.dlq)
+            await queue.delete_dead_letters(stale)
             deleted += len(stale)
     return reconciled, deleted

@@ -3,38 +3,31 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from app.store.pool import Database, q
+from app import store
+from app.store.records import TenantUsage
 
 
 async def set_limits(
-    db: Database,
+    db: store.Database,
     tenant: str,
     *,
     rate_per_second: float | None,
     burst: int | None,
     max_in_flight: int | None,
-) -> list[dict[str, Any]]:
+) -> list[TenantUsage]:
     """Override the limits given (None keeps the current value); the tenant's row after."""
-    await db.fetch(
-        q("set_tenant_limits"),
-        {
-            "tenant": tenant,
-            "rate_per_second": rate_per_second,
-            "burst": burst,
-            "max_in_flight": max_in_flight,
-        },
+    await store.tenants.set_limits(
+        db, tenant, rate_per_second=rate_per_second, burst=burst, max_in_flight=max_in_flight
     )
-    return [r for r in await list_limits(db) if r["tenant"] == tenant]
+    return [r for r in await store.tenants.list_limits(db) if r.tenant == tenant]
 
 
-async def clear_limits(db: Database, tenant: str) -> bool:
+async def clear_limits(db: store.Database, tenant: str) -> bool:
     """Drop the tenant's overrides; whether it had any."""
-    return bool(await db.fetch(q("clear_tenant_limits"), {"tenant": tenant}))
+    return await store.tenants.clear_limits(db, tenant)
 
 
-async def list_limits(db: Database) -> list[dict[str, Any]]:
+async def list_limits(db: store.Database) -> list[TenantUsage]:
     """Every tenant with a key or an override: its overrides (None: the default) and its
     unfinished jobs."""
-    return await db.fetch(q("list_tenant_limits"))
+    return await store.tenants.list_limits(db)

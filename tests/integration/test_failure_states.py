@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from app import errors
-from app.services import redrive, sweeper
-from app.services import submit as service
+from app.services import jobs, redrive, sweeper
 from app.states import JobState
 from app.store.pool import q
 from app.transport import sqs as queue
@@ -233,10 +232,10 @@ async def test_cancelling_a_queued_job_is_immediate_and_its_message_is_then_drop
 ) -> None:
     async with engine_for(stack.settings) as engine:
         job_id = await submit(engine, "demo.noop", {})
-        cancelled = await service.cancel(engine.db, job_id, scope=None)
+        cancelled = await jobs.cancel(engine.db, job_id, scope=None)
         response = await engine.handle({"Records": await receive_records(engine)}, None)
         with pytest.raises(errors.Conflict, match="already cancelled"):
-            await service.cancel(engine.db, job_id, scope=None)
+            await jobs.cancel(engine.db, job_id, scope=None)
     assert cancelled["state"] == JobState.CANCELLED
     assert response == {"batchItemFailures": []}
     row = job_row(sql, job_id)
@@ -254,7 +253,7 @@ async def test_cancelling_a_running_job_stops_it_at_its_next_heartbeat(
         task = asyncio.create_task(engine.handle({"Records": await receive_records(engine)}, None))
         while job_row(sql, job_id)["state"] != JobState.RUNNING:
             await asyncio.sleep(0.05)
-        requested = await service.cancel(engine.db, job_id, scope=None)
+        requested = await jobs.cancel(engine.db, job_id, scope=None)
         response = await task
     assert requested["state"] == JobState.RUNNING and requested["cancel_requested"] is True
     assert response == {"batchItemFailures": []}
@@ -274,7 +273,7 @@ async def test_cancelling_a_finished_job_is_a_conflict_and_changes_nothing(
         job_id = await submit(engine, "demo.noop", {})
         await engine.handle({"Records": await receive_records(engine)}, None)
         with pytest.raises(errors.Conflict, match="already succeeded"):
-            await service.cancel(engine.db, job_id, scope=None)
+            await jobs.cancel(engine.db, job_id, scope=None)
     row = job_row(sql, job_id)
     assert row["state"] == JobState.SUCCEEDED and row["cancel_requested"] is False
 
@@ -365,9 +364,7 @@ async def test_a_cancel_whose_lease_ends_between_its_two_statements_is_not_lost(
                 },
             )
 
-        answer = await service.cancel(
-            _LeaseEndsBetween(engine.db, worker_fails), job_id, scope=None
-        )
+        answer = await jobs.cancel(_LeaseEndsBetween(engine.db, worker_fails), job_id, scope=None)
     assert answer["state"] == JobState.CANCELLED
     assert job_row(sql, job_id)["state"] == JobState.CANCELLED
 

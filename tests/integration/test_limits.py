@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from app import aws_limits as limits
-from app.services import submit as service
+from app import bounds
 from tests.conftest import Stack, bearer
 from tests.integration.conftest import TRICKLE, queue_depth, retry_after, written
 
@@ -240,4 +240,4 @@ def test_a_bad_cursor_and_a_bad_job_id_are_422(api_with: Any) -> None:
         assert api.client.post(path, headers=key).status_code == 422, path
     limit = api.client.get("/v1/jobs", params={"limit": 1000}, headers=key)
     assert limit.status_code == 422
-    assert f"allowed: 1 to {service.MAX_PAGE}" in limit.json()["detail"]
+    assert f"allowed: 1 to {bounds.MAX_PAGE}" in limit.json()["detail"]

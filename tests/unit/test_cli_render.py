@@ -15,6 +15,7 @@ from rich.table import Table
 
 from app import config, errors
 from app.cli import render, runner
+from app.store.records import TenantUsage
 
 pytestmark = pytest.mark.unit
 
@@ -84,8 +85,10 @@ def test_keys_and_limits_tables_escape_names_and_mark_defaults() -> None:
     shown = text(render.keys([key], "1 API keys"))
     assert "[red]ops[/]" in shown
     assert "admin" in shown
-    limit = {"tenant": "acme", "rate_per_second": 0.5, "burst": None, "max_in_flight": 7}
-    shown = text(render.limits(config.load(rate_limit_burst=100), [{**limit, "in_flight": 2}]))
+    limit = TenantUsage(
+        tenant="acme", rate_per_second=0.5, burst=None, max_in_flight=7, in_flight=2
+    )
+    shown = text(render.limits(config.load(rate_limit_burst=100), [limit]))
     (line,) = [ln for ln in shown.splitlines() if "acme" in ln]
     assert [c.strip() for c in line.split("│") if c.strip()] == [
         "acme",

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from app import bounds
 from app.api.deps import Db, JobQueue, Settings
 from app.api.errors import COMMON, UNPARSEABLE
 from app.api.schemas import (
@@ -19,7 +20,6 @@ from app.api.schemas import (
 )
 from app.api.security import Admin, Caller
 from app.services import auth, redrive
-from app.services import submit as service
 
 router = APIRouter()
 
@@ -39,7 +39,7 @@ async def dead_letters(
     tenant: Annotated[
         str | None, Query(pattern=TENANT_PATTERN, description="admin keys only")
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
+    limit: Annotated[int, Query(ge=1, le=bounds.MAX_PAGE)] = 50,
 ) -> list[JobPublic]:
     """Dead-lettered jobs, oldest first: kind, attempts, last error, when. The caller's
     own; an admin key sees every tenant's, or one tenant's with ``tenant``."""

@@ -32,7 +32,7 @@ async def readyz(settings: Settings, db: Db, queue: JobQueue) -> JSONResponse:
     except errors.TaskleaseError as exc:
         checks["database"] = f"unreachable: {exc}"
     try:
-        await queue.depth(settings.queue)
+        await queue.depth()
         checks["queue"] = "ok"
     except errors.TaskleaseError as exc:
         checks["queue"] = f"unreachable: {exc}"

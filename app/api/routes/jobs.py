@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
+from app import bounds
 from app.api.deps import Db, JobQueue, Sender, Settings
 from app.api.errors import COMMON, CONFLICT, SUBMIT
 from app.api.schemas import (
@@ -21,7 +22,7 @@ from app.api.schemas import (
     Storable,
 )
 from app.api.security import Caller, Submitter
-from app.services import redrive
+from app.services import jobs, redrive
 from app.services import submit as service
 from app.states import JobState
 
@@ -96,12 +97,12 @@ async def list_jobs(
     db: Db,
     state: JobState | None = None,
     kind: Annotated[str | None, Query(max_length=100), Storable] = None,
-    limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
+    limit: Annotated[int, Query(ge=1, le=bounds.MAX_PAGE)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> JobPage:
     """The caller's jobs, newest first (an admin key: every tenant's). A cursor this
     API did not return is 422, as is any other bad parameter."""
-    rows, next_cursor = await service.list_jobs(
+    rows, next_cursor = await jobs.list_jobs(
         db, state=state, kind=kind, limit=limit, cursor=cursor, scope=caller.scope
     )
     return JobPage(items=[JobPublic.of(r) for r in rows], next_cursor=next_cursor)
@@ -109,18 +110,18 @@ async def list_jobs(
 
 @router.get("/v1/jobs/{job_id}", response_model=JobPublic, responses=COMMON)
 async def get_job(job_id: uuid.UUID, caller: Caller, db: Db) -> JobPublic:
-    return JobPublic.of(await service.get_job(db, job_id, scope=caller.scope))
+    return JobPublic.of(await jobs.get_job(db, job_id, scope=caller.scope))
 
 
 @router.get("/v1/jobs/{job_id}/events", response_model=list[EventPublic], responses=COMMON)
 async def get_events(job_id: uuid.UUID, caller: Caller, db: Db) -> list[EventPublic]:
-    events = await service.events(db, job_id, scope=caller.scope)
+    events = await jobs.events(db, job_id, scope=caller.scope)
     return [EventPublic.model_validate(e) for e in events]
 
 
 @router.get("/v1/jobs/{job_id}/effects", response_model=list[EffectPublic], responses=COMMON)
 async def get_effects(job_id: uuid.UUID, caller: Caller, db: Db) -> list[EffectPublic]:
-    effects = await service.effects(db, job_id, scope=caller.scope)
+    effects = await jobs.effects(db, job_id, scope=caller.scope)
     return [EffectPublic.model_validate(e) for e in effects]
 
 
@@ -128,7 +129,7 @@ async def get_effects(job_id: uuid.UUID, caller: Caller, db: Db) -> list[EffectP
 async def cancel_job(job_id: uuid.UUID, caller: Caller, db: Db) -> JobPublic:
     """Cancel: at once when the job waits; a running job stops at its next heartbeat
     (``cancel_requested`` is true until then). A finished job is 409."""
-    return JobPublic.of(await service.cancel(db, job_id, scope=caller.scope))
+    return JobPublic.of(await jobs.cancel(db, job_id, scope=caller.scope))
 
 
 @router.post(
