@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from app import config, errors, kinds
-from app.kinds import providers
+from app.kinds.triage import providers
 
 pytestmark = pytest.mark.unit
 
@@ -60,7 +60,7 @@ def test_an_unknown_kind_is_a_bad_request_naming_it_and_the_known_kinds() -> Non
 
 
 def test_registering_a_kind_twice_is_refused() -> None:
-    with pytest.raises(RuntimeError, match="registered twice"):
+    with pytest.raises(errors.ConfigError, match="registered twice"):
         kinds.register(kinds.REGISTRY["demo.noop"])
 
 
