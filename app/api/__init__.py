@@ -24,7 +24,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import __version__, errors
+from app import __version__, errors, kinds
 from app import aws_limits as limits
 from app import config as config_mod
 from app.services import auth, redrive
@@ -385,6 +385,7 @@ class BodyLimit:
 
 def create_app(settings: config_mod.Settings | None = None) -> FastAPI:
     settings = settings or config_mod.load()
+    kinds.load(settings)  # a TASKLEASE_KINDS module that does not import stops start-up
     runtime = Runtime(settings)
 
     @contextlib.asynccontextmanager
