@@ -126,6 +126,9 @@ class Settings(BaseSettings):
     webhook_url: str | None = None
     webhook_timeout_seconds: float = Field(10.0, gt=0)
 
+    # Modules that define job kinds beyond the built-ins, comma-separated (examples/README.md).
+    kinds: str = ""
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @model_validator(mode="after")
@@ -191,6 +194,11 @@ class Settings(BaseSettings):
             f"@{self.database_host}:{self.database_port}/{urllib.parse.quote(self.database_name, safe='')}"
             f"?sslmode={self.database_sslmode}"
         )
+
+    @property
+    def kind_modules(self) -> tuple[str, ...]:
+        """TASKLEASE_KINDS as module names."""
+        return tuple(m.strip() for m in self.kinds.split(",") if m.strip())
 
     @property
     def queue(self) -> str:

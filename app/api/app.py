@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from app import __version__, config
+from app import __version__, config, kinds
 from app.api import errors
 from app.api.deps import Runtime
 from app.api.middleware import BodyLimit
@@ -29,6 +29,8 @@ def create_app(settings: config.Settings | None = None) -> FastAPI:
     """The API for these settings (default: the environment's). Opens nothing: the
     lifespan does, or the first request when the lifespan is off (Lambda)."""
     settings = settings or config.load()
+    # The kinds TASKLEASE_KINDS names: one that does not import stops start-up, naming it.
+    kinds.load(settings)
     app = FastAPI(
         title="tasklease",
         version=__version__,

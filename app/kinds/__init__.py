@@ -1,60 +1,56 @@
-"""Job kinds, registered in one place with their payload schema, retry budget and timeout."""
+"""The public API for job kinds.
+
+```python
+from app.kinds import JobContext, kind
+
+@kind("support.triage", timeout_seconds=300, max_attempts=5, deps=build_triage_deps)
+async def triage(ctx: JobContext[TriageDeps], ticket: Ticket) -> TriageResult: ...
+```
+
+Raise ``Retry(delay=...)`` to be retried after a delay, ``PermanentError`` to stop
+retrying; any other exception is retried with backoff. ``app.kinds.testing`` runs a
+kind in memory. The kinds a process knows are the built-ins and the modules named in
+TASKLEASE_KINDS (see examples/README.md).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
-import pydantic
-
-from app import errors
+from app.config import Settings
+from app.errors import PermanentError, Retry
 from app.kinds.context import JobContext
+from app.kinds.deps import Deps
+from app.kinds.kind import Kind, kind
+from app.kinds.registry import Registry
 
-Run = Callable[[JobContext, Any], Awaitable[Any]]
+__all__ = [
+    "REGISTRY",
+    "Deps",
+    "JobContext",
+    "Kind",
+    "PermanentError",
+    "Registry",
+    "Retry",
+    "get",
+    "kind",
+    "load",
+    "register",
+]
 
-
-@dataclass(frozen=True)
-class Kind:
-    name: str
-    payload: type[pydantic.BaseModel]
-    run: Run
-    description: str
-    max_attempts: int | None = None  # None: the deployment's TASKLEASE_MAX_ATTEMPTS
-    timeout_seconds: int | None = None  # None: TASKLEASE_DEFAULT_JOB_TIMEOUT_SECONDS
-
-    def parse(self, payload: Any) -> pydantic.BaseModel:
-        """The payload as the kind's model, or BadRequest naming the fields that are wrong."""
-        try:
-            return self.payload.model_validate(payload)
-        except pydantic.ValidationError as exc:
-            problems = "; ".join(
-                f"payload.{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-                for e in exc.errors()
-            )
-            raise errors.BadRequest(f"invalid payload for kind {self.name!r}: {problems}") from exc
+REGISTRY = Registry()
 
 
-REGISTRY: dict[str, Kind] = {}
+def load(settings: Settings) -> None:
+    """Load the built-in kinds and TASKLEASE_KINDS now: a bad module stops start-up here."""
+    REGISTRY.load(settings.kind_modules)
 
 
-def register(kind: Kind) -> Kind:
-    if kind.name in REGISTRY:
-        raise RuntimeError(f"job kind {kind.name!r} is registered twice")
-    REGISTRY[kind.name] = kind
-    return kind
+def get(name: str) -> Kind[Any, Any, Any]:
+    """The kind called ``name``, or BadRequest naming the known kinds."""
+    return REGISTRY.get_kind(name)
 
 
-def get(name: str) -> Kind:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(REGISTRY))
-        raise errors.BadRequest(f"unknown job kind {name!r}; known kinds: {known}") from None
-
-
-def _load_builtin() -> None:
-    from app.kinds import demo, triage  # noqa: F401 - registering is the import's effect
-
-
-_load_builtin()
+def register(k: Kind[Any, Any, Any]) -> Kind[Any, Any, Any]:
+    """Add a kind defined outside a module TASKLEASE_KINDS lists (tests, embedding)."""
+    return REGISTRY.register(k)

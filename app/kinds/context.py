@@ -1,101 +1,108 @@
-"""What a job kind's code sees: its job, its attempt, and ``effect(key, fn)``."""
+"""What a job kind's code sees: its job's ids and attempt, its dependencies,
+``effect(key, fn)``, ``idempotency_key(key)`` and a logger with the job's fields bound.
+
+``JobContext`` is abstract: where an effect's result is recorded is the runner's
+business (the worker's lease-fenced table in app/worker/context.py, or memory in
+app/kinds/testing.py). Nothing of the lease or the database is reachable from here.
+"""
 
 from __future__ import annotations
 
+import abc
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any, Generic, TypeVar
 
-from psycopg.types.json import Jsonb
+from app import errors
 
-from app import crashpoints, errors
-from app.store.pool import Database, q
-
-log = logging.getLogger(__name__)
-
+D = TypeVar("D")
 T = TypeVar("T")
 
-
-@dataclass
-class Services:
-    """Long-lived clients a job kind may use, built once per process."""
-
-    model: Any
-    http: Any
-    webhook_url: str | None
+MAX_EFFECT_KEY = 200
 
 
-@dataclass
-class JobContext:
-    job_id: uuid.UUID
-    kind: str
-    attempt: int
-    lease_token: uuid.UUID
-    lease_owner: str
-    db: Database
-    services: Services
-    recorded: dict[str, Any] = field(default_factory=dict)
-    replayed: list[str] = field(default_factory=list)
-    ran: list[str] = field(default_factory=list)
+class JobLogger(logging.LoggerAdapter[logging.Logger]):
+    """A logger that adds the job's fields to every record, beside the call's own extras."""
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs
+
+
+class JobContext(abc.ABC, Generic[D]):
+    """One attempt of one job, as its kind's code sees it. ``D`` is the kind's deps type."""
+
+    def __init__(
+        self,
+        *,
+        job_id: uuid.UUID,
+        kind: str,
+        attempt: int,
+        deps: D,
+        recorded: Mapping[str, Any] | None = None,
+        log_fields: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.kind = kind
+        self.attempt = attempt
+        self.deps = deps
+        self._recorded: dict[str, Any] = dict(recorded or {})
+        self._replayed: list[str] = []
+        self._ran: list[str] = []
+        fields = {"job_id": job_id, "kind": kind, "attempt": attempt, **(log_fields or {})}
+        self.log = JobLogger(logging.getLogger(f"app.kinds.{kind}"), fields)
+
+    @property
+    def replayed(self) -> list[str]:
+        """Effects this attempt returned from an earlier attempt's record, in order."""
+        return list(self._replayed)
+
+    @property
+    def ran(self) -> list[str]:
+        """Effects whose function this attempt called, in order."""
+        return list(self._ran)
 
     def idempotency_key(self, key: str) -> str:
         """The key to hand to an outside system that honours one: f"{job_id}:{key}"."""
         return f"{self.job_id}:{key}"
 
-    def _fields(self, key: str) -> dict[str, Any]:
-        return {
-            "job_id": self.job_id,
-            "kind": self.kind,
-            "attempt": self.attempt,
-            "lease_owner": self.lease_owner,
-            "effect": key,
-        }
-
     async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
         """Run ``fn`` once for this job, ever, and return its recorded (JSON) result.
 
         A result recorded by an earlier attempt is returned without calling ``fn``.
-        Otherwise ``fn`` runs and its result is recorded by a conditional insert fenced by
-        the lease token; if another attempt recorded first, *its* result is returned. A
-        crash between ``fn`` returning and the insert is the one window this cannot close:
-        pass ``ctx.idempotency_key(key)`` to outside systems that take one.
+        Otherwise ``fn`` runs and its result is recorded; if another attempt recorded
+        first, *its* result is returned. A crash between ``fn`` returning and the record
+        is the one window this cannot close: pass ``ctx.idempotency_key(key)`` to outside
+        systems that take one.
         """
-        if not key or len(key) > 200:
-            raise errors.PermanentError(f"effect key must be 1 to 200 characters: {key!r}")
-        if key in self.recorded:
-            self.replayed.append(key)
-            log.info("effect replayed", extra=self._fields(key))
-            return self.recorded[key]  # type: ignore[no-any-return]
+        if not key or len(key) > MAX_EFFECT_KEY:
+            raise errors.PermanentError(
+                f"effect key must be 1 to {MAX_EFFECT_KEY} characters: {key!r}"
+            )
+        if key in self._recorded:
+            self._replayed.append(key)
+            self.log.info("effect replayed", extra={"effect": key})
+            return self._recorded[key]  # type: ignore[no-any-return]
         result = await fn()
+        self._ran.append(key)
         try:
-            encoded = Jsonb(json.loads(json.dumps(result)))
+            # The record holds JSON: what a replay returns is what this attempt returns.
+            value = json.loads(json.dumps(result))
         except (TypeError, ValueError) as exc:
             raise errors.PermanentError(
                 f"effect {key!r} returned a value that is not JSON"
             ) from exc
-        crashpoints.hit(crashpoints.Point.INSIDE_EFFECT, **self._fields(key))
-        params = {
-            "id": self.job_id,
-            "token": self.lease_token,
-            "key": key,
-            "seq": len(self.recorded),
-            "result": encoded,
-        }
-        rows = await self.db.fetch(q("record_effect"), params)
-        if rows:
-            stored = rows[0]["result"]
-            self.ran.append(key)
-            log.info("effect recorded", extra=self._fields(key))
-        else:
-            existing = await self.db.fetch_one(q("get_effect"), {"id": self.job_id, "key": key})
-            if existing is None:
-                # Not recorded and not ours to record: the lease moved on.
-                raise errors.LeaseLost()
-            stored = existing["result"]
-            log.warning("effect recorded by another attempt first", extra=self._fields(key))
-        self.recorded[key] = stored
-        crashpoints.hit(crashpoints.Point.AFTER_EFFECT, **self._fields(key))
+        stored = await self._record(key, len(self._recorded), value)
+        self._recorded[key] = stored
+        self._after_effect(key)
         return stored  # type: ignore[no-any-return]
+
+    @abc.abstractmethod
+    async def _record(self, key: str, seq: int, value: Any) -> Any:
+        """Record ``value`` as effect ``key`` (the ``seq``-th of the job) and return what
+        is recorded under that key now: ``value``, or an earlier record that won."""
+
+    def _after_effect(self, key: str) -> None:
+        """Called once an effect is recorded; runners hook crash simulation here."""

@@ -1,4 +1,4 @@
-"""Small kinds for tests and demos."""
+"""Small kinds for tests and demos: steps of effects, failures on purpose, nothing."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app import errors
-from app.kinds import Kind, register
-from app.kinds.context import JobContext
+from app.kinds import JobContext, kind
 
 
 class SleepPayload(BaseModel):
@@ -20,8 +19,9 @@ class SleepPayload(BaseModel):
     steps: int = Field(1, ge=1, le=1000)
 
 
-async def sleep(ctx: JobContext, p: SleepPayload) -> dict[str, Any]:
-    """``steps`` effects, each sleeping ``seconds``: a long job made of checkpoints."""
+@kind("demo.sleep")
+async def sleep(ctx: JobContext[None], p: SleepPayload) -> dict[str, int]:
+    """Sleep in steps, one effect per step."""
 
     def step(i: int) -> Callable[[], Awaitable[int]]:
         async def go() -> int:
@@ -45,7 +45,9 @@ class FlakyError(errors.JobError):
     """demo.flaky failed on purpose."""
 
 
-async def flaky(ctx: JobContext, p: FlakyPayload) -> dict[str, Any]:
+@kind("demo.flaky")
+async def flaky(ctx: JobContext[None], p: FlakyPayload) -> dict[str, int]:
+    """Fail the first N attempts, then succeed."""
     if p.permanent:
         raise errors.PermanentError("demo.flaky: permanent failure on purpose")
     if ctx.attempt <= p.fail_attempts:
@@ -57,10 +59,7 @@ class NoopPayload(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-async def noop(ctx: JobContext, p: NoopPayload) -> dict[str, Any]:
+@kind("demo.noop")
+async def noop(ctx: JobContext[None], p: NoopPayload) -> dict[str, Any]:
+    """Do nothing; for benchmarks."""
     return {"ok": True}
-
-
-register(Kind("demo.sleep", SleepPayload, sleep, "Sleep in steps, one effect per step."))
-register(Kind("demo.flaky", FlakyPayload, flaky, "Fail the first N attempts, then succeed."))
-register(Kind("demo.noop", NoopPayload, noop, "Do nothing; for benchmarks."))

@@ -13,14 +13,14 @@ from app.store.records import Effect
 
 async def record(
     db: Database, *, job_id: uuid.UUID, token: uuid.UUID, key: str, seq: int, result: Any
-) -> Any | None:
-    """Record ``result`` (a JSON value) under ``key``; returns the stored result, or None
+) -> Effect | None:
+    """Record ``result`` (a JSON value) under ``key``; returns the effect as stored, or None
     when the insert was refused (another attempt recorded first, or the lease moved on)."""
     rows = await db.fetch(
         q("record_effect"),
         {"id": job_id, "token": token, "key": key, "seq": seq, "result": Jsonb(result)},
     )
-    return rows[0]["result"] if rows else None
+    return Effect.from_row(rows[0]) if rows else None
 
 
 async def get(db: Database, job_id: uuid.UUID, key: str) -> Effect | None:

@@ -19,19 +19,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import httpx
-
 from app import aws_limits as limits
 from app import batching, crashpoints, errors, kinds, store
 from app.config import Settings
-from app.kinds import providers
-from app.kinds.context import JobContext, Services
 from app.states import JobState
 from app.store import Database
 from app.store.records import Job
 from app.transport import codec
 from app.transport import sqs as queue
 from app.worker import backoff
+from app.worker.context import LeasedContext
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +72,8 @@ class Engine:
         self.db = db
         self.sqs = sqs
         self.owner = settings.worker_id
-        self._http = httpx.AsyncClient(timeout=settings.webhook_timeout_seconds)
-        self.services = Services(
-            model=providers.build(settings), http=self._http, webhook_url=settings.webhook_url
-        )
+        # Each kind's dependencies, built by the kind's own factory; closed with the engine.
+        self.deps = kinds.Deps(settings)
         # The records of a batch (and of concurrent batches) claim, start and succeed
         # together: one statement each instead of one per record.
         self._claims: batching.Batcher[Claim, Job | None] = batching.Batcher(
@@ -94,16 +89,19 @@ class Engine:
     @classmethod
     async def start(cls, settings: Settings) -> Engine:
         settings.need("database_url", "queue_url", "dlq_url")
+        kinds.load(settings)  # a TASKLEASE_KINDS module that does not import stops start-up
         db = Database(
             settings.database, min_size=settings.pool_min_size, max_size=settings.pool_max_size
         )
         await db.open()
         sqs = queue.Queue(settings)
         await sqs.open()
-        return cls(settings, db, sqs)
+        engine = cls(settings, db, sqs)
+        await engine.deps.open(kinds.REGISTRY.values())
+        return engine
 
     async def close(self) -> None:
-        await self._http.aclose()
+        await self.deps.aclose()
         await self.sqs.close()
         await self.db.close()
 
@@ -183,14 +181,14 @@ class Engine:
         if recorded is None:
             log.warning("lease lost before start", extra=fields)
             return False
-        ctx = JobContext(
+        ctx = LeasedContext(
             job_id=job_id,
             kind=job.kind,
             attempt=job.attempt,
+            deps=await self.deps.get(kind),
             lease_token=token,
             lease_owner=self.owner,
             db=self.db,
-            services=self.services,
             recorded={k: v for k, v in recorded},
         )
         log.info("running", extra={**fields, "state": JobState.RUNNING})
@@ -254,15 +252,15 @@ class Engine:
     async def _run_leased(
         self,
         lease: Lease,
-        kind: kinds.Kind,
-        ctx: JobContext,
+        kind: kinds.Kind[Any, Any, Any],
+        ctx: LeasedContext,
         payload: Any,
         timeout_seconds: int,
         context: LambdaContext | None,
     ) -> Any:
         async def execute() -> Any:
             async with asyncio.timeout(timeout_seconds):
-                return await kind.run(ctx, payload)
+                return await kind.execute(ctx, payload)
 
         job_task = asyncio.create_task(execute())
         beat = asyncio.create_task(self._heartbeat(lease, job_task, context))

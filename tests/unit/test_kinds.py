@@ -1,17 +1,23 @@
-"""Job kinds: the registry, payload validation, and the deterministic fake model."""
+"""The built-in job kinds: the registry, payload validation, the deterministic fake
+model, and each kind run in memory with app.kinds.testing."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from app import config, errors, kinds
-from app.kinds import providers
+from app.kinds.testing import run_kind
+from app.kinds.triage import TriageDeps, TriageResult, WebhookError, providers
+from app.kinds.triage import triage as triage_kind
 
 pytestmark = pytest.mark.unit
 
@@ -60,7 +66,7 @@ def test_an_unknown_kind_is_a_bad_request_naming_it_and_the_known_kinds() -> Non
 
 
 def test_registering_a_kind_twice_is_refused() -> None:
-    with pytest.raises(RuntimeError, match="registered twice"):
+    with pytest.raises(errors.ConfigError, match="registered twice"):
         kinds.register(kinds.REGISTRY["demo.noop"])
 
 
@@ -216,3 +222,112 @@ def test_build_picks_the_fake_by_default_and_openai_when_asked() -> None:
     )
     assert isinstance(openai, providers.OpenAICompatibleProvider)
     assert openai.base_url == "http://127.0.0.1:9/v1"
+
+
+# --- the built-in kinds, run in memory (app.kinds.testing) ------------------------
+
+
+def triage_deps(
+    handler: Callable[[httpx.Request], httpx.Response] | None = None,
+) -> TriageDeps:
+    """The fake model without latency and, with a handler, a webhook answered in memory."""
+    transport = httpx.MockTransport(handler or (lambda r: httpx.Response(200)))
+    return TriageDeps(
+        model=fake(),
+        http=httpx.AsyncClient(transport=transport),
+        webhook_url="http://hook.test/hook" if handler else None,
+    )
+
+
+def model_calls(deps: TriageDeps) -> int:
+    assert isinstance(deps.model, providers.FakeProvider)
+    return sum(deps.model._calls.values())
+
+
+def test_triage_runs_in_memory_and_returns_its_declared_result() -> None:
+    deps = triage_deps()
+    run = asyncio.run(run_kind(triage_kind, TICKET, deps=deps))
+    assert isinstance(run.result, TriageResult)
+    assert run.stored == {
+        "ticket_id": "T-1",
+        "category": "billing",
+        "priority": "normal",
+        "draft_reply": run.result.draft_reply,
+        "delivered": False,
+    }
+    assert (run.ran, run.replayed, run.attempts) == (["triage", "post"], [], 1)
+    assert model_calls(deps) == 1
+
+
+def test_triage_after_a_crash_past_the_model_effect_does_not_ask_the_model_again() -> None:
+    deps = triage_deps()
+    run = asyncio.run(run_kind(triage_kind, TICKET, deps=deps, crash_after_effect=1))
+    assert run.crashed_after == "triage"
+    assert run.attempts == 2
+    assert run.replayed == ["triage"]
+    assert run.ran == ["triage", "post"]
+    assert model_calls(deps) == 1
+    assert run.result.category == "billing"
+
+
+def test_triage_after_a_crash_inside_the_model_effect_asks_the_model_again() -> None:
+    """The one window effects cannot close: the call returned, nothing was recorded."""
+    deps = triage_deps()
+    run = asyncio.run(run_kind(triage_kind, TICKET, deps=deps, crash_inside_effect=1))
+    assert run.crashed_after == "triage"
+    assert run.ran == ["triage", "triage", "post"]
+    assert run.replayed == []
+    assert model_calls(deps) == 2
+
+
+def test_triage_posts_to_the_webhook_with_the_effect_idempotency_key() -> None:
+    seen: list[httpx.Request] = []
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(202)
+
+    job_id = uuid.uuid4()
+    run = asyncio.run(run_kind(triage_kind, TICKET, deps=triage_deps(hook), job_id=job_id))
+    assert run.result.delivered is True
+    assert run.effects["post"] == {"delivered": True, "status": 202}
+    assert [r.headers["idempotency-key"] for r in seen] == [f"{job_id}:post"]
+    assert json.loads(seen[0].content)["ticket_id"] == "T-1"
+
+
+@pytest.mark.parametrize(
+    ("status", "error"), [(400, errors.PermanentError), (503, WebhookError), (429, WebhookError)]
+)
+def test_triage_sorts_webhook_answers_into_permanent_and_retryable(
+    status: int, error: type[Exception]
+) -> None:
+    deps = triage_deps(lambda r: httpx.Response(status))
+    with pytest.raises(error, match=str(status)):
+        asyncio.run(run_kind(triage_kind, TICKET, deps=deps))
+
+
+def test_triage_builds_its_own_deps_from_the_settings() -> None:
+    deps = asyncio.run(triage_kind.build_deps(config.load(webhook_url="http://hook.test/h")))
+    assert isinstance(deps, TriageDeps)
+    assert isinstance(deps.model, providers.FakeProvider)
+    assert deps.webhook_url == "http://hook.test/h"
+    asyncio.run(deps.aclose())
+    assert deps.http.is_closed
+
+
+def test_demo_sleep_resumes_after_its_last_recorded_step() -> None:
+    sleep = kinds.get("demo.sleep")
+    run = asyncio.run(run_kind(sleep, {"steps": 4}, crash_after_effect=2))
+    assert run.crashed_after == "step-1"
+    assert run.stored == {"steps": 4, "replayed": 2}
+    assert run.ran == ["step-0", "step-1", "step-2", "step-3"]
+
+
+def test_demo_flaky_fails_its_first_attempts_then_succeeds() -> None:
+    flaky = kinds.get("demo.flaky")
+    with pytest.raises(errors.JobError, match="attempt 1"):
+        asyncio.run(run_kind(flaky, {"fail_attempts": 1}))
+    run = asyncio.run(run_kind(flaky, {"fail_attempts": 1}, attempt=2))
+    assert run.stored == {"succeeded_on_attempt": 2}
+    with pytest.raises(errors.PermanentError):
+        asyncio.run(run_kind(flaky, {"permanent": True}))

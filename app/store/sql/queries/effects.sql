@@ -13,7 +13,7 @@ FROM jobs j
 WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state = 'running'
 FOR SHARE OF j
 ON CONFLICT (job_id, key) DO NOTHING
-RETURNING result;
+RETURNING *;
 
 -- name: get_effect
 SELECT * FROM effects WHERE job_id = %(id)s AND key = %(key)s;

@@ -1,19 +1,22 @@
 """support.triage: classify a support ticket, draft a reply, post it to a webhook.
 
 Two effects, so a crash between them resumes at the second: the model is not
-asked twice, and the webhook gets the effect's idempotency key.
+asked twice, and the webhook gets the effect's idempotency key. The model and the
+HTTP client are this kind's deps, built once per process by ``build_deps``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, EmailStr, Field
 
 from app import errors
-from app.kinds import Kind, register
-from app.kinds.context import JobContext
+from app.config import Settings
+from app.kinds import JobContext, kind
+from app.kinds.triage import providers
 
 
 class Ticket(BaseModel):
@@ -25,12 +28,40 @@ class Ticket(BaseModel):
     customer_email: EmailStr | None = None
 
 
+class TriageResult(BaseModel):
+    ticket_id: str
+    category: str | None
+    priority: str | None
+    draft_reply: str | None
+    delivered: bool
+
+
+@dataclass
+class TriageDeps:
+    model: providers.ModelProvider
+    http: httpx.AsyncClient
+    webhook_url: str | None
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+def build_deps(settings: Settings) -> TriageDeps:
+    return TriageDeps(
+        model=providers.build(settings),
+        http=httpx.AsyncClient(timeout=settings.webhook_timeout_seconds),
+        webhook_url=settings.webhook_url,
+    )
+
+
 class WebhookError(errors.JobError):
     """The webhook did not take the delivery."""
 
 
-async def run(ctx: JobContext, ticket: Ticket) -> dict[str, Any]:
-    model = ctx.services.model
+@kind("support.triage", timeout_seconds=300, deps=build_deps)
+async def triage(ctx: JobContext[TriageDeps], ticket: Ticket) -> TriageResult:
+    """Classify a support ticket with a model, draft a reply, post it to a webhook."""
+    model = ctx.deps.model
     key = ctx.idempotency_key("triage")
     answer: dict[str, Any] = await ctx.effect(
         "triage",
@@ -38,12 +69,12 @@ async def run(ctx: JobContext, ticket: Ticket) -> dict[str, Any]:
     )
 
     async def post() -> dict[str, Any]:
-        url = ctx.services.webhook_url
+        url = ctx.deps.webhook_url
         if not url:
             return {"delivered": False, "reason": "no webhook configured"}
         doc = {"job_id": str(ctx.job_id), "ticket_id": ticket.ticket_id, "triage": answer}
         try:
-            resp = await ctx.services.http.post(
+            resp = await ctx.deps.http.post(
                 url, json=doc, headers={"Idempotency-Key": ctx.idempotency_key("post")}
             )
         except httpx.HTTPError as exc:
@@ -55,21 +86,10 @@ async def run(ctx: JobContext, ticket: Ticket) -> dict[str, Any]:
         return {"delivered": True, "status": resp.status_code}
 
     delivery: dict[str, Any] = await ctx.effect("post", post)
-    return {
-        "ticket_id": ticket.ticket_id,
-        "category": answer.get("category"),
-        "priority": answer.get("priority"),
-        "draft_reply": answer.get("draft_reply"),
-        "delivered": delivery.get("delivered", False),
-    }
-
-
-KIND = register(
-    Kind(
-        name="support.triage",
-        payload=Ticket,
-        run=run,
-        description="Classify a support ticket with a model, draft a reply, post it to a webhook.",
-        timeout_seconds=300,
+    return TriageResult(
+        ticket_id=ticket.ticket_id,
+        category=answer.get("category"),
+        priority=answer.get("priority"),
+        draft_reply=answer.get("draft_reply"),
+        delivered=delivery.get("delivered", False),
     )
-)

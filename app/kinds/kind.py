@@ -1,0 +1,158 @@
+"""A job kind: its name, payload model, result type, budgets and dependency factory,
+read off an annotated ``async def`` by the ``@kind`` decorator.
+
+```python
+@kind("support.triage", timeout_seconds=300, deps=build_triage_deps)
+async def triage(ctx: JobContext[TriageDeps], ticket: Ticket) -> TriageResult: ...
+```
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
+
+import pydantic
+
+from app import errors
+from app.config import Settings
+from app.kinds.context import JobContext
+
+D = TypeVar("D")
+P = TypeVar("P", bound=pydantic.BaseModel)
+R = TypeVar("R")
+
+Run = Callable[[JobContext[D], P], Awaitable[R]]
+
+
+@dataclass(frozen=True, eq=False)
+class Kind(Generic[D, P, R]):
+    name: str
+    payload: type[P]
+    run: Run[D, P, R]
+    description: str
+    result: pydantic.TypeAdapter[R]
+    # Builds the kind's dependencies from the settings, once per process; sync or async.
+    deps: Callable[[Settings], D | Awaitable[D]] | None = None
+    max_attempts: int | None = None  # None: the deployment's TASKLEASE_MAX_ATTEMPTS
+    timeout_seconds: int | None = None  # None: TASKLEASE_DEFAULT_JOB_TIMEOUT_SECONDS
+
+    def parse(self, payload: Any) -> P:
+        """The payload as the kind's model, or BadRequest naming the fields that are wrong."""
+        try:
+            return self.payload.model_validate(payload)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"payload.{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise errors.BadRequest(f"invalid payload for kind {self.name!r}: {problems}") from exc
+
+    def check_result(self, value: Any) -> R:
+        """The kind's return value validated against its return annotation."""
+        try:
+            return self.result.validate_python(value)
+        except pydantic.ValidationError as exc:
+            # The code returned what it did not declare: another attempt returns it again.
+            raise errors.PermanentError(
+                f"kind {self.name!r} returned a value that is not its declared result: "
+                f"{exc.error_count()} error(s), first: {exc.errors()[0]['msg']}"
+            ) from exc
+
+    def to_json(self, result: R) -> Any:
+        return self.result.dump_python(result, mode="json")
+
+    async def execute(self, ctx: JobContext[D], payload: P) -> Any:
+        """Run the kind and return its result as the JSON to store."""
+        return self.to_json(self.check_result(await self.run(ctx, payload)))
+
+    async def build_deps(self, settings: Settings) -> D | None:
+        """A fresh deps object from the kind's factory (None without one)."""
+        if self.deps is None:
+            return None
+        made = self.deps(settings)
+        return await made if inspect.isawaitable(made) else made
+
+
+@overload
+def kind(
+    name: str,
+    *,
+    deps: Callable[[Settings], Awaitable[D]],
+    description: str | None = None,
+    timeout_seconds: int | None = None,
+    max_attempts: int | None = None,
+) -> Callable[[Run[D, P, R]], Kind[D, P, R]]: ...
+
+
+@overload
+def kind(
+    name: str,
+    *,
+    deps: Callable[[Settings], D],
+    description: str | None = None,
+    timeout_seconds: int | None = None,
+    max_attempts: int | None = None,
+) -> Callable[[Run[D, P, R]], Kind[D, P, R]]: ...
+
+
+@overload
+def kind(
+    name: str,
+    *,
+    description: str | None = None,
+    timeout_seconds: int | None = None,
+    max_attempts: int | None = None,
+) -> Callable[[Run[None, P, R]], Kind[None, P, R]]: ...
+
+
+def kind(
+    name: str,
+    *,
+    deps: Callable[[Settings], Any] | None = None,
+    description: str | None = None,
+    timeout_seconds: int | None = None,
+    max_attempts: int | None = None,
+) -> Callable[[Run[Any, Any, Any]], Kind[Any, Any, Any]]:
+    """Declare ``fn`` a job kind. The payload model is the annotation of its second
+    parameter, the result type its return annotation; ``description`` defaults to the
+    first line of its docstring. A module listed in TASKLEASE_KINDS is searched for
+    the kinds this returns: defining one is registering it."""
+
+    def declare(fn: Run[Any, Any, Any]) -> Kind[Any, Any, Any]:
+        payload, returns = _annotations(name, fn)
+        doc = (inspect.getdoc(fn) or "").strip().splitlines()
+        return Kind(
+            name=name,
+            payload=payload,
+            run=fn,
+            description=description or (doc[0] if doc else name),
+            result=pydantic.TypeAdapter(returns),
+            deps=deps,
+            max_attempts=max_attempts,
+            timeout_seconds=timeout_seconds,
+        )
+
+    return declare
+
+
+def _annotations(name: str, fn: Callable[..., Any]) -> tuple[type[pydantic.BaseModel], Any]:
+    """The payload model and the result type, or ConfigError saying what is missing."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except NameError as exc:
+        raise errors.ConfigError(f"kind {name!r}: an annotation does not resolve: {exc}") from exc
+    params = list(inspect.signature(fn).parameters)
+    if not inspect.iscoroutinefunction(fn) or len(params) != 2:
+        raise errors.ConfigError(f"kind {name!r}: must be `async def f(ctx, payload) -> Result`")
+    payload = hints.get(params[1])
+    if not (isinstance(payload, type) and issubclass(payload, pydantic.BaseModel)):
+        raise errors.ConfigError(
+            f"kind {name!r}: the payload parameter must be annotated with a pydantic model"
+        )
+    if "return" not in hints:
+        raise errors.ConfigError(f"kind {name!r}: the function needs a return annotation")
+    return payload, hints["return"]
