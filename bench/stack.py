@@ -20,7 +20,7 @@ import psycopg
 
 from app import config, errors
 from app.stack import embedded
-from app.stack.stack import ROOT, Stack, create_queues
+from app.stack.stack import ROOT, Process, Stack, create_queues
 from app.transport.sqs import QueueUrls
 
 MARKER = ".tasklease-bench"
@@ -42,7 +42,7 @@ class BenchStack(Stack):
         self.urls: QueueUrls | None = None
         self.api_headers: dict[str, str] = {}
         self.proxy: subprocess.Popen[bytes] | None = None
-        self.workers: list[subprocess.Popen[bytes]] = []
+        self.workers: list[Process] = []
 
     @property
     def logs(self) -> Path:

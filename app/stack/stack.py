@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -203,7 +203,7 @@ class Stack:
     def exited(self) -> list[Process]:
         return [p for p in self.procs if p.poll() is not None]
 
-    def stop_processes(self, procs: list[Process] | None = None) -> None:
+    def stop_processes(self, procs: Iterable[subprocess.Popen[bytes]] | None = None) -> None:
         """SIGTERM (then SIGKILL) these processes, or every one the stack started."""
         embedded.terminate(self.procs if procs is None else procs)
 
