@@ -8,10 +8,14 @@ one job's row, timeline and effects, as the crash-point tests do after each faul
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import itertools
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from app.chaos.repeats import classify_repeats, model_repeats, when
 from app.states import FINAL_FOR_NOW, JobState
 
 FINAL = tuple(s.value for s in FINAL_FOR_NOW)
@@ -26,72 +30,6 @@ def cause(last_error: str | None) -> str:
     if text.startswith("attempts used up"):
         return "attempts used up"
     return "other"
-
-
-def _ts(value: Any) -> dt.datetime:
-    return value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
-
-
-def classify_repeats(
-    deliveries: list[dt.datetime],
-    events: list[dict[str, Any]],
-    recorded_attempt: int | None,
-    kills: list[dict[str, Any]],
-) -> tuple[int, int, Counter[str]]:
-    """Split one webhook key's extra deliveries into effect-window repeats and duplicates.
-
-    Each attempt runs from its ``running`` event to the job's next event. A delivery
-    made by an attempt that never recorded the effect, one per attempt and with no
-    other attempt running at the same time, is DESIGN.md's documented window (the
-    outside call happened, the insert did not). Anything else is a duplicate.
-    """
-    extra = len(deliveries) - 1
-    if extra <= 0:
-        return 0, 0, Counter()
-    spans = []
-    for i, e in enumerate(events):
-        if e["to_state"] != JobState.RUNNING:
-            continue
-        end = (
-            _ts(events[i + 1]["at"])
-            if i + 1 < len(events)
-            else dt.datetime.max.replace(tzinfo=dt.UTC)
-        )
-        spans.append((_ts(e["at"]), end, e["attempt"], e["worker"]))
-    per_span: Counter[int] = Counter()
-    for t in deliveries:
-        hit = [k for k, (a, b, _, _) in enumerate(spans) if a <= t < b]
-        per_span[hit[0] if hit else -1] += 1
-    if per_span[-1] or any(n > 1 for n in per_span.values()):
-        return 0, extra, Counter()
-    causes: Counter[str] = Counter()
-    for k, n in per_span.items():
-        start, end, attempt, worker = spans[k]
-        if n == 1 and attempt != recorded_attempt:
-            killed = any(x["worker"] == worker and start <= _ts(x["at"]) <= end for x in kills)
-            causes["worker killed" if killed else "attempt cut short otherwise"] += 1
-    window = min(extra, sum(causes.values()))
-    return window, extra - window, causes
-
-
-def model_repeats(
-    model_calls: list[dict[str, Any]], kills: list[dict[str, Any]]
-) -> tuple[int, int]:
-    """Extra successful model calls per key: (made by a process killed right after, other)."""
-    killed_at = {int(k["pid"]): _ts(k["at"]) for k in kills}
-    ok: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for c in model_calls:
-        if c["outcome"] == "ok":
-            ok[str(c["key"])].append(c)
-    window = other = 0
-    for calls in ok.values():
-        for c in sorted(calls, key=lambda c: _ts(c["at"]))[:-1]:
-            death = killed_at.get(int(c["pid"]))
-            if death is not None and death >= _ts(c["at"]):
-                window += 1
-            else:
-                other += 1
-    return window, other
 
 
 def check(
@@ -122,7 +60,7 @@ def check(
         calls_of[str(c["key"])][str(c["outcome"])] += 1
     delivered: dict[str, list[dt.datetime]] = defaultdict(list)
     for d in deliveries:
-        delivered[str(d["idempotency_key"])].append(_ts(d["at"]))
+        delivered[str(d["idempotency_key"])].append(when(d["at"]))
 
     states: Counter[str] = Counter()
     lost: list[dict[str, Any]] = []
@@ -242,3 +180,183 @@ def check(
 def violated(report: dict[str, Any]) -> bool:
     keys = ("lost", "duplicated_effects", "duplicated_completions", "unexpected")
     return any(report[k] for k in keys) or report["acknowledged"] < report["submitted"]
+
+
+# --- one job at a time (the crash-point and e2e tests) ---------------------------
+
+ON_ITS_WAY = frozenset(
+    {JobState.QUEUED, JobState.LEASED, JobState.RUNNING, JobState.RETRYING, JobState.STALLED}
+)
+TRIAGE = "support.triage"
+Row = Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Outside:
+    """What the outside systems saw: the model's 'ok' answers and the webhook's deliveries
+    per idempotency key, and how many of each one key may have (2 inside the window)."""
+
+    ok_calls: Mapping[str, int]
+    delivered: Mapping[str, int]
+    limit: int = 1
+    webhook: bool = True  # a receiver was running, so a delivery it did not get is a loss
+
+
+def job_violations(
+    job_id: Any,
+    row: Row | None,
+    events: Sequence[Row],
+    effects: Sequence[Row],
+    outbox_rows: int,
+    outside: Outside,
+    *,
+    settled: bool = True,
+) -> list[str]:
+    """Invariants 1, 2, 3 and 5 for one job, each broken one as a line naming its number.
+
+    ``settled``: every job must be final; with False one still on its way passes.
+    """
+    if row is None:
+        return ["1: the job was accepted but its row is gone (lost)"]
+    return [
+        *_never_lost(row, settled),
+        *_once(job_id, row, events, effects, outside),
+        *_zombies_change_nothing(row, events, effects),
+        *_nothing_half_written(row, events, outbox_rows),
+    ]
+
+
+def delivery_violations(outside: Outside) -> list[tuple[str, str]]:
+    """Invariant 2 on the webhook: (key, what) for each key delivered too often."""
+    return [
+        (key, f"2: the webhook got {n} deliveries for key {key}")
+        for key, n in sorted(outside.delivered.items())
+        if n > outside.limit
+    ]
+
+
+def _never_lost(row: Row, settled: bool) -> list[str]:
+    found = []
+    state = JobState(row["state"])
+    allowed = FINAL_FOR_NOW if settled else FINAL_FOR_NOW | ON_ITS_WAY
+    if state not in allowed:
+        found.append(f"1: state {state} after the drain; expected one of {sorted(allowed)}")
+    if state == JobState.SUCCEEDED and (row["result"] is None or row["finished_at"] is None):
+        found.append("1: succeeded without a result or finished_at")
+    if state == JobState.DEAD_LETTERED and (
+        not row["last_error"] or row["dead_lettered_by"] not in ("engine", "sweeper")
+    ):
+        found.append(
+            f"1: dead_lettered without a reason or a dead_lettered_by "
+            f"({row['last_error']!r}, {row['dead_lettered_by']!r})"
+        )
+    if state in FINAL_FOR_NOW and row["lease_token"] is not None:
+        found.append(f"1: {state} but still holds a lease token")
+    if state in (JobState.LEASED, JobState.RUNNING) and row["lease_expires_at"] is None:
+        found.append(f"1: {state} with no lease expiry: nothing would ever rescue it")
+    return found
+
+
+def _once(
+    job_id: Any, row: Row, events: Sequence[Row], effects: Sequence[Row], outside: Outside
+) -> list[str]:
+    found = []
+    state = JobState(row["state"])
+    succeeded = [e for e in events if e["to_state"] == JobState.SUCCEEDED]
+    if len(succeeded) > 1:
+        found.append(f"2: completed {len(succeeded)} times (events {[e['id'] for e in succeeded]})")
+    if state == JobState.SUCCEEDED and not succeeded:
+        found.append("2: succeeded with no 'succeeded' event")
+    keys = [f["key"] for f in effects]
+    dupes = sorted(k for k, n in Counter(keys).items() if n > 1)
+    if dupes:  # the primary key forbids it; a schema change must not lose that
+        found.append(f"2: effects recorded twice: {dupes}")
+    if row["kind"] != TRIAGE:
+        return found
+    key = f"{job_id}:triage"
+    n_ok = outside.ok_calls.get(key, 0)
+    if n_ok > outside.limit:
+        found.append(f"2: the model answered {n_ok} times for {key} (at most {outside.limit})")
+    if "triage" in keys and n_ok == 0:
+        found.append("2: a triage effect is recorded but the model never answered 'ok'")
+    if state == JobState.SUCCEEDED and "triage" not in keys:
+        found.append("2: succeeded without its triage effect")
+    post = next((f for f in effects if f["key"] == "post"), None)
+    if (
+        post is not None
+        and post["result"].get("delivered")
+        and outside.webhook
+        and outside.delivered.get(f"{job_id}:post", 0) == 0
+    ):
+        found.append("2: the post effect says delivered but the webhook never got it")
+    return found
+
+
+def _zombies_change_nothing(row: Row, events: Sequence[Row], effects: Sequence[Row]) -> list[str]:
+    found = []
+    claims = [e for e in events if e["to_state"] == JobState.LEASED]
+    for f in effects:
+        before = [c for c in claims if c["at"] <= f["recorded_at"]]
+        holder = before[-1] if before else None
+        if holder is None or (holder["attempt"], holder["worker"]) != (f["attempt"], f["worker"]):
+            found.append(
+                f"3: effect {f['key']!r} written by attempt {f['attempt']} ({f['worker']}) "
+                f"while the claim in force was "
+                + (f"attempt {holder['attempt']} ({holder['worker']})" if holder else "none")
+            )
+    # Against the highest attempt ever claimed, not the row's: a lease handed back
+    # returns its attempt (the row goes back to attempt 0 with step-0 recorded).
+    claimed = max((c["attempt"] for c in claims), default=0)
+    late = [f["key"] for f in effects if f["attempt"] > claimed]
+    if late:
+        found.append(f"3: effects {late} carry an attempt above any claimed ({claimed})")
+    return found + _after_the_end(row, events, effects)
+
+
+def _after_the_end(row: Row, events: Sequence[Row], effects: Sequence[Row]) -> list[str]:
+    """Invariant 3 on the timeline: nothing written after the job ended, no stale view."""
+    found = []
+    succeeded = [e for e in events if e["to_state"] == JobState.SUCCEEDED]
+    if succeeded:
+        last = succeeded[-1]
+        if last["attempt"] != row["attempt"]:
+            found.append(
+                f"3: the 'succeeded' event is attempt {last['attempt']}, the row attempt "
+                f"{row['attempt']}"
+            )
+        if last["worker"] != row["lease_owner"]:
+            found.append(
+                f"3: completed by {last['worker']} but the row's lease owner is "
+                f"{row['lease_owner']}"
+            )
+        after = [f["key"] for f in effects if f["recorded_at"] > last["at"]]
+        if after:
+            found.append(f"3: effects {after} recorded after the job had succeeded")
+    cancelled = [e for e in events if e["to_state"] == JobState.CANCELLED]
+    if cancelled:
+        after = [f["key"] for f in effects if f["recorded_at"] > cancelled[0]["at"]]
+        if after:
+            found.append(f"3: effects {after} recorded after the job was cancelled")
+    for prev, ev in itertools.pairwise(events):
+        if prev["to_state"] in (JobState.SUCCEEDED, JobState.CANCELLED):
+            found.append(
+                f"3: event #{ev['id']} ({ev['from_state']} -> {ev['to_state']} by "
+                f"{ev['worker']}) after the job was {prev['to_state']}"
+            )
+        if ev["from_state"] is not None and ev["from_state"] != prev["to_state"]:
+            found.append(
+                f"3: event #{ev['id']} goes {ev['from_state']} -> {ev['to_state']} but the "
+                f"job was {prev['to_state']}: a write from a stale view"
+            )
+    return found
+
+
+def _nothing_half_written(row: Row, events: Sequence[Row], outbox_rows: int) -> list[str]:
+    found = [
+        f"5: the row has no {c}" for c in ("kind", "payload", "request_hash") if row[c] is None
+    ]
+    if outbox_rows < 1:
+        found.append("5: no outbox row: a failed first send would never be retried")
+    if not events or (events[0]["from_state"], events[0]["to_state"]) != (None, "queued"):
+        found.append("5: the timeline does not start with the job's acceptance (-> queued)")
+    return found

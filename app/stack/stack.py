@@ -96,10 +96,17 @@ class Stack:
 
     # --- servers -----------------------------------------------------------------
 
-    def start_postgres(self, pgdata: Path, url: str | None = None, *, migrate: bool = True) -> str:
+    def start_postgres(
+        self,
+        pgdata: Path,
+        url: str | None = None,
+        *,
+        migrate: bool = True,
+        database: str = embedded.DEFAULT_DATABASE,
+    ) -> str:
         """PostgreSQL at ``url``, or an embedded one keeping its data in ``pgdata``; migrated."""
         if not url:
-            self.postgres = embedded.EmbeddedPostgres(pgdata)
+            self.postgres = embedded.EmbeddedPostgres(pgdata, database=database)
             url = self.postgres.start()
         if migrate:
             asyncio.run(pool.migrate(url))
@@ -108,7 +115,7 @@ class Stack:
 
     def start_sqs(self, target: str, *, start_localstack: bool = True) -> str:
         """moto (started here) or LocalStack (started by its script when it is not running
-        and ``start_localstack``): the endpoint, also set in this process's environment."""
+        and ``start_localstack``): the endpoint."""
         if target == "localstack":
             self.endpoint = self._localstack_up(start_localstack)
         elif target == "moto":
@@ -116,7 +123,6 @@ class Stack:
             self.endpoint = self.moto.start()
         else:
             raise errors.ConfigError(f"unknown SQS server {target!r} (moto, localstack)")
-        os.environ.update(embedded.local_aws_env(self.endpoint))
         return self.endpoint
 
     def _localstack_up(self, start: bool) -> str:
@@ -151,6 +157,9 @@ class Stack:
             raise errors.TaskleaseError(f"localstack/run.sh {command} exited {done.returncode}")
 
     def create_queues(self, settings: Settings, name: str) -> QueueUrls:
+        """The queues on the stack's SQS server, which this process's SQS clients then use."""
+        if self.endpoint:
+            os.environ.update(embedded.local_aws_env(self.endpoint))
         return asyncio.run(create_queues(settings, name))
 
     def create_key(self, tenant: str, name: str) -> str:
