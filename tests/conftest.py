@@ -310,6 +310,43 @@ def build_stack(
     return Stack(settings=settings, env=env, sqs=sqs, tmp=tmp_path, sqs_target=target)
 
 
+# --- shared fixtures ----------------------------------------------------------------
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only what a test sets: the shell's TASKLEASE_* variables must not leak in."""
+    from app import config
+
+    for name in list(os.environ):
+        if name.startswith(config.PREFIX):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def api_key(stack: Stack) -> str | None:
+    """The key the ``api`` client sends unless a request says otherwise; a module whose
+    tests count the keys overrides this fixture with None."""
+    return stack.key()
+
+
+@pytest.fixture
+def api(stack: Stack, api_key: str | None) -> Iterator[Any]:
+    """The API in this process, as a TestClient; its lifespan opens the pool and SQS client."""
+    import warnings
+
+    from app.api import create_app
+
+    with warnings.catch_warnings():
+        # starlette >= 1.10 warns at import that it found httpx rather than httpx2.
+        warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+        from fastapi.testclient import TestClient
+
+    headers = bearer(api_key) if api_key else None
+    with TestClient(create_app(stack.settings), headers=headers) as client:
+        yield client
+
+
 def wait_for(
     predicate: Callable[[], Any],
     *,

@@ -20,7 +20,7 @@ from app.services import auth
 from app.states import JobState
 from app.store.pool import Database
 from tests.conftest import Stack, bearer, job_row, run, wait_for
-from tests.helpers import engine_for, receive_records
+from tests.helpers import count, engine_for, queue_depth, receive_records
 
 with warnings.catch_warnings():
     # starlette >= 1.10 warns at import that it found httpx rather than httpx2 (see test_api.py).
@@ -130,14 +130,6 @@ def snapshot(sql: Any) -> dict[str, list[dict[str, Any]]]:
         table: sql.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
         for table, order in TABLES.items()
     }
-
-
-def count(sql: Any, table: str) -> int:
-    return int(sql.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"])
-
-
-def queue_depth(stack: Stack) -> int:
-    return stack.queue_depth()
 
 
 def revoke(stack: Stack, key_id: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from app.states import JobState
 from app.store.pool import q
 from app.transport import sqs as queue
 from tests.conftest import Stack, job_row, run
-from tests.helpers import engine_for, receive_records, submit
+from tests.helpers import dlq_messages, engine_for, receive_records, submit
 
 pytestmark = pytest.mark.integration
 
@@ -47,22 +47,6 @@ async def drain(
         if JobState(row["state"]) in until:
             return row
     return job_row(sql, job_id)
-
-
-def dlq_messages(stack: Stack) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for _ in range(3):
-        got = stack.sqs.receive_message(
-            QueueUrl=stack.settings.dlq,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=1,
-            MessageAttributeNames=["All"],
-            VisibilityTimeout=1,
-        ).get("Messages", [])
-        out += got
-        if not got:
-            break
-    return out
 
 
 def dead_letter_one(stack: Stack, sql: Any) -> Any:
@@ -98,7 +82,7 @@ def test_a_dead_lettered_job_redriven_by_id_succeeds_once_its_cause_is_gone(
     assert after_redrive["redrives"] == 1
     assert final["state"] == JobState.SUCCEEDED, final
     assert final["attempt"] == 1
-    assert dlq_messages(stack) == []  # the dead letter was moved, not copied
+    assert dlq_messages(stack, visibility=1) == []  # the dead letter was moved, not copied
     ok_calls = [c for c in stack.model_calls() if c["outcome"] == "ok"]
     assert len(ok_calls) == 1
 
@@ -114,7 +98,7 @@ def test_a_dry_run_redrive_changes_nothing(stack: Stack, sql: Any) -> None:
     assert [r["id"] for r in report.selected] == [job_id]
     assert report.moved == 0
     assert job_row(sql, job_id)["state"] == JobState.DEAD_LETTERED
-    assert len(dlq_messages(stack)) == 1
+    assert len(dlq_messages(stack, visibility=1)) == 1
 
 
 def test_a_whole_queue_redrive_uses_the_move_task_where_the_endpoint_has_one(
@@ -152,7 +136,7 @@ def test_a_redrive_from_outside_tasklease_like_the_aws_console_also_works(
             SourceArn=arn(stack.settings.dlq), DestinationArn=arn(stack.settings.queue)
         )
     else:  # what the console's "redrive to a custom destination" does, by hand
-        msgs = dlq_messages(stack)
+        msgs = dlq_messages(stack, visibility=1)
         assert len(msgs) == 1
         stack.sqs.send_message(
             QueueUrl=stack.settings.queue,
@@ -176,7 +160,7 @@ def test_a_stale_copy_of_an_old_dead_letter_does_not_run_the_job_again(
     stack: Stack, sql: Any
 ) -> None:
     job_id = dead_letter_one(stack, sql)
-    old = dlq_messages(stack)[0]
+    old = dlq_messages(stack, visibility=1)[0]
 
     async def go() -> Any:
         async with engine_for(stack.settings) as engine:
@@ -246,7 +230,7 @@ def test_the_api_redrive_resets_the_budget_and_the_sweeper_deletes_the_stale_dea
     assert job["state"] == JobState.QUEUED and job["attempt"] == 0
     assert final["state"] == JobState.SUCCEEDED
     assert report.stale_dead_letters == 1
-    assert dlq_messages(stack) == []
+    assert dlq_messages(stack, visibility=1) == []
 
 
 def test_cancelling_a_queued_job_is_immediate_and_its_message_is_then_dropped(
@@ -341,7 +325,7 @@ def test_the_sweeper_marks_an_expired_lease_stalled_and_the_job_resumes_when_its
 
 def test_a_dead_letter_keeps_the_jobs_generation_in_its_attributes(stack: Stack, sql: Any) -> None:
     job_id = dead_letter_one(stack, sql)
-    [msg] = dlq_messages(stack)
+    [msg] = dlq_messages(stack, visibility=1)
     assert json.loads(msg["Body"])["job_id"] == str(job_id)
     assert msg["MessageAttributes"][queue.ATTR_GENERATION]["StringValue"] == "0"
     assert uuid.UUID(msg["MessageAttributes"][queue.ATTR_JOB_ID]["StringValue"]) == job_id

@@ -13,16 +13,9 @@ import pytest
 from app import config, errors, kinds
 from app.kinds import providers
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("clean_env")]
 
 TICKET = {"ticket_id": "T-1", "subject": "Refund please", "body": "I was charged twice."}
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(config.PREFIX):
-            monkeypatch.delenv(name)
 
 
 def fake(log: Path | None = None, **overrides: Any) -> providers.FakeProvider:
