@@ -3,7 +3,9 @@ counts of rows and messages, the environment that arms a crash point."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -80,3 +82,14 @@ async def submit(engine: Engine, kind: str, payload: dict[str, Any], **kw: Any) 
         engine.settings, engine.db, engine.sqs, kind=kind, payload=payload, **kw
     )
     return submitted.job["id"]
+
+
+def close_api_handler(module: Any) -> None:
+    """After a test of handlers.api through Mangum: Mangum runs each invocation on the
+    thread's event loop and the app keeps its pool open across warm invocations, so close
+    the pool first, then the loop Mangum made; the next test cold-starts the module."""
+    loop = asyncio.get_event_loop_policy().get_event_loop()
+    loop.run_until_complete(module.app.state.runtime.close())
+    loop.close()
+    asyncio.set_event_loop(None)
+    sys.modules.pop("handlers.api", None)

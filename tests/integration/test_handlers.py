@@ -7,7 +7,6 @@ AWS_* variables first and imports the module fresh.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 import importlib
@@ -26,7 +25,7 @@ import pytest
 from app.states import JobState
 from app.transport import sqs as queue
 from tests.conftest import Stack, job_row, run
-from tests.helpers import dlq_messages, engine_for, submit
+from tests.helpers import close_api_handler, dlq_messages, engine_for, submit
 
 pytestmark = pytest.mark.integration
 
@@ -230,13 +229,7 @@ def test_a_message_first_received_long_ago_still_runs_its_job(
 def api_handler(lambda_env: dict[str, str]) -> Iterator[types.ModuleType]:
     module = cold_start("handlers.api")
     yield module
-    # Mangum runs each invocation on the thread's event loop; the app keeps its pool open
-    # across warm invocations, so close that first, then the loop Mangum made.
-    loop = asyncio.get_event_loop_policy().get_event_loop()
-    loop.run_until_complete(module.app.state.runtime.close())
-    loop.close()
-    asyncio.set_event_loop(None)
-    sys.modules.pop("handlers.api", None)
+    close_api_handler(module)
 
 
 def test_healthz_through_api_gateway_is_200(api_handler: types.ModuleType) -> None:
