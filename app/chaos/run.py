@@ -21,18 +21,9 @@ from rich.live import Live
 from rich.table import Table
 
 from app import errors
+from app.chaos import config as exits
 from app.chaos.checker import FINAL, cause, check, violated
-from app.chaos.config import (
-    EXIT_ABORTED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_UNAVAILABLE,
-    EXIT_VIOLATED,
-    Config,
-    Run,
-    err,
-    out,
-)
+from app.chaos.config import Config, Run, err, out
 from app.chaos.faults import inject_faults
 from app.chaos.report import render
 from app.chaos.stack import ChaosStack, Unavailable
@@ -213,19 +204,19 @@ def main(cfg: Config) -> int:
         report = asyncio.run(orchestrate(cfg, stack, run))
     except Unavailable as exc:
         err.print(f"[red]unavailable:[/] {exc}")
-        return EXIT_UNAVAILABLE
+        return exits.EXIT_UNAVAILABLE
     except errors.ConfigError as exc:
         err.print(f"[red]configuration error:[/] {exc}")
         return 2
     except KeyboardInterrupt:
         err.print("interrupted: stopping everything")
-        return EXIT_INTERRUPTED
+        return exits.EXIT_INTERRUPTED
     except Exception as exc:
         # A fault that could not be injected (or undone) ends the run; there is no verdict.
         (stack.dir / "chaos-error.txt").write_text(traceback.format_exc())
         err.print(f"[red]the chaos run could not complete:[/] {type(exc).__name__}: {exc}")
         err.print(f"traceback in {stack.dir / 'chaos-error.txt'}, logs in {stack.logs_dir}")
-        return EXIT_ABORTED
+        return exits.EXIT_ABORTED
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -251,4 +242,4 @@ def main(cfg: Config) -> int:
     (stack.dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
     out.print(render(report))
     out.print(f"report: {stack.dir / 'report.json'}", highlight=False)
-    return EXIT_VIOLATED if violated(report) else EXIT_OK
+    return exits.EXIT_VIOLATED if violated(report) else exits.EXIT_OK
