@@ -81,60 +81,16 @@ def check(
             odd(job_id, f"unknown state {state!r}")
         elif state not in FINAL:
             lost.append({"job_id": job_id, "state": state})
-        if state == JobState.SUCCEEDED:
-            fx = effects_of.get(job_id, {})
-            if set(fx) != {"triage", "post"}:
-                odd(job_id, f"succeeded with effects {sorted(fx)}")
-            if not (job["result"] or {}).get("delivered"):
-                odd(job_id, "succeeded but its result says the reply was not delivered")
-            if not delivered.get(f"{job_id}:post"):
-                odd(job_id, "succeeded but the webhook never received its reply")
-            if not calls_of[f"{job_id}:triage"]["ok"]:
-                odd(job_id, "succeeded with no successful model call in the call log")
-            if tag == "[permanent]":
-                odd(job_id, "tagged [permanent] but succeeded")
-        elif state == JobState.DEAD_LETTERED and cause(job["last_error"]) not in (
-            "permanent (tag)",
-            "permanent (injected)",
-        ):
-            odd(
-                job_id,
-                f"still dead-lettered after a redrive with the cause gone: {job['last_error']}",
-            )
-        elif state == JobState.CANCELLED:
-            odd(job_id, "cancelled, and nobody cancelled it")
-        segment_attempts: set[int] = set()
-        for e in events_of.get(job_id, []):
-            if e["from_state"] == JobState.DEAD_LETTERED:
-                segment_attempts = set()
-            if e["to_state"] == JobState.RUNNING:
-                segment_attempts.add(e["attempt"])
-                if len(segment_attempts) > job["max_attempts"]:
-                    odd(job_id, f"ran more attempts than its budget of {job['max_attempts']}")
-                    break
+        for why in _odd(job, tag, effects_of.get(job_id, {}), delivered, calls_of, events_of):
+            odd(job_id, why)
 
     completions = Counter(e["job_id"] for e in events if e["to_state"] == JobState.SUCCEEDED)
     duplicated_completions = sorted(j for j, n in completions.items() if n > 1)
 
-    window = duplicated = 0
-    window_causes: Counter[str] = Counter()
-    duplicated_keys = []
-    for key, times in delivered.items():
-        if len(times) < 2:
-            continue
-        job_id = key.removesuffix(":post")
-        post = effects_of.get(job_id, {}).get("post")
-        w, dup, c = classify_repeats(
-            sorted(times), events_of.get(job_id, []), post["attempt"] if post else None, kills
-        )
-        window, duplicated, window_causes = window + w, duplicated + dup, window_causes + c
-        if dup:
-            duplicated_keys.append(key)
-
-    model_window, model_duplicated = model_repeats(model_calls, kills)
+    window, duplicated, window_causes, duplicated_keys = _delivery_repeats(
+        delivered, effects_of, events_of, kills
+    )
     succeeded = [j for j in acked.values() if by_id.get(j, {}).get("state") == JobState.SUCCEEDED]
-    ok_calls = [calls_of[f"{j}:triage"]["ok"] for j in succeeded]
-    all_calls = [sum(c.values()) for c in calls_of.values()]
     report: dict[str, Any] = {
         "submitted": submitted,
         "acknowledged": len(acked),
@@ -149,18 +105,7 @@ def check(
         "duplicated_effect_rows": duplicated_effect_rows,
         "duplicated_deliveries": duplicated,
         "redriven": len(redriven),
-        "model_calls": {
-            "total": len(model_calls),
-            "by_outcome": dict(Counter(str(c["outcome"]) for c in model_calls)),
-            "ok_per_effect_mean": round(sum(ok_calls) / len(ok_calls), 3) if ok_calls else 0,
-            "ok_per_effect_max": max(ok_calls, default=0),
-            "calls_per_effect_mean": round(sum(all_calls) / len(all_calls), 3) if all_calls else 0,
-            "calls_per_effect_max": max(all_calls, default=0),
-            "effects_with_more_than_one_ok_call": sum(1 for n in ok_calls if n > 1),
-            # An answer the caller never recorded because we SIGKILLed it right after.
-            "ok_repeats_after_a_kill": model_window,
-            "ok_repeats_otherwise": model_duplicated,
-        },
+        "model_calls": _model_call_stats(model_calls, calls_of, succeeded, kills),
         "effect_window_repeats_by_cause": dict(window_causes),
         "dead_lettered_by_cause": dict(
             Counter(
@@ -175,6 +120,97 @@ def check(
         "duplicated_delivery_keys": duplicated_keys[:50],
     }
     return report
+
+
+def _odd(
+    job: dict[str, Any],
+    tag: str,
+    fx: dict[str, dict[str, Any]],
+    delivered: dict[str, list[dt.datetime]],
+    calls_of: dict[str, Counter[str]],
+    events_of: dict[str, list[dict[str, Any]]],
+) -> list[str]:
+    """What is unexpected about one acknowledged job, given its final state."""
+    job_id, state = job["id"], job["state"]
+    found = []
+    if state == JobState.SUCCEEDED:
+        if set(fx) != {"triage", "post"}:
+            found.append(f"succeeded with effects {sorted(fx)}")
+        if not (job["result"] or {}).get("delivered"):
+            found.append("succeeded but its result says the reply was not delivered")
+        if not delivered.get(f"{job_id}:post"):
+            found.append("succeeded but the webhook never received its reply")
+        if not calls_of[f"{job_id}:triage"]["ok"]:
+            found.append("succeeded with no successful model call in the call log")
+        if tag == "[permanent]":
+            found.append("tagged [permanent] but succeeded")
+    elif state == JobState.DEAD_LETTERED and cause(job["last_error"]) not in (
+        "permanent (tag)",
+        "permanent (injected)",
+    ):
+        found.append(
+            f"still dead-lettered after a redrive with the cause gone: {job['last_error']}"
+        )
+    elif state == JobState.CANCELLED:
+        found.append("cancelled, and nobody cancelled it")
+    segment_attempts: set[int] = set()
+    for e in events_of.get(job_id, []):
+        if e["from_state"] == JobState.DEAD_LETTERED:
+            segment_attempts = set()
+        if e["to_state"] == JobState.RUNNING:
+            segment_attempts.add(e["attempt"])
+            if len(segment_attempts) > job["max_attempts"]:
+                found.append(f"ran more attempts than its budget of {job['max_attempts']}")
+                break
+    return found
+
+
+def _delivery_repeats(
+    delivered: dict[str, list[dt.datetime]],
+    effects_of: dict[str, dict[str, dict[str, Any]]],
+    events_of: dict[str, list[dict[str, Any]]],
+    kills: list[dict[str, Any]],
+) -> tuple[int, int, Counter[str], list[str]]:
+    """Webhook keys delivered more than once: (window repeats, duplicates, the window's
+    causes, the duplicated keys)."""
+    window = duplicated = 0
+    window_causes: Counter[str] = Counter()
+    duplicated_keys = []
+    for key, times in delivered.items():
+        if len(times) < 2:
+            continue
+        job_id = key.removesuffix(":post")
+        post = effects_of.get(job_id, {}).get("post")
+        w, dup, c = classify_repeats(
+            sorted(times), events_of.get(job_id, []), post["attempt"] if post else None, kills
+        )
+        window, duplicated, window_causes = window + w, duplicated + dup, window_causes + c
+        if dup:
+            duplicated_keys.append(key)
+    return window, duplicated, window_causes, duplicated_keys
+
+
+def _model_call_stats(
+    model_calls: list[dict[str, Any]],
+    calls_of: dict[str, Counter[str]],
+    succeeded: list[str],
+    kills: list[dict[str, Any]],
+) -> dict[str, Any]:
+    model_window, model_duplicated = model_repeats(model_calls, kills)
+    ok_calls = [calls_of[f"{j}:triage"]["ok"] for j in succeeded]
+    all_calls = [sum(c.values()) for c in calls_of.values()]
+    return {
+        "total": len(model_calls),
+        "by_outcome": dict(Counter(str(c["outcome"]) for c in model_calls)),
+        "ok_per_effect_mean": round(sum(ok_calls) / len(ok_calls), 3) if ok_calls else 0,
+        "ok_per_effect_max": max(ok_calls, default=0),
+        "calls_per_effect_mean": round(sum(all_calls) / len(all_calls), 3) if all_calls else 0,
+        "calls_per_effect_max": max(all_calls, default=0),
+        "effects_with_more_than_one_ok_call": sum(1 for n in ok_calls if n > 1),
+        # An answer the caller never recorded because we SIGKILLed it right after.
+        "ok_repeats_after_a_kill": model_window,
+        "ok_repeats_otherwise": model_duplicated,
+    }
 
 
 def violated(report: dict[str, Any]) -> bool:
