@@ -17,12 +17,12 @@ from rich.console import Console
 
 from app.stack.embedded import terminate
 from bench.phases import progress
-from bench.stack import Stack
+from bench.stack import BenchStack
 
 err = Console(stderr=True)
 
 
-def _broker(stack: Stack) -> tuple[str, str] | tuple[None, str]:
+def _broker(stack: BenchStack) -> tuple[str, str] | tuple[None, str]:
     try:
         import kombu.transport.SQS  # noqa: F401
         import pycurl  # noqa: F401
@@ -38,7 +38,7 @@ def _broker(stack: Stack) -> tuple[str, str] | tuple[None, str]:
         return None, f"{why}, and no Redis answers at 127.0.0.1:6379"
 
 
-def _remaining(stack: Stack, broker: str, queue: str) -> int:
+def _remaining(stack: BenchStack, broker: str, queue: str) -> int:
     if broker.startswith("sqs://"):
         sqs = boto3.client("sqs", region_name="us-east-1", endpoint_url=stack.endpoint)
         url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
@@ -56,7 +56,7 @@ def _remaining(stack: Stack, broker: str, queue: str) -> int:
 
 
 def run(
-    stack: Stack, jobs: int, workers: int, clients: int, max_seconds: float = 60
+    stack: BenchStack, jobs: int, workers: int, clients: int, max_seconds: float = 60
 ) -> dict[str, Any]:
     """N tasks; the clock stops at the last ack, or at ``max_seconds`` (rate = tasks done / time)."""
     broker, desc = _broker(stack)

@@ -15,7 +15,7 @@ from botocore.config import Config
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench.stack import Stack
+from bench.stack import BenchStack
 
 err = Console(stderr=True)
 OWN = "bench_own"  # an alias on the benchmark's own statements: left out of the per-job counts
@@ -49,7 +49,7 @@ async def _run_pool(n: int, concurrency: int, fn: Callable[[int], Any]) -> None:
 class PgStats:
     """Snapshots of pg_stat_database.xact_commit and pg_stat_statements for the bench DB."""
 
-    def __init__(self, stack: Stack) -> None:
+    def __init__(self, stack: BenchStack) -> None:
         self.url = stack.database_url
         self.statements = stack.pg_stat_statements
         self.own = 0  # our own transactions between reset and read
@@ -92,7 +92,7 @@ class PgStats:
 
 
 async def tasklease_e2e(
-    stack: Stack,
+    stack: BenchStack,
     jobs: int,
     clients: int,
     label: str,
@@ -279,7 +279,7 @@ async def tasklease_e2e(
 # --- the raw broker cycle -------------------------------------------------------
 
 
-async def broker_limit(stack: Stack, n: int, producers: int, consumers: int) -> dict[str, Any]:
+async def broker_limit(stack: BenchStack, n: int, producers: int, consumers: int) -> dict[str, Any]:
     """SendMessageBatch of 10, ReceiveMessage(10, long poll 1 s), DeleteMessageBatch; no DB.
     Through the same counting proxy as tasklease, so both pay the same path."""
     url = await stack.new_queue(f"{stack.queue_name}-raw")
@@ -341,7 +341,7 @@ CREATE TABLE IF NOT EXISTS bench_jobs (
     finished_at timestamptz)"""
 
 
-async def db_limit(stack: Stack, n: int, concurrency: int) -> dict[str, Any]:
+async def db_limit(stack: BenchStack, n: int, concurrency: int) -> dict[str, Any]:
     """The minimum durable job, three commits: insert, claim, complete (one connection each)."""
     with psycopg.connect(stack.database_url, autocommit=True) as conn:
         conn.execute(DB_SCHEMA)
@@ -405,7 +405,7 @@ async def db_limit(stack: Stack, n: int, concurrency: int) -> dict[str, Any]:
 # --- the workers alone: drain a queue filled beforehand -------------------------
 
 
-async def worker_drain(stack: Stack, jobs: int, clients: int, workers: int) -> dict[str, Any]:
+async def worker_drain(stack: BenchStack, jobs: int, clients: int, workers: int) -> dict[str, Any]:
     """Submit N jobs with no worker running (the API alone), then start the workers and time
     the drain from the first claim to the last completion (the workers alone)."""
     stack.stop_workers()
@@ -478,7 +478,7 @@ async def worker_drain(stack: Stack, jobs: int, clients: int, workers: int) -> d
 KILL_STEPS, KILL_STEP_SECONDS = 2, 0.02
 
 
-async def kill_run(stack: Stack, jobs: int, clients: int, batch: int) -> dict[str, Any]:
+async def kill_run(stack: BenchStack, jobs: int, clients: int, batch: int) -> dict[str, Any]:
     """The same pipeline with one worker SIGKILLed mid-run (and replaced): every job must
     still succeed exactly once, with each effect recorded once. Its jobs record
     ``KILL_STEPS`` effects each, so a job the kill cut short resumes from its checkpoints

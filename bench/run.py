@@ -25,7 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import celery_peer, phases, report
-from bench.stack import Stack, Unavailable
+from bench.stack import BenchStack, Unavailable
 
 err = Console(stderr=True)
 out = Console()
@@ -94,16 +94,16 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)
-    stack = Stack(args.sqs, args.data_dir, args.worker_concurrency)
+    stack = BenchStack(args.sqs, args.data_dir, args.worker_concurrency)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t_start = time.monotonic()
     result: dict[str, Any] = {}
     try:
         stack.prepare_dir()
         with err.status(f"starting PostgreSQL, {args.sqs}, the counting proxy, the API…"):
-            stack.start_postgres()
-            stack.start_sqs()
-            stack.start_api()
+            stack.start_postgres_with_stats()
+            stack.start_sqs_with_proxy()
+            stack.start_bench_api()
         err.print(
             f"[green]✓[/] stack up in {time.monotonic() - t_start:.1f} s: SQS {args.sqs} at "
             f"{stack.endpoint} via proxy {stack.proxy_url}; pg_stat_statements "

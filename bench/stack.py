@@ -1,18 +1,16 @@
-"""The benchmark's stack: embedded PostgreSQL (with pg_stat_statements), the SQS server
-(moto or LocalStack), the counting proxy, the queues, the migrations, the API and N
-worker processes. Built from app/embedded.py's pieces; every process it starts it stops."""
+"""The benchmark's stack: the shared local stack (app/stack/stack.py) with the bench's
+extras: pg_stat_statements in the embedded PostgreSQL, the counting proxy in front of
+the SQS server (the tasklease processes talk to the proxy), a data directory wiped at
+each run, and a worker pool of a chosen size."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -21,12 +19,10 @@ from typing import IO, Any
 import psycopg
 
 from app import config, errors
-from app.services import auth
 from app.stack import embedded
-from app.store import pool as db
-from app.transport import sqs as queue
+from app.stack.stack import ROOT, Process, Stack, create_queues
+from app.transport.sqs import QueueUrls
 
-ROOT = Path(__file__).resolve().parent.parent
 MARKER = ".tasklease-bench"
 
 
@@ -34,36 +30,28 @@ class Unavailable(errors.TaskleaseError):
     """A server the benchmark needs could not start."""
 
 
-class Stack:
+class BenchStack(Stack):
     def __init__(self, sqs: str, data_dir: Path, worker_concurrency: int) -> None:
-        self.sqs = sqs
         self.dir = data_dir.resolve()
-        self.logs = self.dir / "logs"
+        super().__init__(self.dir / "logs")
+        self.sqs = sqs
         self.worker_concurrency = worker_concurrency
-        self.postgres: embedded.EmbeddedPostgres | None = None
-        self.moto: embedded.MotoServer | None = None
-        self.localstack_started = False
-        self.endpoint = ""  # the real SQS endpoint
-        self.proxy_url = ""  # the counting proxy in front of it
-        self.database_url = ""
+        self.proxy_url = ""  # the counting proxy in front of the SQS server
         self.pg_stat_statements = False
         self.queue_name = f"tl-bench-{uuid.uuid4().hex[:8]}"
-        self.urls: queue.QueueUrls | None = None
-        self.env: dict[str, str] = {}
-        self.api_url = ""
+        self.urls: QueueUrls | None = None
         self.api_headers: dict[str, str] = {}
-        self.api: subprocess.Popen[bytes] | None = None
         self.proxy: subprocess.Popen[bytes] | None = None
-        self.workers: list[subprocess.Popen[bytes]] = []
-        self.others: list[subprocess.Popen[bytes]] = []
-        self._files: list[IO[bytes]] = []
+        self.workers: list[Process] = []
 
-    # --- servers ---------------------------------------------------------------
+    @property
+    def logs(self) -> Path:
+        return self.logs_dir
 
     def log(self, name: str) -> IO[bytes]:
-        fh = (self.logs / f"{name}.log").open("ab")
-        self._files.append(fh)
-        return fh
+        return self.log_file(name)
+
+    # --- servers ---------------------------------------------------------------
 
     def prepare_dir(self) -> None:
         d = self.dir
@@ -73,32 +61,27 @@ class Stack:
         self.logs.mkdir(parents=True)
         (d / MARKER).write_text("created by make bench; wiped at each run\n")
 
-    def start_postgres(self) -> None:
+    def start_postgres_with_stats(self) -> None:
         try:
-            self.postgres = embedded.EmbeddedPostgres(self.dir / "pgdata")
-            self.postgres.start()
+            self.start_postgres(self.dir / "pgdata", migrate=False)
+            assert self.postgres is not None
             # pg_stat_statements must be preloaded: set it, restart, create the extension.
             with psycopg.connect(self.postgres.admin_url, autocommit=True) as conn:
                 conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
             self.postgres.stop()
-            self.database_url = self.postgres.start()
+            self.start_postgres(self.dir / "pgdata")
             try:
                 with psycopg.connect(self.database_url, autocommit=True) as conn:
                     conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
                 self.pg_stat_statements = True
             except psycopg.Error:
                 self.pg_stat_statements = False
-            asyncio.run(db.migrate(self.database_url))
         except Exception as exc:
             raise Unavailable(f"embedded PostgreSQL could not start: {exc}") from exc
 
-    def start_sqs(self) -> None:
+    def start_sqs_with_proxy(self) -> None:
         try:
-            if self.sqs == "localstack":
-                self.endpoint = self._localstack()
-            else:
-                self.moto = embedded.MotoServer(port=embedded.free_port(), log=self.log("moto"))
-                self.endpoint = self.moto.start()
+            self.start_sqs(self.sqs)
         except errors.TaskleaseError as exc:
             raise Unavailable(f"the SQS server ({self.sqs}) could not start: {exc}") from exc
         port = embedded.free_port()
@@ -107,29 +90,7 @@ class Stack:
         )
         self.proxy_url = f"http://127.0.0.1:{port}"
         embedded.wait_for_http(f"{self.proxy_url}/__counts", timeout=15, proc=self.proxy)
-        os.environ.update(embedded.local_aws_env(self.endpoint))
-        self.urls = asyncio.run(self._create_queues(self.queue_name))
-
-    def _localstack(self) -> str:
-        endpoint = os.environ.get("LOCALSTACK_ENDPOINT", "http://127.0.0.1:4566").rstrip("/")
-        with contextlib.suppress(errors.TaskleaseError):
-            embedded.wait_for_http(f"{endpoint}/_localstack/health", timeout=2)
-            return endpoint  # already running: somebody else's, left running
-        port = urllib.parse.urlsplit(endpoint).port or 4566
-        done = subprocess.run(  # noqa: S603 - our own script
-            ["bash", str(ROOT / "localstack" / "run.sh"), "start"],  # noqa: S607
-            env={**os.environ, "LOCALSTACK_PORT": str(port)},
-            stdout=subprocess.PIPE,
-            stderr=self.log("localstack"),
-            check=False,
-            timeout=240,
-        )
-        if done.returncode == 3:
-            raise errors.TaskleaseError("Python 3.13 (needed by LocalStack) was not found")
-        if done.returncode != 0:
-            raise errors.TaskleaseError(f"localstack/run.sh start exited {done.returncode}")
-        self.localstack_started = True
-        return endpoint
+        self.urls = self.create_queues(config.load(queue_name=self.queue_name), self.queue_name)
 
     def settings(self, **overrides: Any) -> config.Settings:
         base: dict[str, Any] = {"queue_name": self.queue_name}
@@ -137,17 +98,9 @@ class Stack:
             base |= {"queue_url": self.urls.queue_url, "dlq_url": self.urls.dlq_url}
         return config.load(**base, **overrides)
 
-    async def _create_queues(self, name: str) -> queue.QueueUrls:
-        sqs = queue.Queue(config.load(queue_name=name))
-        await sqs.open()
-        try:
-            return await sqs.create_queues(name)
-        finally:
-            await sqs.close()
-
     async def new_queue(self, name: str) -> str:
         """A fresh queue (and its DLQ) for the raw broker cycle: its URL."""
-        return (await self._create_queues(name)).queue_url
+        return (await create_queues(config.load(queue_name=name), name)).queue_url
 
     # --- the proxy's counts ----------------------------------------------------
 
@@ -170,7 +123,7 @@ class Stack:
             args, stdout=fh, stderr=fh, env=dict(env), cwd=ROOT, start_new_session=True
         )
 
-    def start_api(self) -> None:
+    def start_bench_api(self) -> None:
         assert self.urls is not None
         base = {k: v for k, v in os.environ.items() if not k.startswith("TASKLEASE_")}
         self.env = {
@@ -188,24 +141,14 @@ class Stack:
             "TASKLEASE_MAX_JOBS_IN_FLIGHT": "100000000",
             "PYTHONWARNINGS": "ignore::UserWarning",
         }
-        key = asyncio.run(auth.create_key_at(self.database_url, "bench", name="make bench"))
-        self.api_headers = {"Authorization": f"Bearer {key}"}
-        port = embedded.free_port()
-        self.api_url = f"http://127.0.0.1:{port}"
-        self.api = self._popen(
-            "api", [sys.executable, "-m", "app.cli", "api", "--port", str(port)], self.env
-        )
-        embedded.wait_for_http(f"{self.api_url}/healthz", timeout=30, proc=self.api)
+        self.api_headers = {"Authorization": f"Bearer {self.create_key('bench', 'make bench')}"}
+        self.start_api()
 
     def set_workers(self, n: int, settle: float = 1.5) -> None:
         """Exactly ``n`` tasklease worker processes (restarting them all)."""
         self.stop_workers()
         for i in range(n):
-            args = ["worker", "--concurrency", str(self.worker_concurrency)]
-            env = {**self.env, "TASKLEASE_WORKER_ID": f"bench-w{i}"}
-            self.workers.append(
-                self._popen(f"worker-{i}", [sys.executable, "-m", "app.cli", *args], env)
-            )
+            self.workers.append(self.start_worker(f"bench-w{i}", self.worker_concurrency))
         time.sleep(settle)  # let them import and open their pools before the clock starts
         dead = [p.returncode for p in self.workers if p.poll() is not None]
         if dead:
@@ -218,32 +161,13 @@ class Stack:
         victim = self.workers[i]
         victim.kill()
         victim.wait()
-        args = ["worker", "--concurrency", str(self.worker_concurrency)]
-        env = {**self.env, "TASKLEASE_WORKER_ID": f"bench-w{i}-after-kill"}
-        self.workers[i] = self._popen(
-            f"worker-{i}-after-kill", [sys.executable, "-m", "app.cli", *args], env
-        )
+        self.workers[i] = self.start_worker(f"bench-w{i}-after-kill", self.worker_concurrency)
 
     def stop_workers(self) -> None:
-        embedded.terminate(self.workers)
+        self.stop_processes(self.workers)
         self.workers = []
 
     def stop(self) -> None:
-        embedded.terminate([*self.workers, *self.others, *([self.api] if self.api else [])])
+        self.stop_processes()  # the workers and the API first: they talk through the proxy
         embedded.terminate([self.proxy] if self.proxy else [], grace=3)
-        if self.moto is not None:
-            self.moto.stop()
-        if self.localstack_started:
-            with contextlib.suppress(Exception):
-                subprocess.run(  # noqa: S603
-                    ["bash", str(ROOT / "localstack" / "run.sh"), "stop"],  # noqa: S607
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    check=False,
-                    timeout=60,
-                )
-        if self.postgres is not None:
-            with contextlib.suppress(Exception):
-                self.postgres.stop()
-        for fh in self._files:
-            fh.close()
+        super().stop()

@@ -18,12 +18,9 @@ import concurrent.futures
 import contextlib
 import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +32,8 @@ from psycopg.rows import dict_row
 
 from app.config import Settings
 from app.stack import embedded
+from app.stack import stack as stack_mod
+from app.stack.stack import create_queues
 from app.store import pool as db_mod
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,13 +59,12 @@ def run(coro: Any) -> Any:
 @pytest.fixture(scope="session")
 def pg_admin_url() -> Iterator[str]:
     url = os.environ.get("TEST_DATABASE_URL")
-    server = None
+    servers = stack_mod.Stack(ROOT / ".tasklease" / "test-logs")
     if not url:
         try:
-            server = embedded.EmbeddedPostgres(
-                ROOT / ".tasklease" / "test-pgdata", database="postgres"
+            url = servers.start_postgres(
+                ROOT / ".tasklease" / "test-pgdata", migrate=False, database="postgres"
             )
-            url = server.start()
         except Exception as exc:
             unavailable("embedded PostgreSQL", exc)
     try:
@@ -76,8 +74,7 @@ def pg_admin_url() -> Iterator[str]:
         unavailable(f"PostgreSQL at {db_mod.redact(url or '')}", exc)
     assert url is not None
     yield url
-    if server is not None:
-        server.stop()
+    servers.stop()
 
 
 def _url_for(admin_url: str, dbname: str) -> str:
@@ -135,25 +132,16 @@ def sqs_endpoint(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     target = request.param
-    if target == "moto":
-        log = (tmp_path_factory.mktemp("moto") / "moto.log").open("ab")
-        server = embedded.MotoServer(log=log)
-        try:
-            yield server.start()
-        except Exception as exc:
-            unavailable("moto's SQS server", exc)
-        finally:
-            server.stop()
-            log.close()
-    elif target == "localstack":
-        url = os.environ.get("LOCALSTACK_ENDPOINT", "http://127.0.0.1:4566")
-        try:
-            embedded.wait_for_http(f"{url}/_localstack/health", timeout=5)
-        except Exception as exc:
-            unavailable(f"LocalStack at {url} (start it with 'make test-localstack')", exc)
-        yield url
-    else:
+    if target not in ("moto", "localstack"):
         raise pytest.UsageError(f"TASKLEASE_TEST_SQS: unknown target {target!r} (moto, localstack)")
+    servers = stack_mod.Stack(tmp_path_factory.mktemp(target))
+    try:
+        yield servers.start_sqs(target, start_localstack=False)
+    except Exception as exc:
+        where = "moto's SQS server" if target == "moto" else "LocalStack (make test-localstack)"
+        unavailable(where, exc)
+    finally:
+        servers.stop()
 
 
 @pytest.fixture
@@ -172,16 +160,20 @@ def sqs(aws_env: dict[str, str]) -> Any:
 # --- the stack ------------------------------------------------------------------
 
 
-@dataclass
-class Stack:
+class Stack(stack_mod.Stack):
     """One test's database, queues and settings, and the processes it started."""
 
-    settings: Settings
-    env: dict[str, str]
-    sqs: Any
-    tmp: Path
-    sqs_target: str = "moto"  # which SQS-compatible server: moto or localstack
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    def __init__(
+        self, settings: Settings, env: dict[str, str], sqs: Any, tmp: Path, sqs_target: str = "moto"
+    ) -> None:
+        # Not a session of their own: a Ctrl-C in pytest's terminal stops them too.
+        super().__init__(tmp, new_session=False)
+        self.settings = settings
+        self.env = env
+        self.sqs = sqs  # a boto3 client, for the Given and the Then
+        self.tmp = tmp
+        self.sqs_target = sqs_target  # which SQS-compatible server: moto or localstack
+        self.database_url = settings.database_url or ""
 
     @property
     def model_log(self) -> Path:
@@ -211,43 +203,19 @@ class Stack:
 
     def spawn(
         self, *args: str, env: dict[str, str] | None = None, name: str = "proc"
-    ) -> subprocess.Popen[bytes]:
-        log = (self.tmp / f"{name}-{len(self.procs)}.log").open("ab")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", *args],
-            env={**self.env, **(env or {})},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-        log.close()
-        proc.log_path = self.tmp / f"{name}-{len(self.procs)}.log"  # type: ignore[attr-defined]
-        self.procs.append(proc)
-        return proc
+    ) -> stack_mod.Process:
+        return self.launch(f"{name}-{len(self.procs)}", list(args), env)
 
     def worker(
         self, *, concurrency: int = 1, env: dict[str, str] | None = None, name: str = "worker"
-    ) -> subprocess.Popen[bytes]:
-        worker_id = f"{name}-{len(self.procs)}"
-        return self.spawn(
-            "worker",
-            "--concurrency",
-            str(concurrency),
-            env={"TASKLEASE_WORKER_ID": worker_id, **(env or {})},
-            name=name,
-        )
+    ) -> stack_mod.Process:
+        return self.start_worker(f"{name}-{len(self.procs)}", concurrency, env)
 
     def api(self) -> str:
-        port = embedded.free_port()
-        proc = self.spawn("api", "--port", str(port), name="api")
-        embedded.wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=30, proc=proc)
-        return f"http://127.0.0.1:{port}"
+        return self.start_api(name=f"api-{len(self.procs)}")
 
     def webhook(self) -> str:
-        port = embedded.free_port()
-        proc = self.spawn("webhook-receiver", "--port", str(port), name="webhook")
-        embedded.wait_for_http(f"http://127.0.0.1:{port}/deliveries", timeout=30, proc=proc)
-        url = f"http://127.0.0.1:{port}"
+        url = self.start_webhook(name=f"webhook-{len(self.procs)}")
         self.env["TASKLEASE_WEBHOOK_URL"] = f"{url}/hook"
         self.settings = self.with_settings(webhook_url=f"{url}/hook")
         return url
@@ -258,13 +226,10 @@ class Stack:
         return [json.loads(line) for line in self.model_log.read_text().splitlines()]
 
     def logs(self) -> str:
-        return "\n".join(
-            f"--- {p.log_path}\n{p.log_path.read_text()[-4000:]}"  # type: ignore[attr-defined]
-            for p in self.procs
-        )
+        return "\n".join(f"--- {p.log_path}\n{p.log_path.read_text()[-4000:]}" for p in self.procs)
 
     def stop_all(self) -> None:
-        embedded.terminate(self.procs)
+        self.stop_processes()
 
 
 @pytest.fixture
@@ -310,7 +275,7 @@ def build_stack(
 ) -> Stack:
     """Queues of its own and the settings a test's processes and engines use."""
     name = f"tl-{uuid.uuid4().hex[:10]}"
-    urls = run(_create_queues(Settings(queue_name=name, visibility_timeout_seconds=4), name))
+    urls = run(create_queues(Settings(queue_name=name, visibility_timeout_seconds=4), name))
     env = {
         **os.environ,
         **aws_env,
@@ -345,15 +310,41 @@ def build_stack(
     return Stack(settings=settings, env=env, sqs=sqs, tmp=tmp_path, sqs_target=target)
 
 
-async def _create_queues(s: Settings, name: str) -> Any:
-    from app.transport.sqs import Queue
+# --- shared fixtures ----------------------------------------------------------------
 
-    q = Queue(s)
-    await q.open()
-    try:
-        return await q.create_queues(name)
-    finally:
-        await q.close()
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only what a test sets: the shell's TASKLEASE_* variables must not leak in."""
+    from app import config
+
+    for name in list(os.environ):
+        if name.startswith(config.PREFIX):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def api_key(stack: Stack) -> str | None:
+    """The key the ``api`` client sends unless a request says otherwise; a module whose
+    tests count the keys overrides this fixture with None."""
+    return stack.key()
+
+
+@pytest.fixture
+def api(stack: Stack, api_key: str | None) -> Iterator[Any]:
+    """The API in this process, as a TestClient; its lifespan opens the pool and SQS client."""
+    import warnings
+
+    from app.api import create_app
+
+    with warnings.catch_warnings():
+        # starlette >= 1.10 warns at import that it found httpx rather than httpx2.
+        warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+        from fastapi.testclient import TestClient
+
+    headers = bearer(api_key) if api_key else None
+    with TestClient(create_app(stack.settings), headers=headers) as client:
+        yield client
 
 
 def wait_for(

@@ -1,16 +1,62 @@
-"""Small helpers the integration tests share: an engine in this process, records as Lambda sends them."""
+"""Small helpers the tests share: an engine in this process, records as Lambda sends them,
+counts of rows and messages, the environment that arms a crash point."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+import sys
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
+from app.crashpoints import CONSENT
 from app.worker import event_source_mapping as eventsource
 from app.worker.engine import Engine
 
+if TYPE_CHECKING:
+    from tests.conftest import Stack
+
 QUEUE_ARN = "arn:aws:sqs:us-east-1:000000000000:test"
+
+
+def count(sql: Any, table: str) -> int:
+    return int(sql.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"])
+
+
+def queue_depth(stack: Stack) -> int:
+    """Messages on the test's source queue, visible or in flight."""
+    return stack.queue_depth()
+
+
+def crash_env(point: str) -> dict[str, str]:
+    """The environment that makes a process SIGKILL itself at ``point``."""
+    return {"TASKLEASE_CRASH_AT": str(point), "TASKLEASE_ALLOW_CRASH_POINTS": CONSENT}
+
+
+def dlq_messages(
+    stack: Stack,
+    *,
+    rounds: int = 3,
+    visibility: int | None = None,
+    enough: Callable[[list[dict[str, Any]]], bool] | None = None,
+) -> list[dict[str, Any]]:
+    """The DLQ's messages with their attributes, each once: up to ``rounds`` receives of a
+    second, until ``enough(found)`` (by default: until a receive finds nothing)."""
+    seen: dict[str, dict[str, Any]] = {}
+    hide = {} if visibility is None else {"VisibilityTimeout": visibility}
+    for _ in range(rounds):
+        got = stack.sqs.receive_message(
+            QueueUrl=stack.settings.dlq,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=1,
+            MessageAttributeNames=["All"],
+            **hide,
+        ).get("Messages", [])
+        seen.update((m["MessageId"], m) for m in got)
+        if enough(list(seen.values())) if enough is not None else not got:
+            break
+    return list(seen.values())
 
 
 @contextlib.asynccontextmanager
@@ -36,3 +82,14 @@ async def submit(engine: Engine, kind: str, payload: dict[str, Any], **kw: Any) 
         engine.settings, engine.db, engine.sqs, kind=kind, payload=payload, **kw
     )
     return submitted.job["id"]
+
+
+def close_api_handler(module: Any) -> None:
+    """After a test of handlers.api through Mangum: Mangum runs each invocation on the
+    thread's event loop and the app keeps its pool open across warm invocations, so close
+    the pool first, then the loop Mangum made; the next test cold-starts the module."""
+    loop = asyncio.get_event_loop_policy().get_event_loop()
+    loop.run_until_complete(module.app.state.runtime.close())
+    loop.close()
+    asyncio.set_event_loop(None)
+    sys.modules.pop("handlers.api", None)

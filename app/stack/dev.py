@@ -13,11 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 from rich.console import Console
@@ -25,14 +23,12 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from app import errors
+from app import errors, store, transport
 from app.config import Settings
 from app.services import auth
 from app.stack import embedded
+from app.stack.stack import Stack
 from app.states import FINAL_FOR_NOW, JobState, styled
-from app.store import pool as db
-from app.store.pool import q
-from app.transport import sqs as queue
 
 console = Console()
 
@@ -78,77 +74,32 @@ DEMO_DEFAULTS = {
 }
 
 
-class Stack:
+class DevStack(Stack):
+    """The shared stack, with the demo's settings, its key and its progress lines."""
+
     def __init__(
         self, settings: Settings, data_dir: Path, workers: int, api_port: int, sqs: str = "moto"
     ) -> None:
+        super().__init__(data_dir.resolve() / "logs")
         self.settings = settings
         self.sqs = sqs
         self.data_dir = data_dir.resolve()
         self.workers = workers
         self.api_port = api_port
-        self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
-        self.logs: list[IO[bytes]] = []
-        self.postgres: embedded.EmbeddedPostgres | None = None
-        self.moto: embedded.MotoServer | None = None
-        self.env: dict[str, str] = {}
         self.api_key = ""
 
-    def _log(self, name: str) -> IO[bytes]:
-        fh = (self.data_dir / "logs" / f"{name}.log").open("ab")
-        self.logs.append(fh)
-        return fh
-
     def start(self) -> None:
-        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in DEMO_DEFAULTS.items() if k not in os.environ}
         s = self.settings
-
         with console.status("starting PostgreSQL (embedded)…"):
-            database_url = s.database_url
-            if not database_url:
-                self.postgres = embedded.EmbeddedPostgres(self.data_dir / "pgdata")
-                database_url = self.postgres.start()
-            asyncio.run(db.migrate(database_url))
+            database_url = self.start_postgres(self.data_dir / "pgdata", s.database_url)
         console.print(
-            f"[green]✓[/] PostgreSQL  {db.redact(database_url)}"
+            f"[green]✓[/] PostgreSQL  {store.redact(database_url)}"
             + ("  (embedded, data in .tasklease/pgdata)" if self.postgres else "")
         )
         env["TASKLEASE_DATABASE_URL"] = database_url
         self.api_key = asyncio.run(_demo_key(database_url))
-
-        if s.queue_url and s.dlq_url:
-            queue_url, dlq_url = s.queue_url, s.dlq_url
-            console.print(f"[green]✓[/] SQS         {queue_url} (from the environment)")
-        elif self.sqs == "localstack":
-            endpoint = os.environ.get("LOCALSTACK_ENDPOINT", "http://127.0.0.1:4566")
-            try:
-                embedded.wait_for_http(f"{endpoint}/_localstack/health", timeout=10)
-            except errors.TaskleaseError as exc:
-                raise errors.ConfigError(
-                    f"LocalStack is not answering at {endpoint} (LOCALSTACK_ENDPOINT): start it "
-                    "with 'make localstack-start', or run 'make run SQS=localstack'"
-                ) from exc
-            env.update(embedded.local_aws_env(endpoint, s.region))
-            os.environ.update(env)
-            urls = asyncio.run(_create_queues(self.settings, s.queue_name))
-            queue_url, dlq_url = urls.queue_url, urls.dlq_url
-            console.print(
-                f"[green]✓[/] SQS         {endpoint} (LocalStack), queue {s.queue_name} + DLQ"
-            )
-        else:
-            with console.status("starting moto's SQS server…"):
-                self.moto = embedded.MotoServer(log=self._log("moto"))
-                endpoint = self.moto.start()
-                env.update(embedded.local_aws_env(endpoint, s.region))
-                os.environ.update(env)
-                urls = asyncio.run(
-                    _create_queues(
-                        self.settings.model_copy(update={"region": s.region}), s.queue_name
-                    )
-                )
-                queue_url, dlq_url = urls.queue_url, urls.dlq_url
-            console.print(f"[green]✓[/] SQS         {endpoint} (moto), queue {s.queue_name} + DLQ")
+        queue_url, dlq_url = self._queues(env)
         env["TASKLEASE_QUEUE_URL"] = queue_url
         env["TASKLEASE_DLQ_URL"] = dlq_url
 
@@ -159,20 +110,8 @@ class Stack:
         env.setdefault("TASKLEASE_FAKE_MODEL_LOG", str(self.data_dir / "model-calls.jsonl"))
         self.env = {**os.environ, **env}
         os.environ.update(env)
-
-        self._spawn(
-            "webhook",
-            [
-                "webhook-receiver",
-                "--port",
-                str(hook_port),
-                "--log",
-                str(self.data_dir / "webhook-deliveries.jsonl"),
-            ],
-        )
-        embedded.wait_for_http(f"http://127.0.0.1:{hook_port}/deliveries", timeout=30)
-        self._spawn("api", ["api", "--port", str(self.api_port)])
-        embedded.wait_for_http(f"{self.api_url}/healthz", timeout=30, proc=self.procs[-1][1])
+        self.start_webhook(hook_port, self.data_dir / "webhook-deliveries.jsonl")
+        self.start_api(self.api_port)
         console.print(f"[green]✓[/] API         {self.api_url}   docs {self.api_url}/docs")
         console.print(
             f"[green]✓[/] API key     tenant [bold]{DEMO_TENANT}[/]: "
@@ -180,95 +119,59 @@ class Stack:
             soft_wrap=True,
         )
         for i in range(self.workers):
-            self._spawn(
-                f"worker-{i + 1}",
-                ["worker", "--concurrency", "2"],
-                {"TASKLEASE_WORKER_ID": f"worker-{i + 1}"},
-            )
-        self._spawn("sweeper", ["sweep"])
+            self.start_worker(f"worker-{i + 1}", concurrency=2)
+        self.start_sweeper()
         console.print(
             f"[green]✓[/] {self.workers} worker processes, 1 sweeper, webhook receiver on :{hook_port}"
-            f"   logs in {self.data_dir / 'logs'}"
+            f"   logs in {self.logs_dir}"
         )
-        resent = asyncio.run(
-            _resend_waiting(
-                Settings(
-                    **{
-                        **self.settings.model_dump(),
-                        "queue_url": queue_url,
-                        "dlq_url": dlq_url,
-                        "database_url": database_url,
-                    }
-                )
-            )
-        )
+        update = {"queue_url": queue_url, "dlq_url": dlq_url, "database_url": database_url}
+        resent = asyncio.run(_resend_waiting(s.model_copy(update=update)))
         if resent:
             console.print(
                 f"[yellow]↻[/] {resent} unfinished jobs from an earlier run sent to the new queue"
             )
 
-    @property
-    def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.api_port}"
-
-    def _spawn(self, name: str, args: list[str], extra: dict[str, str] | None = None) -> None:
-        fh = self._log(name)
-        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "app.cli", *args],
-            stdout=fh,
-            stderr=fh,
-            env={**self.env, **(extra or {})},
-            start_new_session=True,
-        )
-        self.procs.append((name, proc))
+    def _queues(self, env: dict[str, str]) -> tuple[str, str]:
+        """The environment's queues, or the queue and DLQ created on moto or LocalStack."""
+        s = self.settings
+        if s.queue_url and s.dlq_url:
+            console.print(f"[green]✓[/] SQS         {s.queue_url} (from the environment)")
+            return s.queue_url, s.dlq_url
+        with console.status(f"starting {self.sqs}'s SQS server…"):
+            try:
+                endpoint = self.start_sqs(self.sqs, start_localstack=False)
+            except errors.ConfigError as exc:
+                raise errors.ConfigError(f"{exc}, or run 'make run SQS=localstack'") from exc
+            env.update(embedded.local_aws_env(endpoint, s.region))
+            os.environ.update(env)
+            urls = self.create_queues(s, s.queue_name)
+        label = "LocalStack" if self.sqs == "localstack" else "moto"
+        console.print(f"[green]✓[/] SQS         {endpoint} ({label}), queue {s.queue_name} + DLQ")
+        return urls.queue_url, urls.dlq_url
 
     def check(self) -> list[str]:
-        return [name for name, p in self.procs if p.poll() is not None]
-
-    def stop(self) -> None:
-        embedded.terminate(p for _, p in self.procs)
-        if self.moto:
-            self.moto.stop()
-        if self.postgres:
-            self.postgres.stop()
-        for fh in self.logs:
-            fh.close()
-
-
-async def _create_queues(s: Settings, name: str) -> queue.QueueUrls:
-    sqs = queue.Queue(s)
-    await sqs.open()
-    try:
-        return await sqs.create_queues(name)
-    finally:
-        await sqs.close()
+        return [p.name for p in self.exited()]
 
 
 async def _demo_key(database_url: str) -> str:
     """A fresh key for this run's demo tenant; the previous runs' demo keys are revoked."""
-    database = db.Database(database_url, min_size=1, max_size=1)
-    await database.open()
-    try:
+    async with store.connect(database_url, min_size=1, max_size=1) as database:
         for row in await auth.list_keys(database, DEMO_TENANT):
             if row["name"] == DEMO_KEY_NAME and row["revoked_at"] is None:
                 await auth.revoke_key(database, row["id"])
         return (await auth.create_key(database, DEMO_TENANT, name=DEMO_KEY_NAME)).key
-    finally:
-        await database.close()
 
 
 async def _resend_waiting(s: Settings) -> int:
-    database = db.Database(s.database, min_size=1, max_size=1)
-    await database.open()
-    sqs = queue.Queue(s)
-    await sqs.open()
-    try:
-        rows = await database.fetch(q("waiting_jobs"))
-        failed = await sqs.send_jobs([r["id"] for r in rows])
-        return len(rows) - len(failed)
-    finally:
-        await sqs.close()
-        await database.close()
+    """The messages of jobs an earlier run left waiting: its queue was moto's, now gone."""
+    async with (
+        store.connect(s.database, min_size=1, max_size=1) as database,
+        transport.connect(s) as queue,
+    ):
+        ids = await store.jobs.waiting_ids(database)
+        failed = await queue.send_jobs(ids)
+        return len(ids) - len(failed)
 
 
 def _table(jobs: list[dict[str, Any]], elapsed: float) -> Table:
@@ -297,7 +200,7 @@ def _table(jobs: list[dict[str, Any]], elapsed: float) -> Table:
     return table
 
 
-def _client(stack: Stack, timeout: float) -> httpx.Client:
+def _client(stack: DevStack, timeout: float) -> httpx.Client:
     return httpx.Client(
         base_url=stack.api_url,
         timeout=timeout,
@@ -305,7 +208,7 @@ def _client(stack: Stack, timeout: float) -> httpx.Client:
     )
 
 
-def _submit_demo(stack: Stack) -> list[str]:
+def _submit_demo(stack: DevStack) -> list[str]:
     ids = []
     with _client(stack, 30) as client:
         for ticket in DEMO_TICKETS:
@@ -317,7 +220,7 @@ def _submit_demo(stack: Stack) -> list[str]:
     return ids
 
 
-def _watch(stack: Stack, ids: list[str], timeout: float = 120.0) -> bool:
+def _watch(stack: DevStack, ids: list[str], timeout: float = 120.0) -> bool:
     start = time.monotonic()
     with (
         _client(stack, 10) as client,
@@ -343,7 +246,7 @@ def main(
     exit_when_done: bool,
     sqs: str = "moto",
 ) -> int:
-    stack = Stack(settings, data_dir, workers, api_port, sqs)
+    stack = DevStack(settings, data_dir, workers, api_port, sqs)
     try:
         stack.start()
         if demo:
@@ -374,7 +277,7 @@ def main(
             dead = stack.check()
             if dead:
                 console.print(
-                    f"[red]exited unexpectedly: {', '.join(dead)}[/] (logs in {stack.data_dir / 'logs'})"
+                    f"[red]exited unexpectedly: {', '.join(dead)}[/] (logs in {stack.logs_dir})"
                 )
                 return 1
             time.sleep(1)

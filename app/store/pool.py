@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, LiteralString
 
 import psycopg
+import psycopg.sql
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -24,6 +25,22 @@ Conn = psycopg.AsyncConnection[DictRow]
 
 # Serialises concurrent `migrate` runs (several workers starting at once).
 _MIGRATION_LOCK = 0x7461736B6C65  # "taskle"
+
+
+def ensure_database(admin_url: str, name: str) -> None:
+    """Create the database ``name`` on the server at ``admin_url`` unless it exists (the
+    embedded default's first start). Synchronous: it runs before any loop does."""
+    try:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            if found.fetchone() is None:
+                conn.execute(
+                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name))
+                )
+    except psycopg.OperationalError as exc:
+        raise errors.StoreError(
+            f"cannot connect to PostgreSQL at {redact(admin_url)}: {exc}"
+        ) from exc
 
 
 def redact(url: str) -> str:

@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-from app.api import create_app
 from app.services import auth
 from app.stack import embedded
 from tests.conftest import ROOT, Stack, bearer
@@ -54,10 +53,8 @@ def cli(stack: Stack, *args: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def api(stack: Stack) -> Iterator[TestClient]:
-    """An API in this process, running while the commands change keys and limits."""
-    with TestClient(create_app(stack.settings)) as client:
-        yield client
+def api_key() -> None:
+    """The ``api`` client sends no key of its own: these tests count the keys."""
 
 
 # --- keys ------------------------------------------------------------------------------

@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from app.crashpoints import CONSENT, Point
+from app.crashpoints import Point
 from app.stack import embedded
 from app.states import JobState
 from tests import helpers
 from tests.conftest import Stack, job_row, wait_for
+from tests.helpers import crash_env, dlq_messages
 from tests.invariants import (
     check_invariants,
     deliveries,
@@ -54,10 +55,6 @@ def webhook_starting(stack: Stack) -> Callable[[], None]:
     return lambda: embedded.wait_for_http(f"{url}/deliveries", timeout=30, proc=proc)
 
 
-def crash_env(point: Point) -> dict[str, str]:
-    return {"TASKLEASE_CRASH_AT": point.value, "TASKLEASE_ALLOW_CRASH_POINTS": CONSENT}
-
-
 async def submit(stack: Stack, kind: str, payload: dict[str, Any], **kw: Any) -> str:
     """The API's own submit path (service.submit), from this process."""
     async with helpers.engine_for(stack.settings) as engine:
@@ -75,18 +72,8 @@ def died_by_sigkill(proc: subprocess.Popen[bytes], what: str, timeout: float = 6
 
 def dlq_messages_for(stack: Stack, job_id: str) -> list[dict[str, Any]]:
     """The DLQ's messages for a job, looked at without hiding them (visibility 0)."""
-    seen: dict[str, dict[str, Any]] = {}
-    for _ in range(3):
-        got = stack.sqs.receive_message(
-            QueueUrl=stack.settings.dlq,
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=0,
-            WaitTimeSeconds=1,
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
-        for m in got:
-            seen[m["MessageId"]] = m
-    return [m for m in seen.values() if job_id in m["Body"]]
+    every = dlq_messages(stack, visibility=0, enough=lambda found: False)
+    return [m for m in every if job_id in m["Body"]]
 
 
 def claims_of(sql: Any, job_id: str) -> list[dict[str, Any]]:

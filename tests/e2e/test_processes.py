@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.crashpoints import CONSENT
 from app.states import JobState
 from tests.conftest import Stack, api_client, job_row, wait_for
+from tests.helpers import crash_env
 
 pytestmark = pytest.mark.e2e
 
@@ -22,10 +22,6 @@ TICKET = {
     "body": "Since the update the app crashes with an error when I sign in.",
     "customer_email": "sam@example.com",
 }
-
-
-def crash_env(point: str) -> dict[str, str]:
-    return {"TASKLEASE_CRASH_AT": point, "TASKLEASE_ALLOW_CRASH_POINTS": CONSENT}
 
 
 def settled(sql: Any, job_id: str, state: JobState = JobState.SUCCEEDED) -> Any:

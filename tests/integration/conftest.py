@@ -62,10 +62,6 @@ def written(sql: Any) -> tuple[int, int, int]:
     return int(row["jobs"]), int(row["outbox"]), int(row["events"])
 
 
-def queue_depth(stack: Stack) -> int:
-    return stack.queue_depth()
-
-
 def retry_after(resp: Any) -> int:
     """Retry-After as RFC 9110 §10.2.3 has it here: delay-seconds, at least one."""
     value = resp.headers["Retry-After"]

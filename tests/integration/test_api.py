@@ -6,7 +6,6 @@ import base64
 import json
 import uuid
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ from app.api import create_app
 from app.config import Settings
 from app.states import JobState
 from tests.conftest import Stack, bearer, job_row, run
-from tests.helpers import engine_for, receive_records
+from tests.helpers import count, engine_for, queue_depth, receive_records
 
 pytestmark = pytest.mark.integration
 
@@ -34,27 +33,11 @@ def client_for(settings: Settings, key: str | None = None) -> TestClient:
     )
 
 
-@pytest.fixture
-def api(stack: Stack) -> Iterator[TestClient]:
-    with client_for(
-        stack.settings, stack.key()
-    ) as client:  # the lifespan opens the pool and the SQS client
-        yield client
-
-
-def count(sql: Any, table: str) -> int:
-    return int(sql.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"])
-
-
 def queue_bodies(stack: Stack, *, wait: int = 1) -> list[dict[str, Any]]:
     resp = stack.sqs.receive_message(
         QueueUrl=stack.settings.queue, MaxNumberOfMessages=10, WaitTimeSeconds=wait
     )
     return [json.loads(m["Body"]) for m in resp.get("Messages", [])]
-
-
-def queue_depth(stack: Stack) -> int:
-    return stack.queue_depth()
 
 
 def post(api: TestClient, body: dict[str, Any], **headers: str) -> Any:

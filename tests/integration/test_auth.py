@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
-from app import config, errors
+from app import config, errors, store
 from app.api import create_app
 from app.services import auth
 from app.states import JobState
-from app.store.pool import Database
 from tests.conftest import Stack, bearer, job_row, wait_for
-from tests.helpers import engine_for, receive_records
+from tests.helpers import count, engine_for, queue_depth, receive_records
 
 with warnings.catch_warnings():
     # starlette >= 1.10 warns at import that it found httpx rather than httpx2 (see test_api.py).
@@ -131,22 +130,10 @@ def snapshot(sql: Any) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def count(sql: Any, table: str) -> int:
-    return int(sql.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"])
-
-
-def queue_depth(stack: Stack) -> int:
-    return stack.queue_depth()
-
-
 async def revoke(stack: Stack, key_id: str) -> dict[str, Any]:
     assert stack.settings.database_url is not None
-    database = Database(stack.settings.database_url, min_size=1, max_size=1)
-    await database.open()
-    try:
+    async with store.connect(stack.settings.database_url, min_size=1, max_size=1) as database:
         return await auth.revoke_key(database, key_id)
-    finally:
-        await database.close()
 
 
 def key_id(key: str) -> str:

@@ -10,10 +10,8 @@ main thread's event loop (see the api_handler fixture in test_handlers.py).
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
-import sys
 import types
 import warnings
 from collections.abc import Iterator
@@ -24,6 +22,7 @@ import pytest
 from app.api import create_app
 from app.states import JobState
 from tests.conftest import Stack, bearer, job_row
+from tests.helpers import close_api_handler
 from tests.integration.test_handlers import FakeLambdaContext, cold_start, event
 
 with warnings.catch_warnings():
@@ -50,12 +49,7 @@ def handler(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[types.Mod
     module = cold_start("handlers.api")
     assert module.settings.auth_mode == "authorizer"
     yield module
-    # As test_handlers.api_handler: close the warm pool on Mangum's loop, then the loop.
-    loop = asyncio.get_event_loop_policy().get_event_loop()
-    loop.run_until_complete(module.app.state.runtime.close())
-    loop.close()
-    asyncio.set_event_loop(None)
-    sys.modules.pop("handlers.api", None)
+    close_api_handler(module)
 
 
 def invoke(handler: types.ModuleType, request: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:

@@ -11,7 +11,8 @@ import pytest
 
 from app.services import submit as service
 from tests.conftest import Stack, bearer, wait_for
-from tests.integration.conftest import TRICKLE, queue_depth, retry_after, written
+from tests.helpers import queue_depth
+from tests.integration.conftest import TRICKLE, retry_after, written
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from app.states import JobState
 from app.store.pool import q
 from app.transport import sqs as queue
 from tests.conftest import Stack, job_row
-from tests.helpers import engine_for, receive_records, submit
+from tests.helpers import dlq_messages, engine_for, receive_records, submit
 
 pytestmark = pytest.mark.integration
 
@@ -48,22 +48,6 @@ async def drain(
     return job_row(sql, job_id)
 
 
-def dlq_messages(stack: Stack) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for _ in range(3):
-        got = stack.sqs.receive_message(
-            QueueUrl=stack.settings.dlq,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=1,
-            MessageAttributeNames=["All"],
-            VisibilityTimeout=1,
-        ).get("Messages", [])
-        out += got
-        if not got:
-            break
-    return out
-
-
 async def dead_letter_one(stack: Stack, sql: Any) -> Any:
     async with engine_for(stack.settings) as engine:
         job_id = await submit(engine, "support.triage", FLAKY_TICKET, max_attempts=1)
@@ -90,7 +74,7 @@ async def test_a_dead_lettered_job_redriven_by_id_succeeds_once_its_cause_is_gon
     assert after_redrive["redrives"] == 1
     assert final["state"] == JobState.SUCCEEDED, final
     assert final["attempt"] == 1
-    assert dlq_messages(stack) == []  # the dead letter was moved, not copied
+    assert dlq_messages(stack, visibility=1) == []  # the dead letter was moved, not copied
     ok_calls = [c for c in stack.model_calls() if c["outcome"] == "ok"]
     assert len(ok_calls) == 1
 
@@ -104,7 +88,7 @@ async def test_a_dry_run_redrive_changes_nothing(stack: Stack, sql: Any) -> None
     assert [r["id"] for r in report.selected] == [job_id]
     assert report.moved == 0
     assert job_row(sql, job_id)["state"] == JobState.DEAD_LETTERED
-    assert len(dlq_messages(stack)) == 1
+    assert len(dlq_messages(stack, visibility=1)) == 1
 
 
 @pytest.mark.asyncio
@@ -140,7 +124,7 @@ async def test_a_redrive_from_outside_tasklease_like_the_aws_console_also_works(
             SourceArn=arn(stack.settings.dlq), DestinationArn=arn(stack.settings.queue)
         )
     else:  # what the console's "redrive to a custom destination" does, by hand
-        msgs = dlq_messages(stack)
+        msgs = dlq_messages(stack, visibility=1)
         assert len(msgs) == 1
         stack.sqs.send_message(
             QueueUrl=stack.settings.queue,
@@ -162,7 +146,7 @@ async def test_a_stale_copy_of_an_old_dead_letter_does_not_run_the_job_again(
     stack: Stack, sql: Any
 ) -> None:
     job_id = await dead_letter_one(stack, sql)
-    old = dlq_messages(stack)[0]
+    old = dlq_messages(stack, visibility=1)[0]
 
     async with engine_for(stack.settings) as engine:
         await redrive.redrive(stack.settings, engine.db, engine.sqs, job_ids=[job_id])
@@ -223,7 +207,7 @@ async def test_the_api_redrive_resets_the_budget_and_the_sweeper_deletes_the_sta
     assert job["state"] == JobState.QUEUED and job["attempt"] == 0
     assert final["state"] == JobState.SUCCEEDED
     assert report.stale_dead_letters == 1
-    assert dlq_messages(stack) == []
+    assert dlq_messages(stack, visibility=1) == []
 
 
 @pytest.mark.asyncio
@@ -310,7 +294,7 @@ async def test_a_dead_letter_keeps_the_jobs_generation_in_its_attributes(
     stack: Stack, sql: Any
 ) -> None:
     job_id = await dead_letter_one(stack, sql)
-    [msg] = dlq_messages(stack)
+    [msg] = dlq_messages(stack, visibility=1)
     assert json.loads(msg["Body"])["job_id"] == str(job_id)
     assert msg["MessageAttributes"][queue.ATTR_GENERATION]["StringValue"] == "0"
     assert uuid.UUID(msg["MessageAttributes"][queue.ATTR_JOB_ID]["StringValue"]) == job_id

@@ -7,7 +7,6 @@ AWS_* variables first and imports the module fresh.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 import importlib
@@ -26,7 +25,7 @@ import pytest
 from app.states import JobState
 from app.transport import sqs as queue
 from tests.conftest import Stack, job_row, run
-from tests.helpers import engine_for, submit
+from tests.helpers import close_api_handler, dlq_messages, engine_for, submit
 
 pytestmark = pytest.mark.integration
 
@@ -121,18 +120,6 @@ def submit_jobs(stack: Stack, *jobs: tuple[str, dict[str, Any]]) -> list[uuid.UU
     return ids
 
 
-def dlq_messages(stack: Stack, want: int) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for _ in range(5):
-        found += stack.sqs.receive_message(
-            QueueUrl=stack.settings.dlq, MessageAttributeNames=["All"], MaxNumberOfMessages=10,
-            WaitTimeSeconds=1,
-        ).get("Messages", [])  # fmt: skip
-        if len(found) >= want:
-            break
-    return found
-
-
 def test_the_worker_handler_reports_only_the_transient_failure_as_a_batch_item_failure(
     stack: Stack, sql: Any, worker: types.ModuleType
 ) -> None:
@@ -163,7 +150,11 @@ def test_the_worker_handler_reports_only_the_transient_failure_as_a_batch_item_f
     assert retrying["attempt"] == 1
     assert "attempt 1 fails on purpose" in retrying["last_error"]
     # The record that is not ours went to the DLQ as it came, with the reason.
-    dead = [m for m in dlq_messages(stack, 1) if m["Body"] == "Test message."]
+    dead = [
+        m
+        for m in dlq_messages(stack, rounds=5, enough=lambda found: len(found) >= 1)
+        if m["Body"] == "Test message."
+    ]
     assert len(dead) == 1
     assert (
         "not a tasklease message" in dead[0]["MessageAttributes"][queue.ATTR_REASON]["StringValue"]
@@ -238,13 +229,7 @@ def test_a_message_first_received_long_ago_still_runs_its_job(
 def api_handler(lambda_env: dict[str, str]) -> Iterator[types.ModuleType]:
     module = cold_start("handlers.api")
     yield module
-    # Mangum runs each invocation on the thread's event loop; the app keeps its pool open
-    # across warm invocations, so close that first, then the loop Mangum made.
-    loop = asyncio.get_event_loop_policy().get_event_loop()
-    loop.run_until_complete(module.app.state.runtime.close())
-    loop.close()
-    asyncio.set_event_loop(None)
-    sys.modules.pop("handlers.api", None)
+    close_api_handler(module)
 
 
 def test_healthz_through_api_gateway_is_200(api_handler: types.ModuleType) -> None:

@@ -13,7 +13,8 @@ import pytest
 from app import aws_limits as limits
 from app import bounds
 from tests.conftest import Stack, bearer
-from tests.integration.conftest import TRICKLE, queue_depth, retry_after, written
+from tests.helpers import queue_depth
+from tests.integration.conftest import TRICKLE, retry_after, written
 
 pytestmark = pytest.mark.integration
 

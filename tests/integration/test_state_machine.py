@@ -51,6 +51,7 @@ with warnings.catch_warnings():
 from app.api import create_app
 from app.config import Settings
 from app.services import sweeper
+from app.stack.stack import create_queues
 from app.states import JobState
 from app.transport import sqs as queue
 from app.worker import event_source_mapping as eventsource
@@ -188,7 +189,7 @@ class World:
             pool_min_size=1,
             pool_max_size=4,
         )
-        urls = run(_create_queues(base, name))
+        urls = run(create_queues(base, name))
         self.settings = Settings(
             **{**base.model_dump(), "queue_url": urls.queue_url, "dlq_url": urls.dlq_url}
         )
@@ -234,15 +235,6 @@ class World:
     def call(self, method: str, path: str, *, key: str, **kw: Any) -> Any:
         headers = {**bearer(key), **kw.pop("headers", {})}
         return self.client.request(method, path, headers=headers, **kw)
-
-
-async def _create_queues(s: Settings, name: str) -> queue.QueueUrls:
-    q = queue.Queue(s)
-    await q.open()
-    try:
-        return await q.create_queues(name)
-    finally:
-        await q.close()
 
 
 # --- the machine ------------------------------------------------------------------------

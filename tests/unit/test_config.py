@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from app import aws_limits as limits
 from app import config, errors
 
-pytestmark = pytest.mark.unit
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Only what a test sets: the shell's TASKLEASE_* variables must not leak in."""
-    for name in list(os.environ):
-        if name.startswith(config.PREFIX):
-            monkeypatch.delenv(name)
+pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("clean_env")]
 
 
 def load_error(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:

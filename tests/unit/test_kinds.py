@@ -19,16 +19,9 @@ from app.kinds.testing import run_kind
 from app.kinds.triage import TriageDeps, TriageResult, WebhookError, providers
 from app.kinds.triage import triage as triage_kind
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("clean_env")]
 
 TICKET = {"ticket_id": "T-1", "subject": "Refund please", "body": "I was charged twice."}
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(config.PREFIX):
-            monkeypatch.delenv(name)
 
 
 def fake(log: Path | None = None, **overrides: Any) -> providers.FakeProvider:

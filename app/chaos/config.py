@@ -1,0 +1,64 @@
+"""A chaos run's settings, its exit codes, and the record of what happened during it."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+err = Console(stderr=True)
+out = Console()
+
+EXIT_OK, EXIT_VIOLATED, EXIT_UNAVAILABLE, EXIT_ABORTED, EXIT_INTERRUPTED = 0, 1, 3, 4, 130
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    jobs: int = 200
+    workers: int = 3
+    sqs: str = "moto"  # moto | localstack
+    transient_rate: float = 0.2
+    permanent_rate: float = 0.05
+    slow_rate: float = 0.1
+    tagged_rate: float = 0.02  # tickets tagged [permanent] and, as many again, [transient:N]
+    kill_every: float = 3.0
+    # The fault phase lasts until this many kills too: a slow broker restart (LocalStack
+    # takes up to 15 s) must not eat the window the kills were meant to have.
+    min_kills: int = 3
+    fault_seconds: float = 20.0
+    seed: int = 1
+    data_dir: Path = Path(".tasklease/chaos")
+    visibility: int = 4
+    max_attempts: int = 3
+    clients: int = 8
+    drain_timeout: float = 300.0
+
+
+@dataclasses.dataclass
+class Run:
+    """What happened, as the run goes: faults, timings, acknowledgements."""
+
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    phase: str = "starting"
+    acked: dict[str, str] = dataclasses.field(default_factory=dict)  # ticket_id -> job id
+    submit_retries: int = 0
+    rejected: list[str] = dataclasses.field(default_factory=list)
+    kills: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    sqs_restarts: int = 0
+    pg_restarts: int = 0
+    exits: list[str] = dataclasses.field(default_factory=list)  # processes that died unbidden
+    last_fault: float | None = None
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        self.notes.append(f"{time.monotonic() - self.started:6.1f}s  {text}")
+        # Under the live display rich prints this above it, so the fault log stays on screen.
+        err.print(self.notes[-1], highlight=False)
+
+    def mark(self, name: str) -> None:
+        self.timings[name] = round(time.monotonic() - self.started, 2)

@@ -1,0 +1,65 @@
+"""The chaos run's verdict as a table for the terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from app.chaos.checker import violated
+
+
+def render(report: dict[str, Any]) -> Table:
+    ok = not violated(report)
+    table = Table(
+        "check",
+        "value",
+        title=f"tasklease chaos: {'[green]valid[/]' if ok else '[red]INVALID[/]'}",
+        title_justify="left",
+    )
+
+    def row(name: str, value: Any, bad: bool = False) -> None:
+        table.add_row(name, f"[red]{value}[/]" if bad else str(value))
+
+    for name in ("submitted", "acknowledged", "succeeded", "dead_lettered", "cancelled"):
+        row(name, report[name])
+    for name in ("lost", "duplicated_effects", "duplicated_completions", "unexpected"):
+        row(name, report[name], bad=bool(report[name]))
+    row("  effect rows recorded twice", report["duplicated_effect_rows"])
+    row("  webhook deliveries duplicated", report["duplicated_deliveries"])
+    row("effect window repeats (documented)", report["effect_window_repeats"])
+    mc = report["model_calls"]
+    row(
+        "model calls per effect (ok) mean/max",
+        f"{mc['ok_per_effect_mean']} / {mc['ok_per_effect_max']}",
+    )
+    row(
+        "model calls per effect (all) mean/max",
+        f"{mc['calls_per_effect_mean']} / {mc['calls_per_effect_max']}",
+    )
+    row("model calls by outcome", mc["by_outcome"])
+    row(
+        "repeated model answers: after a kill / other",
+        f"{mc['ok_repeats_after_a_kill']} / {mc['ok_repeats_otherwise']}",
+        bad=bool(mc["ok_repeats_otherwise"]),
+    )
+    row("dead letters after first drain", report["dead_letters_after_first_drain"])
+    row(
+        "redriven, then",
+        f"{report['redriven']}  → final dead letters {report['dead_lettered_by_cause']}",
+    )
+    f = report["faults"]
+    row(
+        "faults",
+        f"kills {f['kills']}, sqs restarts {f['sqs_restarts']}, pg restarts {f['pg_restarts']}",
+    )
+    if f["unbidden_exits"]:
+        row("processes that exited unbidden", ", ".join(f["unbidden_exits"]), bad=True)
+    t = report["timings"]
+    row("time to drain after the last fault", f"{t.get('time_to_drain_after_last_fault', '?')} s")
+    row("total", f"{t.get('total', '?')} s")
+    for u in report["unexpected_jobs"][:10]:
+        row("  unexpected", f"{u['ticket']} {u['job_id']}: {u['why']}", bad=True)
+    for lost in report["lost_jobs"][:10]:
+        row("  lost", f"{lost['job_id']} ({lost['state']})", bad=True)
+    return table

@@ -1,0 +1,230 @@
+"""The chaos run's stack: the shared local stack in a data directory of its own (wiped
+at each run), with workers in slots that can be killed and replaced, and servers
+that can be restarted under the running system."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import random
+import shutil
+import signal
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from app import config, errors
+from app.chaos.config import Config
+from app.config import Settings
+from app.stack import embedded
+from app.stack.stack import Process, Stack
+from app.transport.sqs import QueueUrls
+
+MARKER = ".tasklease-chaos"  # only a directory holding this file is ever wiped
+
+
+class Unavailable(errors.TaskleaseError):
+    """A server the chaos run needs could not start."""
+
+
+class ChaosStack(Stack):
+    """Every process of one chaos run; each is stopped by its pid, never by name."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.dir = cfg.data_dir.resolve()
+        super().__init__(self.dir / "logs")
+        self.queue_name = f"tl-chaos-{uuid.uuid4().hex[:8]}"
+        self.urls: QueueUrls | None = None
+        self.services: dict[str, Process] = {}  # api, sweeper, webhook
+        self.workers: dict[int, Process] = {}  # slot -> its current process
+        self.generation = 0
+        self.worker_env: dict[str, str] = {}
+        self.api_headers: dict[str, str] = {}
+        self.hook_url = ""
+
+    # start-up
+
+    def prepare_dir(self) -> None:
+        d = self.dir
+        if d.exists() and any(d.iterdir()) and not (d / MARKER).exists():
+            raise errors.ConfigError(
+                f"--data-dir {d} exists and is not a chaos data directory (no {MARKER}): "
+                "refusing to wipe it"
+            )
+        self._stop_leftovers()
+        shutil.rmtree(d, ignore_errors=True)
+        self.logs_dir.mkdir(parents=True)
+        (d / MARKER).write_text("created by tasklease chaos; wiped at each run\n")
+
+    def _stop_leftovers(self) -> None:
+        """Processes an earlier run started and could not stop (it was SIGKILLed)."""
+        try:
+            pids = json.loads((self.dir / "pids.json").read_text())
+        except (OSError, ValueError):
+            return
+        for pid in pids:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"app.cli" in cmdline or b"moto.server" in cmdline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def _save_pids(self) -> None:
+        pids = [p.pid for p in self.procs if p.poll() is None]
+        if self.moto and self.moto.proc:
+            pids.append(self.moto.proc.pid)
+        (self.dir / "pids.json").write_text(json.dumps(pids))
+
+    def launch(self, name: str, args: list[str], env: Mapping[str, str] | None = None) -> Process:
+        proc = super().launch(name, args, env)
+        self._save_pids()
+        return proc
+
+    def start_servers(self) -> None:
+        """PostgreSQL, the SQS server, the queues, the migrations. Raises Unavailable."""
+        try:
+            self.start_postgres(self.dir / "pgdata")
+        except Exception as exc:
+            raise Unavailable(f"embedded PostgreSQL could not start: {exc}") from exc
+        try:
+            self.start_sqs(self.cfg.sqs)
+        except errors.TaskleaseError as exc:
+            raise Unavailable(f"the SQS server ({self.cfg.sqs}) could not start: {exc}") from exc
+        self.urls = self.create_queues(self.settings(), self.queue_name)
+
+    def settings(self) -> Settings:
+        """The settings of this run's queues (and, once created, their URLs and database)."""
+        s = config.load(queue_name=self.queue_name, visibility_timeout_seconds=self.cfg.visibility)
+        if self.urls is None:
+            return s
+        update = {
+            "queue_url": self.urls.queue_url,
+            "dlq_url": self.urls.dlq_url,
+            "database_url": self.database_url,
+        }
+        return s.model_copy(update=update)
+
+    def start_processes(self) -> None:
+        assert self.urls is not None
+        cfg = self.cfg
+        hook_port = embedded.free_port()
+        self.hook_url = f"http://127.0.0.1:{hook_port}"
+        base = {k: v for k, v in os.environ.items() if not k.startswith("TASKLEASE_")}
+        self.env = {
+            **base,
+            **embedded.local_aws_env(self.endpoint),
+            "TASKLEASE_DATABASE_URL": self.database_url,
+            "TASKLEASE_QUEUE_URL": self.urls.queue_url,
+            "TASKLEASE_DLQ_URL": self.urls.dlq_url,
+            "TASKLEASE_QUEUE_NAME": self.queue_name,
+            "TASKLEASE_VISIBILITY_TIMEOUT_SECONDS": str(cfg.visibility),
+            "TASKLEASE_WAIT_TIME_SECONDS": "1",
+            "TASKLEASE_BACKOFF_BASE_SECONDS": "0.5",
+            "TASKLEASE_BACKOFF_CAP_SECONDS": "2",
+            "TASKLEASE_OUTBOX_GRACE_SECONDS": "1",
+            "TASKLEASE_SWEEP_INTERVAL_SECONDS": "1",
+            # After the broker restart the sweeper re-sends the messages of waiting jobs.
+            "TASKLEASE_LOST_MESSAGE_SECONDS": "8",
+            "TASKLEASE_MODEL_PROVIDER": "fake",
+            "TASKLEASE_FAKE_MODEL_LOG": str(self.dir / "model-calls.jsonl"),
+            "TASKLEASE_FAKE_MODEL_LATENCY_MS": "50",
+            "TASKLEASE_FAKE_MODEL_PERMANENT_RATE": str(cfg.permanent_rate),
+            "TASKLEASE_WEBHOOK_URL": f"{self.hook_url}/hook",
+            "TASKLEASE_LOG_LEVEL": "INFO",
+            # Chaos submits as fast as its clients go; the limits are tested elsewhere.
+            "TASKLEASE_RATE_LIMIT_PER_SECOND": "100000",
+            "TASKLEASE_RATE_LIMIT_BURST": "1000000",
+            "PYTHONWARNINGS": "ignore::UserWarning",
+        }
+        self.api_headers = {
+            "Authorization": "Bearer " + self.create_key("chaos", "tasklease chaos")
+        }
+        self.worker_env = {"TASKLEASE_FAKE_MODEL_TRANSIENT_RATE": str(cfg.transient_rate)}
+        self.start_webhook(hook_port, self.dir / "webhook-deliveries.jsonl")
+        self.services["webhook"] = self.procs[-1]
+        self.start_api()
+        self.services["api"] = self.procs[-1]
+        self.services["sweeper"] = self.start_sweeper()
+        for slot in range(cfg.workers):
+            self.start_slot(slot)
+
+    # workers
+
+    @property
+    def slow_slots(self) -> int:
+        """Workers whose model calls outlast the visibility timeout (see the module note)."""
+        if self.cfg.slow_rate <= 0:
+            return 0
+        return max(1, min(self.cfg.workers, round(self.cfg.slow_rate * self.cfg.workers)))
+
+    def start_slot(self, slot: int) -> str:
+        self.generation += 1
+        name = f"w{slot}-{self.generation}"
+        latency = self.cfg.visibility * 1000 + 1500 if slot < self.slow_slots else 50
+        env = {**self.worker_env, "TASKLEASE_FAKE_MODEL_LATENCY_MS": str(latency)}
+        self.workers[slot] = self.start_worker(name, concurrency=2, env=env)
+        return name
+
+    def kill_worker(self, rng: random.Random) -> dict[str, Any] | None:
+        alive = [(s, p) for s, p in sorted(self.workers.items()) if p.poll() is None]
+        if not alive:
+            return None
+        slot, proc = rng.choice(alive)
+        at = dt.datetime.now(dt.UTC)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        new = self.start_slot(slot)
+        return {"at": at.isoformat(), "worker": proc.name, "pid": proc.pid, "replacement": new}
+
+    def restart_workers(self, extra: dict[str, str]) -> None:
+        """Every worker stopped (SIGTERM: batches in hand finish), then started with ``extra``."""
+        self.worker_env.update(extra)
+        self.stop_processes(list(self.workers.values()))
+        for slot in list(self.workers):
+            self.start_slot(slot)
+
+    def exited_unbidden(self) -> list[str]:
+        """Processes that died without being killed; workers get a replacement."""
+        dead = []
+        for slot, proc in list(self.workers.items()):
+            if proc.poll() is not None:
+                dead.append(f"{proc.name} (exit {proc.returncode})")
+                self.start_slot(slot)
+        for name, proc in list(self.services.items()):
+            if proc.poll() is not None:
+                dead.append(f"{name} (exit {proc.returncode})")
+                del self.services[name]
+        return dead
+
+    # faults on the servers
+
+    def restart_sqs(self) -> None:
+        if self.moto is not None:
+            self.moto.stop()
+            self.moto.start()
+            self._save_pids()
+        else:
+            self.localstack("restart")
+        urls = self.create_queues(self.settings(), self.queue_name)
+        if urls != self.urls:
+            raise errors.TaskleaseError(f"the queues came back under new URLs: {urls}")
+
+    def restart_postgres(self) -> None:
+        assert self.postgres is not None
+        self.postgres.stop()
+        url = self.postgres.start()
+        if url != self.database_url:
+            raise errors.TaskleaseError(f"PostgreSQL came back at another URL: {url}")
+
+    # shutdown
+
+    def stop(self) -> None:
+        super().stop()
+        with contextlib.suppress(OSError):
+            (self.dir / "pids.json").unlink()

@@ -1,0 +1,232 @@
+"""The local stack, built once: ``tasklease dev``, ``tasklease chaos``, the benchmark and
+the tests each use this ``Stack`` and add only what is theirs.
+
+Its pieces: PostgreSQL (embedded, or a URL), an SQS server (moto started here,
+LocalStack already running or started by its script, or the environment's), the
+queues, the migrations, an API key, and the tasklease processes (API, workers,
+sweeper, webhook receiver), each with its log file. ``stop`` ends everything the
+stack started, by its process, never by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO
+
+from app import errors
+from app.config import Settings
+from app.services import auth
+from app.stack import embedded
+from app.store import pool
+from app.transport.sqs import Queue, QueueUrls
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+LOCALSTACK_SCRIPT = ROOT / "localstack" / "run.sh"
+
+
+def localstack_endpoint() -> str:
+    return os.environ.get("LOCALSTACK_ENDPOINT", "http://127.0.0.1:4566").rstrip("/")
+
+
+async def create_queues(settings: Settings, name: str) -> QueueUrls:
+    """The queue ``name`` and its DLQ on the endpoint the environment names: their URLs."""
+    queue = Queue(settings)
+    await queue.open()
+    try:
+        return await queue.create_queues(name)
+    finally:
+        await queue.close()
+
+
+class Process(subprocess.Popen[bytes]):
+    """A tasklease process the stack started, with its name and its log file."""
+
+    def __init__(
+        self,
+        name: str,
+        args: list[str],
+        *,
+        log_path: Path,
+        env: Mapping[str, str],
+        new_session: bool = True,
+    ) -> None:
+        with log_path.open("ab") as log:
+            super().__init__(
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(env),
+                cwd=ROOT,
+                # A Ctrl-C in the terminal reaches the owner only; it stops the processes itself.
+                start_new_session=new_session,
+            )
+        self.name = name
+        self.log_path = log_path
+
+
+class Stack:
+    """Servers and processes of one local stack; every one of them is stopped by ``stop``."""
+
+    def __init__(self, logs_dir: Path, *, new_session: bool = True) -> None:
+        self.logs_dir = logs_dir
+        self.new_session = new_session
+        self.env: dict[str, str] = {}  # what the tasklease processes are started with
+        self.procs: list[Process] = []
+        self.postgres: embedded.EmbeddedPostgres | None = None
+        self.moto: embedded.MotoServer | None = None
+        self.localstack_started = False
+        self.database_url = ""
+        self.endpoint = ""  # the SQS server's
+        self.api_url = ""
+        self._files: list[IO[bytes]] = []
+
+    def log_file(self, name: str) -> IO[bytes]:
+        """An open log file for a server the stack starts; closed by ``stop``."""
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        fh = (self.logs_dir / f"{name}.log").open("ab")
+        self._files.append(fh)
+        return fh
+
+    # --- servers -----------------------------------------------------------------
+
+    def start_postgres(
+        self,
+        pgdata: Path,
+        url: str | None = None,
+        *,
+        migrate: bool = True,
+        database: str = embedded.DEFAULT_DATABASE,
+    ) -> str:
+        """PostgreSQL at ``url``, or an embedded one keeping its data in ``pgdata``; migrated."""
+        if not url:
+            self.postgres = embedded.EmbeddedPostgres(pgdata, database=database)
+            url = self.postgres.start()
+        if migrate:
+            asyncio.run(pool.migrate(url))
+        self.database_url = url
+        return url
+
+    def start_sqs(self, target: str, *, start_localstack: bool = True) -> str:
+        """moto (started here) or LocalStack (started by its script when it is not running
+        and ``start_localstack``): the endpoint."""
+        if target == "localstack":
+            self.endpoint = self._localstack_up(start_localstack)
+        elif target == "moto":
+            self.moto = embedded.MotoServer(log=self.log_file("moto"))
+            self.endpoint = self.moto.start()
+        else:
+            raise errors.ConfigError(f"unknown SQS server {target!r} (moto, localstack)")
+        return self.endpoint
+
+    def _localstack_up(self, start: bool) -> str:
+        endpoint = localstack_endpoint()
+        try:
+            embedded.wait_for_http(f"{endpoint}/_localstack/health", timeout=2 if start else 10)
+            return endpoint  # already running: somebody else's, left running
+        except errors.TaskleaseError as exc:
+            if not start:
+                raise errors.ConfigError(
+                    f"LocalStack is not answering at {endpoint} (LOCALSTACK_ENDPOINT): "
+                    "start it with 'make localstack-start'"
+                ) from exc
+        self.localstack("start")
+        self.localstack_started = True
+        return endpoint
+
+    def localstack(self, command: str) -> None:
+        """localstack/run.sh start, restart or stop, on LOCALSTACK_ENDPOINT's port."""
+        port = urllib.parse.urlsplit(localstack_endpoint()).port or 4566
+        done = subprocess.run(  # noqa: S603 - our own script
+            ["bash", str(LOCALSTACK_SCRIPT), command],  # noqa: S607 - bash from PATH
+            env={**os.environ, "LOCALSTACK_PORT": str(port)},
+            stdout=subprocess.PIPE,
+            stderr=self.log_file("localstack"),
+            check=False,
+            timeout=240,
+        )
+        if done.returncode == 3:
+            raise errors.TaskleaseError("Python 3.13 (needed by LocalStack) was not found")
+        if done.returncode != 0:
+            raise errors.TaskleaseError(f"localstack/run.sh {command} exited {done.returncode}")
+
+    def create_queues(self, settings: Settings, name: str) -> QueueUrls:
+        """The queues on the stack's SQS server, which this process's SQS clients then use."""
+        if self.endpoint:
+            os.environ.update(embedded.local_aws_env(self.endpoint))
+        return asyncio.run(create_queues(settings, name))
+
+    def create_key(self, tenant: str, name: str) -> str:
+        """A new API key for ``tenant`` in the stack's database."""
+        return asyncio.run(auth.create_key_at(self.database_url, tenant, name=name))
+
+    # --- tasklease processes ---------------------------------------------------------
+
+    def launch(self, name: str, args: list[str], env: Mapping[str, str] | None = None) -> Process:
+        """``python -m app.cli ARGS`` with the stack's environment (plus ``env``),
+        logging to ``<logs_dir>/<name>.log``."""
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        proc = Process(
+            name,
+            [sys.executable, "-m", "app.cli", *args],
+            log_path=self.logs_dir / f"{name}.log",
+            env={**self.env, **(env or {})},
+            new_session=self.new_session,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def start_api(self, port: int | None = None, name: str = "api") -> str:
+        port = port or embedded.free_port()
+        proc = self.launch(name, ["api", "--port", str(port)])
+        self.api_url = f"http://127.0.0.1:{port}"
+        embedded.wait_for_http(f"{self.api_url}/healthz", timeout=30, proc=proc)
+        return self.api_url
+
+    def start_webhook(
+        self, port: int | None = None, log: Path | None = None, name: str = "webhook"
+    ) -> str:
+        """The webhook receiver: its base URL (deliveries go to ``<url>/hook``)."""
+        port = port or embedded.free_port()
+        args = ["webhook-receiver", "--port", str(port)]
+        proc = self.launch(name, args + (["--log", str(log)] if log else []))
+        url = f"http://127.0.0.1:{port}"
+        embedded.wait_for_http(f"{url}/deliveries", timeout=30, proc=proc)
+        return url
+
+    def start_worker(
+        self, name: str, concurrency: int, env: Mapping[str, str] | None = None
+    ) -> Process:
+        args = ["worker", "--concurrency", str(concurrency)]
+        return self.launch(name, args, {"TASKLEASE_WORKER_ID": name, **(env or {})})
+
+    def start_sweeper(self, name: str = "sweeper") -> Process:
+        return self.launch(name, ["sweep"])
+
+    def exited(self) -> list[Process]:
+        return [p for p in self.procs if p.poll() is not None]
+
+    def stop_processes(self, procs: Iterable[subprocess.Popen[bytes]] | None = None) -> None:
+        """SIGTERM (then SIGKILL) these processes, or every one the stack started."""
+        embedded.terminate(self.procs if procs is None else procs)
+
+    def stop(self) -> None:
+        """Every process and server this stack started; a server it found running stays."""
+        self.stop_processes()
+        if self.moto is not None:
+            self.moto.stop()
+        if self.localstack_started:
+            with contextlib.suppress(Exception):
+                self.localstack("stop")
+        if self.postgres is not None:
+            with contextlib.suppress(Exception):
+                self.postgres.stop()
+        for fh in self._files:
+            fh.close()
+        self._files = []

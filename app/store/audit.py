@@ -1,0 +1,44 @@
+"""Read-only views of the whole store for the local stack and the chaos harness: what
+the checker takes as its witnesses, and the counts a run displays. Plain rows out
+(ids and enums as text), so the checker needs neither psycopg nor the store's types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from app.store.pool import Database, q
+
+
+async def counts_by_state(database: Database) -> dict[str, int]:
+    rows = await database.fetch(q("audit_counts_by_state"))
+    return {r["state"]: int(r["n"]) for r in rows}
+
+
+async def count_in_states(database: Database, ids: Sequence[str], states: Sequence[str]) -> int:
+    """How many of the jobs ``ids`` are in one of ``states``."""
+    row = await database.fetch_one(
+        q("audit_count_in_states"), {"ids": list(ids), "states": list(states)}
+    )
+    return int(row["n"]) if row else 0
+
+
+async def dead_letter_errors(database: Database) -> list[str | None]:
+    """The last error of every dead-lettered job."""
+    return [r["last_error"] for r in await database.fetch(q("audit_dead_letter_errors"))]
+
+
+async def transient_dead_letter_ids(database: Database) -> list[Any]:
+    """Dead letters whose cause was not a permanent error: the ones a redrive may save."""
+    return [r["id"] for r in await database.fetch(q("audit_transient_dead_letters"))]
+
+
+async def witnesses(database: Database) -> dict[str, Any]:
+    """Every job, event and effect, and the effect rows recorded twice: the checker's input."""
+    return {
+        "jobs": await database.fetch(q("audit_jobs")),
+        "events": await database.fetch(q("audit_events")),
+        "effects": await database.fetch(q("audit_effects")),
+        "duplicated_effect_rows": len(await database.fetch(q("audit_duplicated_effects"))),
+    }

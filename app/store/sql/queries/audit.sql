@@ -1,0 +1,32 @@
+-- Read-only views of the whole store for the local stack and the chaos harness
+-- (app/store/audit.py). Ids and enums as text: the checker needs no store types.
+
+-- name: audit_counts_by_state
+SELECT state::text AS state, count(*) AS n FROM jobs GROUP BY state;
+
+-- name: audit_count_in_states
+SELECT count(*) AS n FROM jobs
+WHERE id = ANY(%(ids)s::uuid[]) AND state::text = ANY(%(states)s);
+
+-- name: audit_dead_letter_errors
+SELECT last_error FROM jobs WHERE state = 'dead_lettered';
+
+-- name: audit_transient_dead_letters
+SELECT id FROM jobs
+WHERE state = 'dead_lettered' AND coalesce(last_error, '') NOT LIKE 'permanent:%%';
+
+-- name: audit_jobs
+SELECT id::text AS id, state::text AS state, attempt, max_attempts, payload, result,
+       last_error, redrives
+FROM jobs;
+
+-- name: audit_events
+SELECT job_id::text AS job_id, at, from_state::text AS from_state,
+       to_state::text AS to_state, attempt, worker, detail
+FROM job_events ORDER BY job_id, id;
+
+-- name: audit_effects
+SELECT job_id::text AS job_id, key, attempt, recorded_at FROM effects;
+
+-- name: audit_duplicated_effects
+SELECT job_id, key FROM effects GROUP BY job_id, key HAVING count(*) > 1;
