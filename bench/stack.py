@@ -21,7 +21,7 @@ import psycopg
 from app import config, errors
 from app.stack import embedded
 from app.stack.stack import ROOT, Process, Stack, create_queues
-from app.transport.sqs import QueueUrls
+from app.transport import QueueUrls
 
 MARKER = ".tasklease-bench"
 

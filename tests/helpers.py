@@ -71,7 +71,7 @@ async def engine_for(settings: Settings) -> AsyncIterator[Engine]:
 async def receive_records(
     engine: Engine, *, max_messages: int = 10, wait: int = 2
 ) -> list[dict[str, Any]]:
-    messages = await engine.sqs.receive(max_messages=max_messages, wait_seconds=wait)
+    messages = await engine.queue.receive(max_messages=max_messages, wait_seconds=wait)
     return [eventsource.to_record(m, queue_arn=QUEUE_ARN, region="us-east-1") for m in messages]
 
 
@@ -79,7 +79,7 @@ async def submit(engine: Engine, kind: str, payload: dict[str, Any], **kw: Any) 
     from app.services import submit as service
 
     submitted = await service.submit(
-        engine.settings, engine.db, engine.sqs, kind=kind, payload=payload, **kw
+        engine.settings, engine.db, engine.queue, kind=kind, payload=payload, **kw
     )
     return submitted.job["id"]
 

@@ -20,7 +20,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
-from app import errors
+from app import errors, transport
 from app.chaos import config as exits
 from app.chaos.checker import FINAL, cause, check, violated
 from app.chaos.config import Config, Run, err, out
@@ -31,7 +31,6 @@ from app.chaos.workload import submit_all, tickets
 from app.states import JobState
 from app.store import audit
 from app.store.pool import Database
-from app.transport.sqs import Queue
 
 
 async def poll_counts(database: Database, run: Run) -> None:
@@ -151,12 +150,8 @@ async def redrive_transient(stack: ChaosStack, database: Database) -> list[str]:
     if not ids:
         return []
     settings = stack.settings()
-    queue = Queue(settings)
-    await queue.open()
-    try:
+    async with transport.connect(settings) as queue:
         report = await redrive.redrive(settings, database, queue, job_ids=ids)
-    finally:
-        await queue.close()
     return [str(r["id"]) for r in report.selected]
 
 

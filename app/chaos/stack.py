@@ -21,7 +21,7 @@ from app.chaos.config import Config
 from app.config import Settings
 from app.stack import embedded
 from app.stack.stack import Process, Stack
-from app.transport.sqs import QueueUrls
+from app.transport import QueueUrls
 
 MARKER = ".tasklease-chaos"  # only a directory holding this file is ever wiped
 

@@ -20,12 +20,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
-from app import errors
+from app import errors, transport
 from app.config import Settings
 from app.services import auth
 from app.stack import embedded
 from app.store import pool
-from app.transport.sqs import Queue, QueueUrls
+from app.transport import QueueUrls
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 LOCALSTACK_SCRIPT = ROOT / "localstack" / "run.sh"
@@ -37,12 +37,8 @@ def localstack_endpoint() -> str:
 
 async def create_queues(settings: Settings, name: str) -> QueueUrls:
     """The queue ``name`` and its DLQ on the endpoint the environment names: their URLs."""
-    queue = Queue(settings)
-    await queue.open()
-    try:
+    async with transport.connect(settings) as queue:
         return await queue.create_queues(name)
-    finally:
-        await queue.close()
 
 
 class Process(subprocess.Popen[bytes]):

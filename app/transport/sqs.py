@@ -22,19 +22,7 @@ from app import aws_limits as limits
 from app import errors
 from app.config import Settings
 from app.transport import codec
-from app.transport.base import Message
-
-# transitional (issue 12): the integrator rewires callers after the merge
-from app.transport.base import QueueUrls as QueueUrls
-from app.transport.codec import ATTR_DEAD_LETTERED_AT as ATTR_DEAD_LETTERED_AT
-from app.transport.codec import ATTR_GENERATION as ATTR_GENERATION
-from app.transport.codec import ATTR_JOB_ID as ATTR_JOB_ID
-from app.transport.codec import ATTR_REASON as ATTR_REASON
-from app.transport.codec import MAX_REASON_CHARS as MAX_REASON_CHARS
-from app.transport.codec import MESSAGE_VERSION as MESSAGE_VERSION
-from app.transport.codec import body_for as body_for
-from app.transport.codec import job_ids as job_ids
-from app.transport.codec import parse_body as parse_body
+from app.transport.base import Message, QueueUrls
 
 # StartMessageMoveTask moves at most 500 messages per second.
 MAX_MOVE_RATE = 500
@@ -327,7 +315,3 @@ class SqsTransport:
             },
         )
         return QueueUrls(queue_url=src_url, dlq_url=dlq_url)
-
-
-# transitional (issue 12): the integrator rewires callers after the merge
-Queue = SqsTransport

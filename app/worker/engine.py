@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app import aws_limits as limits
-from app import batching, crashpoints, errors, kinds, store
+from app import batching, crashpoints, errors, kinds, store, transport
 from app.config import Settings
 from app.states import JobState
 from app.store import Database
 from app.store.records import Job
-from app.transport import codec
-from app.transport import sqs as queue
+from app.transport import Transport, codec
 from app.worker import backoff
 from app.worker.context import LeasedContext
 
@@ -67,10 +66,10 @@ class Claim:
 class Engine:
     """Built once per process (outside the Lambda handler) and reused across invocations."""
 
-    def __init__(self, settings: Settings, db: Database, sqs: queue.Queue) -> None:
+    def __init__(self, settings: Settings, db: Database, queue: Transport) -> None:
         self.settings = settings
         self.db = db
-        self.sqs = sqs
+        self.queue = queue
         self.owner = settings.worker_id
         # Each kind's dependencies, built by the kind's own factory; closed with the engine.
         self.deps = kinds.Deps(settings)
@@ -94,15 +93,15 @@ class Engine:
             settings.database, min_size=settings.pool_min_size, max_size=settings.pool_max_size
         )
         await db.open()
-        sqs = queue.Queue(settings)
-        await sqs.open()
-        engine = cls(settings, db, sqs)
+        queue = transport.create(settings)
+        await queue.open()
+        engine = cls(settings, db, queue)
         await engine.deps.open(kinds.REGISTRY.values())
         return engine
 
     async def close(self) -> None:
         await self.deps.aclose()
-        await self.sqs.close()
+        await self.queue.close()
         await self.db.close()
 
     # --- the batch -------------------------------------------------------------
@@ -138,10 +137,10 @@ class Engine:
     async def process(self, record: Mapping[str, Any], context: LambdaContext | None) -> bool:
         body = str(record.get("body", ""))
         try:
-            job_id = queue.parse_body(body)
+            job_id = codec.parse_body(body)
         except errors.BadRequest as exc:
             log.warning("message is not a tasklease job: %s; sent to the DLQ", exc)
-            await self.sqs.send_raw_dead_letter(body, f"not a tasklease message: {exc}")
+            await self.queue.send_raw_dead_letter(body, f"not a tasklease message: {exc}")
             return True
 
         token = uuid.uuid4()
@@ -221,7 +220,7 @@ class Engine:
         if job is None:
             # Not a job of this deployment (another one's queue, or a hand-made message).
             log.warning("message names an unknown job; sent to the DLQ", extra={"job_id": job_id})
-            await self.sqs.send_raw_dead_letter(
+            await self.queue.send_raw_dead_letter(
                 body, f"unknown job id {job_id}: this deployment's database has no such job"
             )
             return True
@@ -241,7 +240,7 @@ class Engine:
             remaining = job.lease_expires_at.timestamp() - time.time()
             handle = str(record.get("receiptHandle", ""))
             with contextlib.suppress(errors.QueueError):
-                await self.sqs.change_visibility(handle, max(1.0, remaining + 1))
+                await self.queue.change_visibility(handle, max(1.0, remaining + 1))
             log.info("duplicate delivery of a leased job left alone", extra=fields)
             return False
         log.warning("job not claimable; message left", extra=fields)
@@ -314,7 +313,9 @@ class Engine:
                 job_task.cancel()
                 return
             try:
-                await self.sqs.change_visibility(lease.receipt_handle, s.visibility_timeout_seconds)
+                await self.queue.change_visibility(
+                    lease.receipt_handle, s.visibility_timeout_seconds
+                )
             except errors.QueueError as exc:
                 log.warning("heartbeat could not extend visibility: %s", exc, extra=lease.fields)
             lease.beats += 1
@@ -400,7 +401,7 @@ class Engine:
             return False
         # The message comes back after the backoff; until then nobody sees it.
         with contextlib.suppress(errors.QueueError):
-            await self.sqs.change_visibility(lease.receipt_handle, delay)
+            await self.queue.change_visibility(lease.receipt_handle, delay)
         log.info(
             "retrying: %s",
             message,
@@ -410,7 +411,7 @@ class Engine:
 
     async def _dead_letter(self, lease: Lease, from_state: JobState, reason: str) -> bool:
         """Send a new, marked message to the DLQ, mark the row, then delete the source."""
-        await self.sqs.send_dead_letter(lease.job_id, reason, generation=lease.generation)
+        await self.queue.send_dead_letter(lease.job_id, reason, generation=lease.generation)
         crashpoints.hit(crashpoints.Point.WHILE_DEAD_LETTERING, **lease.fields)
         changed = await self._finish(
             lease,
@@ -437,6 +438,8 @@ class Engine:
             detail="lease handed back: invocation running out of time",
         ):
             with contextlib.suppress(errors.QueueError):
-                await self.sqs.change_visibility(lease.receipt_handle, HANDBACK_VISIBILITY_SECONDS)
+                await self.queue.change_visibility(
+                    lease.receipt_handle, HANDBACK_VISIBILITY_SECONDS
+                )
             log.info("lease handed back", extra={**lease.fields, "state": JobState.QUEUED})
         return False

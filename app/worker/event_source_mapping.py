@@ -100,7 +100,7 @@ class EventSource:
         delay = ERROR_PAUSE_SECONDS
         while True:
             try:
-                return await self.engine.sqs.queue_arn(self.settings.queue)
+                return await self.engine.queue.source_arn()
             except errors.QueueError as exc:
                 if self.stopping.is_set():
                     raise
@@ -119,7 +119,9 @@ class EventSource:
             if max_batches is not None and self.batches >= max_batches:
                 return
             receive = asyncio.ensure_future(
-                self.engine.sqs.receive(max_messages=s.batch_size, wait_seconds=s.wait_time_seconds)
+                self.engine.queue.receive(
+                    max_messages=s.batch_size, wait_seconds=s.wait_time_seconds
+                )
             )
             stop = asyncio.ensure_future(self.stopping.wait())
             await asyncio.wait({receive, stop}, return_when=asyncio.FIRST_COMPLETED)
@@ -158,7 +160,7 @@ class EventSource:
         crashpoints.hit(crashpoints.Point.AFTER_COMPLETION, count=len(done))
         if done:
             try:
-                undeleted = await self.engine.sqs.delete_batch(done)
+                undeleted = await self.engine.queue.delete_batch(done)
             except errors.QueueError as exc:
                 log.warning("delete failed; the messages come back and are dropped then: %s", exc)
                 return

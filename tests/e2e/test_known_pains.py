@@ -16,7 +16,7 @@ import pytest
 
 from app.crashpoints import Point
 from app.states import JobState
-from app.transport import sqs as queue
+from app.transport import codec
 from tests.conftest import Stack, job_row, wait_for
 from tests.e2e.test_crash_points import (
     TICKET,
@@ -139,10 +139,10 @@ def test_celery_4797_a_failed_job_is_dead_lettered_not_deleted(stack: Stack, sql
     ).get("Messages", [])
     assert len(got) == 1, got
     attrs = got[0]["MessageAttributes"]
-    assert queue.parse_body(got[0]["Body"]) == row["id"]
-    assert "permanent failure on purpose" in attrs[queue.ATTR_REASON]["StringValue"]
-    assert queue.ATTR_DEAD_LETTERED_AT in attrs
-    assert attrs[queue.ATTR_JOB_ID]["StringValue"] == job_id
+    assert codec.parse_body(got[0]["Body"]) == row["id"]
+    assert "permanent failure on purpose" in attrs[codec.ATTR_REASON]["StringValue"]
+    assert codec.ATTR_DEAD_LETTERED_AT in attrs
+    assert attrs[codec.ATTR_JOB_ID]["StringValue"] == job_id
     wait_for(lambda: queue_empty(stack), timeout=30, what="the source message to be deleted")
     check_invariants(sql, stack, [job_id])
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from app.states import JobState
-from app.transport import sqs as queue
+from app.transport import codec
 from tests.conftest import Stack, job_row
 from tests.helpers import engine_for, receive_records, submit
 
@@ -134,8 +134,8 @@ async def test_permanent_failure_lands_in_the_dlq_with_its_reason(stack: Stack, 
     assert len(msgs) == 1
     assert json.loads(msgs[0]["Body"]) == {"job_id": str(job_id), "v": 1}
     attrs = msgs[0]["MessageAttributes"]
-    assert "permanent failure on purpose" in attrs[queue.ATTR_REASON]["StringValue"]
-    assert queue.ATTR_DEAD_LETTERED_AT in attrs
+    assert "permanent failure on purpose" in attrs[codec.ATTR_REASON]["StringValue"]
+    assert codec.ATTR_DEAD_LETTERED_AT in attrs
 
 
 @pytest.mark.asyncio
@@ -266,7 +266,7 @@ async def test_the_outbox_relay_sends_a_job_whose_first_send_failed(stack: Stack
         "SELECT sent_at, send_attempts FROM outbox WHERE job_id = %s", (job_id,)
     ).fetchone()
     async with engine_for(stack.settings) as engine:
-        sent = await sweeper.relay_outbox(stack.settings, engine.db, engine.sqs)
+        sent = await sweeper.relay_outbox(stack.settings, engine.db, engine.queue)
         records = await receive_records(engine)
         response = await engine.handle({"Records": records}, None)
     assert unsent["sent_at"] is None
@@ -302,7 +302,7 @@ async def test_messages_that_are_not_ours_go_to_the_dlq_and_the_batch_goes_on(
             MaxNumberOfMessages=10,
             WaitTimeSeconds=1,
         ).get("Messages", []):
-            reasons.append(m["MessageAttributes"][queue.ATTR_REASON]["StringValue"])
+            reasons.append(m["MessageAttributes"][codec.ATTR_REASON]["StringValue"])
         if len(reasons) == 2:
             break
     assert sorted(r.split(":")[0].split(" ")[0] for r in reasons) == ["not", "unknown"]

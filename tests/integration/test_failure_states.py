@@ -16,7 +16,7 @@ from app import errors
 from app.services import jobs, redrive, sweeper
 from app.states import JobState
 from app.store.pool import q
-from app.transport import sqs as queue
+from app.transport import codec
 from tests.conftest import Stack, job_row
 from tests.helpers import dlq_messages, engine_for, receive_records, submit
 
@@ -65,7 +65,7 @@ async def test_a_dead_lettered_job_redriven_by_id_succeeds_once_its_cause_is_gon
     job_id = await dead_letter_one(stack, sql)
 
     async with engine_for(stack.settings) as engine:
-        report = await redrive.redrive(stack.settings, engine.db, engine.sqs, job_ids=[job_id])
+        report = await redrive.redrive(stack.settings, engine.db, engine.queue, job_ids=[job_id])
         after_redrive = job_row(sql, job_id)
         final = await drain(engine, sql, job_id, {JobState.SUCCEEDED, JobState.DEAD_LETTERED})
     assert report.mode == "receive/send/delete"
@@ -84,7 +84,7 @@ async def test_a_dry_run_redrive_changes_nothing(stack: Stack, sql: Any) -> None
     job_id = await dead_letter_one(stack, sql)
 
     async with engine_for(stack.settings) as engine:
-        report = await redrive.redrive(stack.settings, engine.db, engine.sqs, dry_run=True)
+        report = await redrive.redrive(stack.settings, engine.db, engine.queue, dry_run=True)
     assert [r["id"] for r in report.selected] == [job_id]
     assert report.moved == 0
     assert job_row(sql, job_id)["state"] == JobState.DEAD_LETTERED
@@ -99,7 +99,7 @@ async def test_a_whole_queue_redrive_uses_the_move_task_where_the_endpoint_has_o
     job_id = await dead_letter_one(stack, sql)
 
     async with engine_for(stack.settings) as engine:
-        report = await redrive.redrive(stack.settings, engine.db, engine.sqs)
+        report = await redrive.redrive(stack.settings, engine.db, engine.queue)
         final = await drain(engine, sql, job_id, {JobState.SUCCEEDED}, rounds=30)
     assert report.mode == (
         "StartMessageMoveTask" if is_localstack(stack) else "receive/send/delete"
@@ -149,7 +149,7 @@ async def test_a_stale_copy_of_an_old_dead_letter_does_not_run_the_job_again(
     old = dlq_messages(stack, visibility=1)[0]
 
     async with engine_for(stack.settings) as engine:
-        await redrive.redrive(stack.settings, engine.db, engine.sqs, job_ids=[job_id])
+        await redrive.redrive(stack.settings, engine.db, engine.queue, job_ids=[job_id])
         await drain(engine, sql, job_id, {JobState.SUCCEEDED})
         # The old dead letter, marker and all, arrives on the source queue once more.
         stack.sqs.send_message(
@@ -179,11 +179,11 @@ async def test_a_message_sqs_moved_by_its_redrive_policy_is_reconciled_and_can_b
         job_id = await submit(engine, "demo.noop", {})
         await receive_records(engine)  # the source message is taken and never claimed…
         stack.sqs.send_message(
-            QueueUrl=stack.settings.dlq, MessageBody=queue.body_for(job_id)
+            QueueUrl=stack.settings.dlq, MessageBody=codec.body_for(job_id)
         )  # …SQS moved it
-        report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
+        report = await sweeper.sweep_once(stack.settings, engine.db, engine.queue)
         reconciled = job_row(sql, job_id)
-        await redrive.redrive(stack.settings, engine.db, engine.sqs)
+        await redrive.redrive(stack.settings, engine.db, engine.queue)
         final = await drain(engine, sql, job_id, {JobState.SUCCEEDED}, rounds=30)
     assert report.dead_lettered == 1
     assert reconciled["state"] == JobState.DEAD_LETTERED
@@ -199,11 +199,11 @@ async def test_the_api_redrive_resets_the_budget_and_the_sweeper_deletes_the_sta
     job_id = await dead_letter_one(stack, sql)
 
     async with engine_for(stack.settings) as engine:
-        job = await redrive.redrive_job(engine.db, engine.sqs, job_id, scope=None)
+        job = await redrive.redrive_job(engine.db, engine.queue, job_id, scope=None)
         final = await drain(engine, sql, job_id, {JobState.SUCCEEDED})
-        report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
+        report = await sweeper.sweep_once(stack.settings, engine.db, engine.queue)
         with pytest.raises(errors.Conflict, match="not dead_lettered"):
-            await redrive.redrive_job(engine.db, engine.sqs, job_id, scope=None)
+            await redrive.redrive_job(engine.db, engine.queue, job_id, scope=None)
     assert job["state"] == JobState.QUEUED and job["attempt"] == 0
     assert final["state"] == JobState.SUCCEEDED
     assert report.stale_dead_letters == 1
@@ -275,7 +275,7 @@ async def test_the_sweeper_marks_an_expired_lease_stalled_and_the_job_resumes_wh
             "lease_token = gen_random_uuid(), lease_expires_at = now() - interval '5 seconds' WHERE id = %s",
             (job_id,),
         )
-        report = await sweeper.sweep_once(stack.settings, engine.db, engine.sqs)
+        report = await sweeper.sweep_once(stack.settings, engine.db, engine.queue)
         stalled = job_row(sql, job_id)
         response = await engine.handle({"Records": [record]}, None)  # the message comes back
     assert report.stalled == 1
@@ -296,8 +296,8 @@ async def test_a_dead_letter_keeps_the_jobs_generation_in_its_attributes(
     job_id = await dead_letter_one(stack, sql)
     [msg] = dlq_messages(stack, visibility=1)
     assert json.loads(msg["Body"])["job_id"] == str(job_id)
-    assert msg["MessageAttributes"][queue.ATTR_GENERATION]["StringValue"] == "0"
-    assert uuid.UUID(msg["MessageAttributes"][queue.ATTR_JOB_ID]["StringValue"]) == job_id
+    assert msg["MessageAttributes"][codec.ATTR_GENERATION]["StringValue"] == "0"
+    assert uuid.UUID(msg["MessageAttributes"][codec.ATTR_JOB_ID]["StringValue"]) == job_id
 
 
 class _LeaseEndsBetween:
@@ -363,7 +363,7 @@ async def test_a_redrive_supersedes_a_cancel_asked_for_while_the_job_ran(
     sql.execute("UPDATE jobs SET cancel_requested = true WHERE id = %s", (job_id,))
 
     async with engine_for(stack.settings) as engine:
-        job = await redrive.redrive_job(engine.db, engine.sqs, job_id, scope=None)
+        job = await redrive.redrive_job(engine.db, engine.queue, job_id, scope=None)
         final = await drain(engine, sql, job_id, {JobState.SUCCEEDED, JobState.CANCELLED})
     assert job["cancel_requested"] is False
     assert final["state"] == JobState.SUCCEEDED

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from app.states import JobState
-from app.transport import sqs as queue
+from app.transport import codec
 from tests.conftest import Stack, job_row
 from tests.helpers import engine_for, receive_records, submit
 
 pytestmark = pytest.mark.integration
 
-REASON = queue.ATTR_REASON
+REASON = codec.ATTR_REASON
 
 
 def foreign_messages(decoy: uuid.UUID, stranger: uuid.UUID) -> dict[str, tuple[str, list[str]]]:
@@ -91,7 +91,7 @@ async def test_foreign_messages_go_to_the_dlq_with_a_reason_and_the_job_in_their
         decoy = await submit(engine, "demo.noop", {})
         own = await receive_records(engine)
         assert [json.loads(r["body"])["job_id"] for r in own] == [str(decoy)]
-        await engine.sqs.delete_batch([r["receiptHandle"] for r in own])
+        await engine.queue.delete_batch([r["receiptHandle"] for r in own])
         # a job to run, and the foreign messages, all on the queue.
         job_id = await submit(engine, "demo.noop", {})
         foreign = foreign_messages(decoy, stranger)
@@ -111,7 +111,7 @@ async def test_foreign_messages_go_to_the_dlq_with_a_reason_and_the_job_in_their
         # and the event source deletes what the response does not list (as Lambda's
         # event source mapping and app/eventsource.py do).
         failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
-        undeleted = await engine.sqs.delete_batch(
+        undeleted = await engine.queue.delete_batch(
             [r["receiptHandle"] for r in batch if r["messageId"] not in failed]
         )
 
@@ -135,7 +135,7 @@ async def test_foreign_messages_go_to_the_dlq_with_a_reason_and_the_job_in_their
         for words in says:
             assert words in reason, f"{name}: reason {reason!r} does not say {words!r}"
         # Not marked as one of our dead letters: moved back, it must not pass for a redrive.
-        assert queue.ATTR_DEAD_LETTERED_AT not in attrs, name
+        assert codec.ATTR_DEAD_LETTERED_AT not in attrs, name
 
 
 @pytest.mark.asyncio

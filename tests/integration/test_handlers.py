@@ -23,7 +23,7 @@ import botocore.exceptions
 import pytest
 
 from app.states import JobState
-from app.transport import sqs as queue
+from app.transport import codec
 from tests.conftest import Stack, job_row, run
 from tests.helpers import close_api_handler, dlq_messages, engine_for, submit
 
@@ -128,8 +128,8 @@ def test_the_worker_handler_reports_only_the_transient_failure_as_a_batch_item_f
     )
     template = event("sqs_event.json")["Records"]
     not_ours = record_like(template[0], template[0]["body"])  # "Test message.": not a claim check
-    good_record = record_like(template[0], queue.body_for(good))
-    flaky_record = record_like(template[1], queue.body_for(flaky))
+    good_record = record_like(template[0], codec.body_for(good))
+    flaky_record = record_like(template[1], codec.body_for(flaky))
     lambda_event = {"Records": [good_record, not_ours, flaky_record]}
 
     response = worker.handler(lambda_event, FakeLambdaContext())
@@ -157,7 +157,7 @@ def test_the_worker_handler_reports_only_the_transient_failure_as_a_batch_item_f
     ]
     assert len(dead) == 1
     assert (
-        "not a tasklease message" in dead[0]["MessageAttributes"][queue.ATTR_REASON]["StringValue"]
+        "not a tasklease message" in dead[0]["MessageAttributes"][codec.ATTR_REASON]["StringValue"]
     )
 
 
@@ -166,7 +166,7 @@ def test_a_fake_receipt_handle_is_refused_by_the_queue_and_the_engine_tolerates_
 ) -> None:
     """The backoff's ChangeMessageVisibility fails on the fixture's handle; the retry is still written."""
     (flaky,) = submit_jobs(stack, ("demo.flaky", {"fail_attempts": 1}))
-    record = record_like(event("sqs_event.json")["Records"][0], queue.body_for(flaky))
+    record = record_like(event("sqs_event.json")["Records"][0], codec.body_for(flaky))
     with pytest.raises(botocore.exceptions.ClientError):
         stack.sqs.change_message_visibility(
             QueueUrl=stack.settings.queue,
@@ -187,11 +187,11 @@ def test_the_engine_is_built_once_and_reused_across_invocations(
     template = event("sqs_event.json")["Records"][1]
 
     assert worker.handler(
-        {"Records": [record_like(template, queue.body_for(first_job))]}, FakeLambdaContext()
+        {"Records": [record_like(template, codec.body_for(first_job))]}, FakeLambdaContext()
     ) == {"batchItemFailures": []}
     engine = worker._engine
     assert worker.handler(
-        {"Records": [record_like(template, queue.body_for(second_job))]}, FakeLambdaContext()
+        {"Records": [record_like(template, codec.body_for(second_job))]}, FakeLambdaContext()
     ) == {"batchItemFailures": []}
     assert worker._engine is engine
     assert (
@@ -212,7 +212,7 @@ def test_a_message_first_received_long_ago_still_runs_its_job(
         return str(int((time.time() - 13 * 3600) * 1000))
 
     record = record_like(
-        event("sqs_event.json")["Records"][1], queue.body_for(job), stamp=thirteen_hours_ago
+        event("sqs_event.json")["Records"][1], codec.body_for(job), stamp=thirteen_hours_ago
     )
     record["attributes"]["ApproximateReceiveCount"] = "3"
 

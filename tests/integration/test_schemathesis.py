@@ -28,7 +28,7 @@ from app import api
 from app.config import Settings
 from app.stack import embedded
 from app.states import JobState
-from app.transport import sqs as queue
+from app.transport import codec
 from app.worker import event_source_mapping as eventsource
 from tests.conftest import Stack, bearer
 from tests.helpers import QUEUE_ARN, engine_for
@@ -152,7 +152,7 @@ async def _run_to_the_end(settings: Settings, job_id: str) -> dict[str, Any]:
         message = {
             "MessageId": str(uuid.uuid4()),
             "ReceiptHandle": f"handle-{job_id}",
-            "Body": queue.body_for(job_id),
+            "Body": codec.body_for(job_id),
         }
         record = eventsource.to_record(message, queue_arn=QUEUE_ARN, region="us-east-1")
         return await engine.handle({"Records": [record]}, None)

@@ -53,7 +53,7 @@ from app.config import Settings
 from app.services import sweeper
 from app.stack.stack import create_queues
 from app.states import JobState
-from app.transport import sqs as queue
+from app.transport import codec
 from app.worker import event_source_mapping as eventsource
 from app.worker.engine import Engine
 from tests.conftest import Stack, bearer
@@ -217,7 +217,7 @@ class World:
         failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
         done = [r["receiptHandle"] for r in records if r["messageId"] not in failed]
         if done:
-            await engine.sqs.delete_batch(done)
+            await engine.queue.delete_batch(done)
         return response
 
     def receive(self, n: int) -> list[dict[str, Any]]:
@@ -228,7 +228,7 @@ class World:
             self.fx.runner.run(self.invoke_async(worker, records, context))
 
     def depth(self) -> dict[str, int]:
-        return self.fx.runner.run(self.engines["a"].sqs.depth(self.settings.queue))  # type: ignore[no-any-return]
+        return self.fx.runner.run(self.engines["a"].queue.depth())  # type: ignore[no-any-return]
 
     # --- the API side ---------------------------------------------------------------
 
@@ -507,7 +507,7 @@ class JobsMachine(RuleBasedStateMachine):
     def resend_claim_check(self, job_id: str) -> None:
         """A second message for the job (the sweeper's re-send, a broker duplicate)."""
         self.fx.stack.sqs.send_message(
-            QueueUrl=self.world.settings.queue, MessageBody=queue.body_for(job_id)
+            QueueUrl=self.world.settings.queue, MessageBody=codec.body_for(job_id)
         )
 
     @rule(n=st.integers(1, 10))
@@ -520,7 +520,7 @@ class JobsMachine(RuleBasedStateMachine):
     def deliver_while_cancelling(self, n: int, delay: float) -> None:
         """The owner cancels a job of the batch while a worker runs it."""
         records = self.world.receive(n)
-        ids = [str(queue.parse_body(r["body"])) for r in records]
+        ids = [str(codec.parse_body(r["body"])) for r in records]
         # A job that runs long enough to be cancelled midway, if the batch has one.
         victims = sorted(
             (self.accepted[i] for i in ids if i in self.accepted),
@@ -553,7 +553,7 @@ class JobsMachine(RuleBasedStateMachine):
     def move_dead_letters_back(self) -> None:
         """Dead letters moved back as StartMessageMoveTask (the AWS console) does: new
         messages with the attributes kept, the rows untouched (moto has no move task)."""
-        sqs = self.world.engines["a"].sqs
+        sqs = self.world.engines["a"].queue
 
         async def move() -> None:
             messages = await sqs.receive(
@@ -568,7 +568,7 @@ class JobsMachine(RuleBasedStateMachine):
     @rule()
     def sweep(self) -> None:
         engine = self.world.engines["b"]
-        self.fx.runner.run(sweeper.sweep_once(engine.settings, engine.db, engine.sqs))
+        self.fx.runner.run(sweeper.sweep_once(engine.settings, engine.db, engine.queue))
 
     @precondition(lambda self: self.slept < MAX_WAIT_PER_EXAMPLE)
     @rule(seconds=st.sampled_from([0.5, VISIBILITY_SECONDS + 0.2]))

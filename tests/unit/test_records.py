@@ -116,11 +116,11 @@ def test_a_binary_attribute_arrives_as_base64_text_like_lambdas() -> None:
 
 
 def test_the_dead_letter_marker_survives_as_a_message_attribute() -> None:
-    from app.transport import sqs as queue
+    from app.transport import codec
 
     message = received(RECORDS[1])
     message["MessageAttributes"] = {
-        queue.ATTR_DEAD_LETTERED_AT: {
+        codec.ATTR_DEAD_LETTERED_AT: {
             "StringValue": "2026-01-01T00:00:00.000+00:00",
             "DataType": "String",
         }
@@ -128,7 +128,7 @@ def test_the_dead_letter_marker_survives_as_a_message_attribute() -> None:
     record = eventsource.to_record(
         message, queue_arn="arn:aws:sqs:us-east-2:1:q", region="us-east-2"
     )
-    marker = record["messageAttributes"][queue.ATTR_DEAD_LETTERED_AT]
+    marker = record["messageAttributes"][codec.ATTR_DEAD_LETTERED_AT]
     assert marker["stringValue"] == "2026-01-01T00:00:00.000+00:00"
     assert marker["dataType"] == "String"
 
