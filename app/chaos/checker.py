@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.chaos.repeats import classify_repeats, model_repeats, when
-from app.states import FINAL_FOR_NOW, JobState
+from app.states import FINAL_FOR_NOW, TERMINAL, JobState
 
 FINAL = tuple(s.value for s in FINAL_FOR_NOW)
 
@@ -374,7 +374,7 @@ def _after_the_end(row: Row, events: Sequence[Row], effects: Sequence[Row]) -> l
         if after:
             found.append(f"3: effects {after} recorded after the job was cancelled")
     for prev, ev in itertools.pairwise(events):
-        if prev["to_state"] in (JobState.SUCCEEDED, JobState.CANCELLED):
+        if prev["to_state"] in TERMINAL:
             found.append(
                 f"3: event #{ev['id']} ({ev['from_state']} -> {ev['to_state']} by "
                 f"{ev['worker']}) after the job was {prev['to_state']}"

@@ -84,7 +84,7 @@ async def cancel(db: store.Database, job_id: uuid.UUID, *, scope: str | None) ->
     """Cancel a job: at once when no live lease holds it; otherwise ask its worker, whose
     heartbeat stops the job and marks it cancelled. A finished job is a Conflict."""
     job = await find(db, job_id, scope=scope)
-    if job.state in (JobState.SUCCEEDED, JobState.CANCELLED):
+    if job.state.terminal:
         raise errors.Conflict(
             f"job {job_id} is already {job.state}: only unfinished jobs can be cancelled"
         )

@@ -190,7 +190,7 @@ async def _walk(
                 not filtered and job is not None and job.state == JobState.DEAD_LETTERED
             ):
                 move.append(m)
-            elif job is not None and job.state in (JobState.SUCCEEDED, JobState.CANCELLED):
+            elif job is not None and job.state.terminal:
                 stale.append(m["ReceiptHandle"])
             else:
                 report.left_in_dlq += 1

@@ -104,7 +104,7 @@ async def reconcile_dlq(db: store.Database, queue: Transport) -> tuple[int, int]
             if job is None:
                 continue  # not ours, or unknown: an operator looks at it
             attrs = m.get("MessageAttributes") or {}
-            if job.state in (JobState.SUCCEEDED, JobState.CANCELLED):
+            if job.state.terminal:
                 stale.append(m["ReceiptHandle"])
             elif codec.ATTR_DEAD_LETTERED_AT in attrs:
                 gen = (attrs.get(codec.ATTR_GENERATION) or {}).get("StringValue")

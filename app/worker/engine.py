@@ -16,51 +16,23 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from app import aws_limits as limits
 from app import batching, crashpoints, errors, kinds, store, transport
 from app.config import Settings
-from app.states import JobState
+from app.states import FINAL_FOR_NOW, JobState
 from app.store import Database
 from app.store.records import Job
 from app.transport import Transport, codec
-from app.worker import backoff
+from app.worker import leases, outcomes
 from app.worker.context import LeasedContext
+from app.worker.leases import Claim, LambdaContext, Lease
 
 log = logging.getLogger(__name__)
 
-# Visibility for a message whose lease is handed back: come back soon, not at once.
-HANDBACK_VISIBILITY_SECONDS = 2
 # Rows one batched claim, start or completion statement carries: a batch of records
 # (10 at most) and what concurrent batches add while a statement is under way.
 BATCH_STATEMENT_ROWS = 50
-
-
-class LambdaContext(Protocol):
-    def get_remaining_time_in_millis(self) -> int: ...
-
-
-@dataclass
-class Lease:
-    """The live lease of one record's job, and why the heartbeat stopped the job, if it did."""
-
-    job_id: uuid.UUID
-    token: uuid.UUID
-    receipt_handle: str
-    received_at: float  # epoch seconds: SQS caps this receive's visibility at 12 h from here
-    generation: int  # the job's redrive count, carried by its dead letter
-    stop: errors.TaskleaseError | None = None
-    beats: int = 0
-    fields: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Claim:
-    job_id: uuid.UUID
-    token: uuid.UUID  # the fencing token this delivery's lease will carry
-    generation: int | None  # a moved dead letter's generation, when this is a redrive
 
 
 class Engine:
@@ -73,6 +45,8 @@ class Engine:
         self.owner = settings.worker_id
         # Each kind's dependencies, built by the kind's own factory; closed with the engine.
         self.deps = kinds.Deps(settings)
+        self.keeper = leases.Keeper(settings, db, queue)
+        self.outcomes = outcomes.Outcomes(settings, db, queue)
         # The records of a batch (and of concurrent batches) claim, start and succeed
         # together: one statement each instead of one per record.
         self._claims: batching.Batcher[Claim, Job | None] = batching.Batcher(
@@ -169,13 +143,25 @@ class Engine:
             reason = f"worker never finished: attempt budget of {job.max_attempts} used up" + (
                 f"; last error: {job.last_error}" if job.last_error else ""
             )
-            return await self._dead_letter(lease, JobState.LEASED, reason)
+            return await self.outcomes.dead_letter(lease, JobState.LEASED, reason)
         try:
             kind = kinds.get(job.kind)
             payload = kind.parse(job.payload)
         except errors.BadRequest as exc:
-            return await self._dead_letter(lease, JobState.LEASED, str(exc))
+            return await self.outcomes.dead_letter(lease, JobState.LEASED, str(exc))
 
+        return await self._run(lease, job, kind, payload, context)
+
+    async def _run(
+        self,
+        lease: Lease,
+        job: Job,
+        kind: kinds.Kind[Any, Any, Any],
+        payload: Any,
+        context: LambdaContext | None,
+    ) -> bool:
+        """Start the claimed job, run its code under the lease, and write how it ended."""
+        job_id, token, fields = lease.job_id, lease.token, lease.fields
         recorded = await self._starts.submit((job_id, token))
         if recorded is None:
             log.warning("lease lost before start", extra=fields)
@@ -192,21 +178,23 @@ class Engine:
         )
         log.info("running", extra={**fields, "state": JobState.RUNNING})
         try:
-            result = await self._run_leased(lease, kind, ctx, payload, job.timeout_seconds, context)
+            result = await self.keeper.run(
+                lease, lambda: kind.execute(ctx, payload), job.timeout_seconds, context
+            )
         except errors.LeaseLost:
             log.warning("lease lost: stopping, writing nothing", extra=fields)
             return False
         except errors.HandBack:
-            return await self._hand_back(lease)
+            return await self.outcomes.hand_back(lease)
         except errors.Cancelled:
-            await self._finish(lease, JobState.CANCELLED, detail="cancelled while running")
+            await self.outcomes.finish(lease, JobState.CANCELLED, detail="cancelled while running")
             return True
         except errors.PermanentError as exc:
-            return await self._dead_letter(lease, JobState.RUNNING, f"permanent: {exc}")
+            return await self.outcomes.dead_letter(lease, JobState.RUNNING, f"permanent: {exc}")
         except (errors.StoreError, errors.QueueError):
             raise
         except Exception as exc:
-            return await self._failed(lease, job, exc)
+            return await self.outcomes.failed(lease, job, exc)
 
         crashpoints.hit(crashpoints.Point.BEFORE_COMPLETION, **fields)
         if not await self._successes.submit((job_id, token, result)):
@@ -226,7 +214,7 @@ class Engine:
             return True
         state = job.state
         fields = {"job_id": job_id, "kind": job.kind, "state": state}
-        if state in (JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD_LETTERED):
+        if state in FINAL_FOR_NOW:
             # A late duplicate, or the source message of a dead-lettering cut short.
             log.info("late duplicate deleted", extra=fields)
             return True
@@ -245,90 +233,6 @@ class Engine:
             return False
         log.warning("job not claimable; message left", extra=fields)
         return False
-
-    # --- running under a lease -------------------------------------------------
-
-    async def _run_leased(
-        self,
-        lease: Lease,
-        kind: kinds.Kind[Any, Any, Any],
-        ctx: LeasedContext,
-        payload: Any,
-        timeout_seconds: int,
-        context: LambdaContext | None,
-    ) -> Any:
-        async def execute() -> Any:
-            async with asyncio.timeout(timeout_seconds):
-                return await kind.execute(ctx, payload)
-
-        job_task = asyncio.create_task(execute())
-        beat = asyncio.create_task(self._heartbeat(lease, job_task, context))
-        try:
-            return await job_task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if lease.stop is not None and not (current and current.cancelling()):
-                raise lease.stop from None
-            raise
-        except TimeoutError as exc:
-            raise errors.JobError(f"timed out after {timeout_seconds} s") from exc
-        finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
-
-    async def _heartbeat(
-        self, lease: Lease, job_task: asyncio.Task[Any], context: LambdaContext | None
-    ) -> None:
-        """Extend the lease row and the message's visibility together, until the job ends."""
-        s = self.settings
-        interval = s.visibility_timeout_seconds / s.heartbeats_per_lease
-        while not job_task.done():
-            wait = interval
-            stop_in = self._time_to_hand_back(lease, context)
-            if stop_in is not None:
-                wait = min(wait, max(0.0, stop_in))
-            await asyncio.sleep(wait)
-            if job_task.done():
-                return
-            stop_in = self._time_to_hand_back(lease, context)
-            if stop_in is not None and stop_in <= 0:
-                lease.stop = errors.HandBack()
-                job_task.cancel()
-                return
-            try:
-                beat = await store.leases.heartbeat(
-                    self.db, lease.job_id, lease.token, lease_seconds=s.visibility_timeout_seconds
-                )
-            except errors.StoreError as exc:
-                # Keep going: the lease is still ours until it expires; the next beat retries.
-                log.warning("heartbeat could not reach the database: %s", exc, extra=lease.fields)
-                continue
-            if beat is None:
-                lease.stop = errors.LeaseLost()
-                job_task.cancel()
-                return
-            if beat.cancel_requested:
-                lease.stop = errors.Cancelled()
-                job_task.cancel()
-                return
-            try:
-                await self.queue.change_visibility(
-                    lease.receipt_handle, s.visibility_timeout_seconds
-                )
-            except errors.QueueError as exc:
-                log.warning("heartbeat could not extend visibility: %s", exc, extra=lease.fields)
-            lease.beats += 1
-
-    def _time_to_hand_back(self, lease: Lease, context: LambdaContext | None) -> float | None:
-        """Seconds until the invocation (or SQS's 12-hour visibility cap) runs too short."""
-        margin = self.settings.handback_margin_seconds
-        left: list[float] = []
-        if context is not None:
-            left.append(context.get_remaining_time_in_millis() / 1000 - margin)
-        cap_left = lease.received_at + limits.MAX_VISIBILITY_SECONDS - time.time()
-        left.append(cap_left - self.settings.visibility_timeout_seconds - margin)
-        return min(left) if left else None
 
     # --- the batched statements ------------------------------------------------
 
@@ -352,94 +256,3 @@ class Engine:
     async def _succeed_many(self, items: list[tuple[uuid.UUID, uuid.UUID, Any]]) -> list[bool]:
         done = await store.leases.succeed_batch(self.db, items)
         return [token in done for _, token, _ in items]
-
-    # --- outcomes --------------------------------------------------------------
-
-    async def _finish(
-        self,
-        lease: Lease,
-        to_state: JobState,
-        *,
-        from_state: JobState = JobState.RUNNING,
-        result: Any = None,
-        error: str | None = None,
-        delay: float = 0,
-        refund: int = 0,
-        dead_lettered_by: str | None = None,
-        detail: str | None = None,
-    ) -> bool:
-        return await store.leases.finish(
-            self.db,
-            lease.job_id,
-            lease.token,
-            to_state=to_state,
-            from_state=from_state,
-            result=result,
-            error=error,
-            delay=delay,
-            refund=refund,
-            dead_lettered_by=dead_lettered_by,
-            detail=detail,
-        )
-
-    async def _failed(self, lease: Lease, job: Job, exc: Exception) -> bool:
-        message = f"{type(exc).__name__}: {exc}"[:2000]
-        if job.attempt >= job.max_attempts:
-            return await self._dead_letter(
-                lease, JobState.RUNNING, f"attempts used up ({job.attempt}): {message}"
-            )
-        s = self.settings
-        delay = getattr(exc, "delay", None)
-        if delay is None:
-            delay = backoff.full_jitter(
-                job.attempt, base=s.backoff_base_seconds, cap=s.backoff_cap_seconds
-            )
-        delay = min(float(delay), limits.MAX_VISIBILITY_SECONDS)
-        if not await self._finish(
-            lease, JobState.RETRYING, error=message, delay=delay, detail=message
-        ):
-            return False
-        # The message comes back after the backoff; until then nobody sees it.
-        with contextlib.suppress(errors.QueueError):
-            await self.queue.change_visibility(lease.receipt_handle, delay)
-        log.info(
-            "retrying: %s",
-            message,
-            extra={**lease.fields, "state": JobState.RETRYING, "delay": round(delay, 3)},
-        )
-        return False
-
-    async def _dead_letter(self, lease: Lease, from_state: JobState, reason: str) -> bool:
-        """Send a new, marked message to the DLQ, mark the row, then delete the source."""
-        await self.queue.send_dead_letter(lease.job_id, reason, generation=lease.generation)
-        crashpoints.hit(crashpoints.Point.WHILE_DEAD_LETTERING, **lease.fields)
-        changed = await self._finish(
-            lease,
-            JobState.DEAD_LETTERED,
-            from_state=from_state,
-            error=reason[:2000],
-            dead_lettered_by="engine",
-            detail=reason[:2000],
-        )
-        if not changed:
-            log.warning("dead-lettering refused: lease lost", extra=lease.fields)
-            return False
-        log.warning(
-            "dead-lettered: %s", reason, extra={**lease.fields, "state": JobState.DEAD_LETTERED}
-        )
-        return True
-
-    async def _hand_back(self, lease: Lease) -> bool:
-        """Out of time: give the lease back without using an attempt; effects resume it."""
-        if await self._finish(
-            lease,
-            JobState.QUEUED,
-            refund=1,
-            detail="lease handed back: invocation running out of time",
-        ):
-            with contextlib.suppress(errors.QueueError):
-                await self.queue.change_visibility(
-                    lease.receipt_handle, HANDBACK_VISIBILITY_SECONDS
-                )
-            log.info("lease handed back", extra={**lease.fields, "state": JobState.QUEUED})
-        return False

@@ -1,0 +1,134 @@
+"""A delivery's lease while its job runs: the heartbeat that extends the row and the
+message's visibility together, and the hand-back before Lambda's 15 minutes or SQS's
+12-hour visibility cap run out (DESIGN.md "Leases and fencing")."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from app import aws_limits, errors, store
+from app.config import Settings
+from app.transport import Transport
+
+log = logging.getLogger(__name__)
+
+
+class LambdaContext(Protocol):
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Claim:
+    job_id: uuid.UUID
+    token: uuid.UUID  # the fencing token this delivery's lease will carry
+    generation: int | None  # a moved dead letter's generation, when this is a redrive
+
+
+@dataclass
+class Lease:
+    """The live lease of one record's job, and why the heartbeat stopped the job, if it did."""
+
+    job_id: uuid.UUID
+    token: uuid.UUID
+    receipt_handle: str
+    received_at: float  # epoch seconds: SQS caps this receive's visibility at 12 h from here
+    generation: int  # the job's redrive count, carried by its dead letter
+    stop: errors.TaskleaseError | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def time_to_hand_back(lease: Lease, context: LambdaContext | None, settings: Settings) -> float:
+    """Seconds until the invocation (or SQS's 12-hour visibility cap) runs too short."""
+    margin = settings.handback_margin_seconds
+    cap_left = lease.received_at + aws_limits.MAX_VISIBILITY_SECONDS - time.time()
+    left = cap_left - settings.visibility_timeout_seconds - margin
+    if context is not None:
+        left = min(left, context.get_remaining_time_in_millis() / 1000 - margin)
+    return left
+
+
+class Keeper:
+    """Runs a job's code under its lease: a heartbeat beside it, a timeout around it."""
+
+    def __init__(self, settings: Settings, db: store.Database, queue: Transport) -> None:
+        self.settings = settings
+        self.db = db
+        self.queue = queue
+
+    async def run(
+        self,
+        lease: Lease,
+        code: Callable[[], Awaitable[Any]],
+        timeout_seconds: int,
+        context: LambdaContext | None,
+    ) -> Any:
+        """``code()``'s result; LeaseLost, Cancelled or HandBack when the heartbeat stopped
+        it; JobError when it ran past ``timeout_seconds``."""
+
+        async def execute() -> Any:
+            async with asyncio.timeout(timeout_seconds):
+                return await code()
+
+        job_task = asyncio.create_task(execute())
+        beat = asyncio.create_task(self._heartbeat(lease, job_task, context))
+        try:
+            return await job_task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if lease.stop is not None and not (current and current.cancelling()):
+                raise lease.stop from None
+            raise
+        except TimeoutError as exc:
+            raise errors.JobError(f"timed out after {timeout_seconds} s") from exc
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+
+    async def _heartbeat(
+        self, lease: Lease, job_task: asyncio.Task[Any], context: LambdaContext | None
+    ) -> None:
+        """Extend the lease row and the message's visibility together, until the job ends."""
+        s = self.settings
+        interval = s.visibility_timeout_seconds / s.heartbeats_per_lease
+        while not job_task.done():
+            await asyncio.sleep(min(interval, max(0.0, time_to_hand_back(lease, context, s))))
+            if job_task.done():
+                return
+            stop = await self._beat(lease, context)
+            if stop is not None:
+                lease.stop = stop
+                job_task.cancel()
+                return
+
+    async def _beat(
+        self, lease: Lease, context: LambdaContext | None
+    ) -> errors.TaskleaseError | None:
+        """One heartbeat; what stops the job, if something does."""
+        s = self.settings
+        if time_to_hand_back(lease, context, s) <= 0:
+            return errors.HandBack()
+        try:
+            beat = await store.leases.heartbeat(
+                self.db, lease.job_id, lease.token, lease_seconds=s.visibility_timeout_seconds
+            )
+        except errors.StoreError as exc:
+            # Keep going: the lease is still ours until it expires; the next beat retries.
+            log.warning("heartbeat could not reach the database: %s", exc, extra=lease.fields)
+            return None
+        if beat is None:
+            return errors.LeaseLost()
+        if beat.cancel_requested:
+            return errors.Cancelled()
+        try:
+            await self.queue.change_visibility(lease.receipt_handle, s.visibility_timeout_seconds)
+        except errors.QueueError as exc:
+            log.warning("heartbeat could not extend visibility: %s", exc, extra=lease.fields)
+        return None

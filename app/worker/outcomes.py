@@ -1,0 +1,125 @@
+"""How a leased job's attempt ends, each write fenced by the lease token: a retry after
+a backoff, a dead letter, a hand-back, or a plain transition (cancelled). A zombie whose
+lease moved on changes nothing: every write here reports whether it took."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from app import aws_limits, crashpoints, errors, store
+from app.config import Settings
+from app.states import JobState
+from app.store.records import Job
+from app.transport import Transport
+from app.worker import backoff
+from app.worker.leases import Lease
+
+log = logging.getLogger(__name__)
+
+# Visibility for a message whose lease is handed back: come back soon, not at once.
+HANDBACK_VISIBILITY_SECONDS = 2
+# How much of an error or a reason the row keeps.
+MAX_ERROR_CHARS = 2000
+
+
+def retry_delay(exc: Exception, attempt: int, settings: Settings) -> float:
+    """Seconds before the next attempt: what a ``Retry(delay=...)`` asked for, else the
+    backoff (exponential, full jitter, capped); never past SQS's visibility cap."""
+    if isinstance(exc, errors.Retry) and exc.delay is not None:
+        delay = float(exc.delay)
+    else:
+        delay = backoff.full_jitter(
+            attempt, base=settings.backoff_base_seconds, cap=settings.backoff_cap_seconds
+        )
+    return min(delay, aws_limits.MAX_VISIBILITY_SECONDS)
+
+
+class Outcomes:
+    def __init__(self, settings: Settings, db: store.Database, queue: Transport) -> None:
+        self.settings = settings
+        self.db = db
+        self.queue = queue
+
+    async def finish(
+        self,
+        lease: Lease,
+        to_state: JobState,
+        *,
+        from_state: JobState = JobState.RUNNING,
+        error: str | None = None,
+        delay: float = 0,
+        refund: int = 0,
+        dead_lettered_by: str | None = None,
+        detail: str | None = None,
+    ) -> bool:
+        """One fenced transition (store.leases.finish); whether it took."""
+        return await store.leases.finish(
+            self.db,
+            lease.job_id,
+            lease.token,
+            to_state=to_state,
+            from_state=from_state,
+            error=error,
+            delay=delay,
+            refund=refund,
+            dead_lettered_by=dead_lettered_by,
+            detail=detail,
+        )
+
+    async def failed(self, lease: Lease, job: Job, exc: Exception) -> bool:
+        """A transient failure: retry after a backoff, or dead-letter on the last attempt."""
+        message = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+        if job.attempt >= job.max_attempts:
+            return await self.dead_letter(
+                lease, JobState.RUNNING, f"attempts used up ({job.attempt}): {message}"
+            )
+        delay = retry_delay(exc, job.attempt, self.settings)
+        if not await self.finish(
+            lease, JobState.RETRYING, error=message, delay=delay, detail=message
+        ):
+            return False
+        # The message comes back after the backoff; until then nobody sees it.
+        with contextlib.suppress(errors.QueueError):
+            await self.queue.change_visibility(lease.receipt_handle, delay)
+        log.info(
+            "retrying: %s",
+            message,
+            extra={**lease.fields, "state": JobState.RETRYING, "delay": round(delay, 3)},
+        )
+        return False
+
+    async def dead_letter(self, lease: Lease, from_state: JobState, reason: str) -> bool:
+        """Send a new, marked message to the DLQ, mark the row, then delete the source."""
+        await self.queue.send_dead_letter(lease.job_id, reason, generation=lease.generation)
+        crashpoints.hit(crashpoints.Point.WHILE_DEAD_LETTERING, **lease.fields)
+        changed = await self.finish(
+            lease,
+            JobState.DEAD_LETTERED,
+            from_state=from_state,
+            error=reason[:MAX_ERROR_CHARS],
+            dead_lettered_by="engine",
+            detail=reason[:MAX_ERROR_CHARS],
+        )
+        if not changed:
+            log.warning("dead-lettering refused: lease lost", extra=lease.fields)
+            return False
+        log.warning(
+            "dead-lettered: %s", reason, extra={**lease.fields, "state": JobState.DEAD_LETTERED}
+        )
+        return True
+
+    async def hand_back(self, lease: Lease) -> bool:
+        """Out of time: give the lease back without using an attempt; effects resume it."""
+        if await self.finish(
+            lease,
+            JobState.QUEUED,
+            refund=1,
+            detail="lease handed back: invocation running out of time",
+        ):
+            with contextlib.suppress(errors.QueueError):
+                await self.queue.change_visibility(
+                    lease.receipt_handle, HANDBACK_VISIBILITY_SECONDS
+                )
+            log.info("lease handed back", extra={**lease.fields, "state": JobState.QUEUED})
+        return False
