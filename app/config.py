@@ -173,20 +173,10 @@ class Settings(BaseSettings):
             return bool(self.database_secret_arn and self.database_host and self.database_name)
         return bool(getattr(self, name))
 
-    @property
-    def database(self) -> str:
-        """The database URL. On AWS it is built from the RDS secret at cold start
-        (``app.transport.secrets.with_database_url``, called by ``handlers.runtime``)."""
-        self.need("database_url")
-        if not self.database_url:
-            raise errors.ConfigError(
-                "TASKLEASE_DATABASE_SECRET_ARN is set but the secret was not read: "
-                "load the settings with handlers.runtime.load_settings()"
-            )
-        return self.database_url
-
     def database_url_from(self, user: str, password: str) -> str:
-        """The URL for the secret's credentials and TASKLEASE_DATABASE_HOST/PORT/NAME."""
+        """The URL for the RDS secret's credentials and TASKLEASE_DATABASE_HOST/PORT/NAME
+        (``app.transport.secrets.database_url`` reads the secret: only the transport
+        package talks to AWS)."""
         assert self.database_host
         assert self.database_name
         return (

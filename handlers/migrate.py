@@ -18,6 +18,7 @@ from typing import Any
 
 from app import errors, store
 from app.services import auth
+from app.transport import secrets
 from handlers import runtime
 
 settings = runtime.load_settings()
@@ -37,7 +38,7 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
 
 async def _keys(event: dict[str, Any]) -> dict[str, Any]:
     action = event["action"]
-    async with store.connect(settings.database, min_size=1, max_size=1) as database:
+    async with store.connect(secrets.database_url(settings), min_size=1, max_size=1) as database:
         if action == "create_key":
             tenant, name, admin = event.get("tenant"), event.get("name", ""), event.get("admin")
             if not isinstance(tenant, str) or not isinstance(name, str):
@@ -63,7 +64,7 @@ ACTIONS = ("create_key", "revoke_key", "list_keys")
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     action = event.get("action") if isinstance(event, dict) else None
     if action is None:
-        applied = runtime.run(lambda: store.migrate(settings.database))
+        applied = runtime.run(lambda: store.migrate(secrets.database_url(settings)))
         return {"applied": applied}
     if action not in ACTIONS:
         return {

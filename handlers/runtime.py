@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from app import config, logs
-from app.transport import secrets
 
 T = TypeVar("T")
 
@@ -32,7 +31,7 @@ def run(make: Callable[[], Awaitable[T]]) -> T:
 
 def load_settings() -> config.Settings:
     """The function's settings, at cold start: bad configuration fails it, naming the
-    variable; on AWS the database URL is built from the RDS secret here, once."""
-    settings = secrets.with_database_url(config.load())
+    variable. (The RDS secret is read at the first connection: app.transport.secrets.)"""
+    settings = config.load()
     logs.setup(settings.log_level)
     return settings

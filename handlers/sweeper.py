@@ -6,7 +6,7 @@ from typing import Any
 
 from app import store, transport
 from app.services import sweeper
-from app.transport import Transport
+from app.transport import Transport, secrets
 from handlers import runtime
 
 settings = runtime.load_settings()
@@ -18,7 +18,7 @@ _clients: tuple[store.Database, Transport] | None = None
 async def _get_clients() -> tuple[store.Database, Transport]:
     global _clients
     if _clients is None:
-        database = store.Database(settings.database, min_size=1, max_size=2)
+        database = store.Database(secrets.database_url(settings), min_size=1, max_size=2)
         await database.open()
         queue = transport.create(settings)
         await queue.open()

@@ -18,7 +18,7 @@ from fastapi import Depends, Request
 from app import config, errors, transport
 from app.services import auth, outbox
 from app.store.pool import Database
-from app.transport import Transport
+from app.transport import Transport, secrets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +63,9 @@ class Runtime:
             if self._clients is not None:
                 return
             s = self.settings
-            db = Database(s.database, min_size=s.pool_min_size, max_size=s.pool_max_size)
+            db = Database(
+                secrets.database_url(s), min_size=s.pool_min_size, max_size=s.pool_max_size
+            )
             await db.open(wait=False)
             await self.queue.open()
             self._clients = _Clients(

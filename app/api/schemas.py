@@ -120,10 +120,10 @@ class EventPublic(BaseModel):
 class EffectPublic(BaseModel):
     key: str
     seq: int
-    result: Any
     attempt: int
     worker: str | None
     recorded_at: dt.datetime
+    result: Any  # last: the one field of any size
 
 
 # --- dead letters ---------------------------------------------------------------

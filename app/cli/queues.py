@@ -10,6 +10,7 @@ from rich.markup import escape
 from app.cli import runner
 from app.cli.render import out
 from app.store import pool
+from app.transport import secrets
 
 group = typer.Typer(help="Create the queues.", no_args_is_help=True)
 
@@ -17,7 +18,7 @@ group = typer.Typer(help="Create the queues.", no_args_is_help=True)
 def migrate() -> None:
     """Apply the database migrations (forward-only, safe to run concurrently)."""
     s = runner.settings_or_exit("database_url")
-    applied = runner.run(lambda: pool.migrate(s.database))
+    applied = runner.run(lambda: pool.migrate(secrets.database_url(s)))
     done = ", ".join(applied) if applied else "none (up to date)"
     out.print(f"migrations applied: {escape(done)}")
 

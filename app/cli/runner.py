@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from app import config, errors, logs, store, transport
 from app.cli.render import err
-from app.transport import Transport
+from app.transport import Transport, secrets
 
 if TYPE_CHECKING:
     from app.worker.engine import Engine
@@ -73,7 +73,7 @@ class Clients:
 def database(s: config.Settings) -> AbstractAsyncContextManager[store.Database]:
     """A small pool, open for one command."""
     s.need("database_url")
-    return store.connect(s.database, min_size=1, max_size=4)
+    return store.connect(secrets.database_url(s), min_size=1, max_size=4)
 
 
 def queue(s: config.Settings) -> AbstractAsyncContextManager[Transport]:

@@ -13,7 +13,7 @@ import inspect
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 import pydantic
 
@@ -77,35 +77,29 @@ class Kind(Generic[D, P, R]):
         return await made if inspect.isawaitable(made) else made
 
 
+class KindOptions(TypedDict, total=False):
+    """What ``@kind`` takes besides the name and the deps factory."""
+
+    description: str | None
+    timeout_seconds: int | None  # None: TASKLEASE_DEFAULT_JOB_TIMEOUT_SECONDS
+    max_attempts: int | None  # None: TASKLEASE_MAX_ATTEMPTS
+
+
 @overload
 def kind(
-    name: str,
-    *,
-    deps: Callable[[Settings], Awaitable[D]],
-    description: str | None = None,
-    timeout_seconds: int | None = None,
-    max_attempts: int | None = None,
+    name: str, *, deps: Callable[[Settings], Awaitable[D]], **options: Unpack[KindOptions]
 ) -> Callable[[Run[D, P, R]], Kind[D, P, R]]: ...
 
 
 @overload
 def kind(
-    name: str,
-    *,
-    deps: Callable[[Settings], D],
-    description: str | None = None,
-    timeout_seconds: int | None = None,
-    max_attempts: int | None = None,
+    name: str, *, deps: Callable[[Settings], D], **options: Unpack[KindOptions]
 ) -> Callable[[Run[D, P, R]], Kind[D, P, R]]: ...
 
 
 @overload
 def kind(
-    name: str,
-    *,
-    description: str | None = None,
-    timeout_seconds: int | None = None,
-    max_attempts: int | None = None,
+    name: str, **options: Unpack[KindOptions]
 ) -> Callable[[Run[None, P, R]], Kind[None, P, R]]: ...
 
 
@@ -113,9 +107,7 @@ def kind(
     name: str,
     *,
     deps: Callable[[Settings], Any] | None = None,
-    description: str | None = None,
-    timeout_seconds: int | None = None,
-    max_attempts: int | None = None,
+    **options: Unpack[KindOptions],
 ) -> Callable[[Run[Any, Any, Any]], Kind[Any, Any, Any]]:
     """Declare ``fn`` a job kind. The payload model is the annotation of its second
     parameter, the result type its return annotation; ``description`` defaults to the
@@ -129,11 +121,11 @@ def kind(
             name=name,
             payload=payload,
             run=fn,
-            description=description or (doc[0] if doc else name),
+            description=options.get("description") or (doc[0] if doc else name),
             result=pydantic.TypeAdapter(returns),
             deps=deps,
-            max_attempts=max_attempts,
-            timeout_seconds=timeout_seconds,
+            max_attempts=options.get("max_attempts"),
+            timeout_seconds=options.get("timeout_seconds"),
         )
 
     return declare

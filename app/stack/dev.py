@@ -29,6 +29,7 @@ from app.services import auth
 from app.stack import embedded
 from app.stack.stack import Stack
 from app.states import FINAL_FOR_NOW, JobState, styled
+from app.transport import secrets
 
 console = Console()
 
@@ -166,7 +167,7 @@ async def _demo_key(database_url: str) -> str:
 async def _resend_waiting(s: Settings) -> int:
     """The messages of jobs an earlier run left waiting: its queue was moto's, now gone."""
     async with (
-        store.connect(s.database, min_size=1, max_size=1) as database,
+        store.connect(secrets.database_url(s), min_size=1, max_size=1) as database,
         transport.connect(s) as queue,
     ):
         ids = await store.jobs.waiting_ids(database)

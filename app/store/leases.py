@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from psycopg.types.json import Jsonb
 
@@ -67,6 +67,17 @@ async def heartbeat(
     return Beat(cancel_requested=bool(rows[0]["cancel_requested"])) if rows else None
 
 
+class Change(TypedDict, total=False):
+    """What a finishing transition writes besides the state (each optional)."""
+
+    result: Any  # the result, stored as JSON
+    error: str  # last_error
+    delay: float  # seconds until the job may be claimed again (a retry's backoff)
+    refund: int  # attempts given back (a hand-back uses none)
+    dead_lettered_by: str  # 'engine' or 'sweeper'
+    detail: str  # the timeline event's text
+
+
 async def finish(
     db: Database,
     job_id: uuid.UUID,
@@ -74,14 +85,10 @@ async def finish(
     *,
     to_state: JobState,
     from_state: JobState = JobState.RUNNING,
-    result: Any = None,
-    error: str | None = None,
-    delay: float = 0,
-    refund: int = 0,
-    dead_lettered_by: str | None = None,
-    detail: str | None = None,
+    **change: Unpack[Change],
 ) -> bool:
     """Move the job out of its live lease; False when the token no longer holds it."""
+    result = change.get("result")
     row = await db.fetch_one(
         q("finish"),
         {
@@ -90,11 +97,11 @@ async def finish(
             "to_state": to_state.value,
             "from_state": from_state.value,
             "result": Jsonb(result) if result is not None else None,
-            "error": error,
-            "delay": delay,
-            "refund": refund,
-            "dead_lettered_by": dead_lettered_by,
-            "detail": detail,
+            "error": change.get("error"),
+            "delay": change.get("delay", 0),
+            "refund": change.get("refund", 0),
+            "dead_lettered_by": change.get("dead_lettered_by"),
+            "detail": change.get("detail"),
         },
     )
     return bool(row and row["changed"])

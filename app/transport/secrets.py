@@ -36,11 +36,12 @@ def rds_credentials(arn: str, region: str) -> tuple[str, str]:
         ) from exc
 
 
-def with_database_url(settings: Settings) -> Settings:
-    """The settings with TASKLEASE_DATABASE_URL filled in from the RDS secret, when the
-    deployment names a secret instead of a URL; as they are otherwise."""
-    if settings.database_url or not settings.database_secret_arn:
-        return settings
-    settings.need("database_url")  # the secret alone is not enough: host and name too
+def database_url(settings: Settings) -> str:
+    """TASKLEASE_DATABASE_URL, or on AWS the URL built from the RDS secret (read at the
+    first connection, once per process), TASKLEASE_DATABASE_HOST, _PORT and _NAME."""
+    settings.need("database_url")  # a URL, or the secret with a host and a name
+    if settings.database_url:
+        return settings.database_url
+    assert settings.database_secret_arn is not None  # need() checked it
     user, password = rds_credentials(settings.database_secret_arn, settings.region)
-    return settings.model_copy(update={"database_url": settings.database_url_from(user, password)})
+    return settings.database_url_from(user, password)

@@ -23,7 +23,7 @@ from app.config import Settings
 from app.states import FINAL_FOR_NOW, JobState
 from app.store import Database
 from app.store.records import Job
-from app.transport import Transport, codec
+from app.transport import Transport, codec, secrets
 from app.worker import leases, outcomes
 from app.worker.context import LeasedContext
 from app.worker.leases import Claim, LambdaContext, Lease
@@ -64,7 +64,9 @@ class Engine:
         settings.need("database_url", "queue_url", "dlq_url")
         kinds.load(settings)  # a TASKLEASE_KINDS module that does not import stops start-up
         db = Database(
-            settings.database, min_size=settings.pool_min_size, max_size=settings.pool_max_size
+            secrets.database_url(settings),
+            min_size=settings.pool_min_size,
+            max_size=settings.pool_max_size,
         )
         await db.open()
         queue = transport.create(settings)

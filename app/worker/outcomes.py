@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import Unpack
 
 from app import aws_limits, crashpoints, errors, store
 from app.config import Settings
@@ -47,24 +48,11 @@ class Outcomes:
         to_state: JobState,
         *,
         from_state: JobState = JobState.RUNNING,
-        error: str | None = None,
-        delay: float = 0,
-        refund: int = 0,
-        dead_lettered_by: str | None = None,
-        detail: str | None = None,
+        **change: Unpack[store.leases.Change],
     ) -> bool:
         """One fenced transition (store.leases.finish); whether it took."""
         return await store.leases.finish(
-            self.db,
-            lease.job_id,
-            lease.token,
-            to_state=to_state,
-            from_state=from_state,
-            error=error,
-            delay=delay,
-            refund=refund,
-            dead_lettered_by=dead_lettered_by,
-            detail=detail,
+            self.db, lease.job_id, lease.token, to_state=to_state, from_state=from_state, **change
         )
 
     async def failed(self, lease: Lease, job: Job, exc: Exception) -> bool:

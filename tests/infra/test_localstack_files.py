@@ -95,21 +95,24 @@ def test_init_hook_creates_queues_with_the_terraform_values(
     shim.chmod(0o755)
     name = f"tl-hook-{uuid.uuid4().hex[:8]}"
 
+    def run_hook() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(HOOK)],
+            env={
+                **os.environ,
+                **aws_env,
+                "AWSLOCAL": str(shim),
+                "TASKLEASE_QUEUE_NAME": name,
+                "TASKLEASE_SHARED_SETTINGS": str(tfconfig.SHARED_SETTINGS),
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
     # When the hook runs
-    proc = subprocess.run(
-        ["bash", str(HOOK)],
-        env={
-            **os.environ,
-            **aws_env,
-            "AWSLOCAL": str(shim),
-            "TASKLEASE_QUEUE_NAME": name,
-            "TASKLEASE_SHARED_SETTINGS": str(tfconfig.SHARED_SETTINGS),
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = run_hook()
     assert proc.returncode == 0, proc.stderr
 
     # Then the queues carry app/shared_settings.json's values, as infra/sqs.tf sets them
@@ -143,18 +146,5 @@ def test_init_hook_creates_queues_with_the_terraform_values(
     assert f"TASKLEASE_QUEUE_URL={src}" in proc.stdout
 
     # And running it again changes nothing (LocalStack runs ready.d on every start)
-    again = subprocess.run(
-        ["bash", str(HOOK)],
-        env={
-            **os.environ,
-            **aws_env,
-            "AWSLOCAL": str(shim),
-            "TASKLEASE_QUEUE_NAME": name,
-            "TASKLEASE_SHARED_SETTINGS": str(tfconfig.SHARED_SETTINGS),
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    again = run_hook()
     assert again.returncode == 0, again.stderr

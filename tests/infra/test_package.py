@@ -157,16 +157,21 @@ def test_package_holds_the_code_and_no_dev_or_optional_dependencies(
     assert package[1]["architecture"] == "x86_64"
 
 
-def test_handlers_import_from_the_package_in_a_clean_interpreter(unzipped: Path) -> None:
-    proc = subprocess.run(
+def import_handlers(unzipped: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Import every handler from the unzipped package in an isolated interpreter."""
+    return subprocess.run(
         [python311(), "-I", "-S", "-c", IMPORT_CODE, str(unzipped), *HANDLERS],
-        env={"PATH": "/usr/bin:/bin", **DUMMY_ENV},
+        env={"PATH": "/usr/bin:/bin", **env},
         cwd=unzipped,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+def test_handlers_import_from_the_package_in_a_clean_interpreter(unzipped: Path) -> None:
+    proc = import_handlers(unzipped, DUMMY_ENV)
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     for name in HANDLERS:
@@ -186,15 +191,7 @@ def test_handlers_import_with_the_environment_terraform_gives_them(unzipped: Pat
             "TASKLEASE_DATABASE_NAME": "tasklease",
         }
     )
-    proc = subprocess.run(
-        [python311(), "-I", "-S", "-c", IMPORT_CODE, str(unzipped), *HANDLERS],
-        env={"PATH": "/usr/bin:/bin", **env},
-        cwd=unzipped,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = import_handlers(unzipped, env)
     assert proc.returncode == 0, proc.stderr
 
 

@@ -149,7 +149,7 @@ def test_need_passes_when_everything_is_set() -> None:
         database_url="postgresql://localhost/x", queue_url="http://q", dlq_url="http://d"
     )
     s.need("database_url", "queue_url", "dlq_url")
-    assert (s.database, s.queue, s.dlq) == ("postgresql://localhost/x", "http://q", "http://d")
+    assert (s.database_url, s.queue, s.dlq) == ("postgresql://localhost/x", "http://q", "http://d")
 
 
 def test_the_endpoint_properties_name_their_variable_when_unset() -> None:

@@ -41,7 +41,7 @@ def test_the_database_url_is_built_from_the_secret_with_the_password_quoted() ->
     )
     s.need("database_url")
     assert (
-        secrets.with_database_url(s).database
+        secrets.database_url(s)
         == "postgresql://tasklease:p%40ss%2Fw%3Ard@db.internal:5432/tasklease?sslmode=require"
     )
 
@@ -62,19 +62,9 @@ def test_an_unreadable_secret_is_a_config_error_naming_the_variable() -> None:
         region="us-east-1",
     )
     with pytest.raises(errors.ConfigError, match="TASKLEASE_DATABASE_SECRET_ARN: cannot read"):
-        secrets.with_database_url(s)
+        secrets.database_url(s)
 
 
-def test_a_secret_not_read_is_named_instead_of_connecting_without_a_url() -> None:
-    s = config.load(
-        database_secret_arn="arn:aws:secretsmanager:us-east-1:1:secret:x",
-        database_host="db",
-        database_name="t",
-    )
-    with pytest.raises(errors.ConfigError, match="the secret was not read"):
-        _ = s.database
-
-
-def test_a_url_given_is_kept_and_no_secret_is_read() -> None:
+def test_a_url_given_is_used_and_no_secret_is_read() -> None:
     s = config.load(database_url="postgresql://u@h/d", database_secret_arn="arn:nope")
-    assert secrets.with_database_url(s) is s
+    assert secrets.database_url(s) == "postgresql://u@h/d"
