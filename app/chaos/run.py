@@ -221,6 +221,11 @@ def main(cfg: Config) -> int:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
     run.mark("total")
+    return _conclude(cfg, stack, run, report)
+
+
+def _conclude(cfg: Config, stack: ChaosStack, run: Run, report: dict[str, Any]) -> int:
+    """The checker's report with the run's faults and timings: written, shown, judged."""
     report["faults"] = {
         "kills": len(run.kills),
         "sqs_restarts": run.sqs_restarts,

@@ -28,7 +28,7 @@ from app.config import Settings
 from app.services import jobs, outbox
 from app.states import JobState
 from app.store.records import Job, OutboxRow
-from app.transport import Transport, codec
+from app.transport import Message, Transport, codec
 
 Progress = Callable[[int, int | None], None]
 
@@ -152,6 +152,55 @@ async def _wait_for_move(queue: Transport, progress: Progress | None) -> int:
         await asyncio.sleep(MOVE_POLL_SECONDS)
 
 
+def _sort(
+    messages: list[Message],
+    ids: dict[str, uuid.UUID],
+    jobs: dict[uuid.UUID, Job],
+    wanted: set[uuid.UUID],
+    *,
+    filtered: bool,
+    report: RedriveReport,
+) -> tuple[list[Message], list[str]]:
+    """A batch of dead letters sorted: to move back, and the receipt handles of stale ones
+    (their job finished since); the rest stay in the DLQ, counted in the report."""
+    move: list[Message] = []
+    stale: list[str] = []
+    for m in messages:
+        job_id = ids.get(m["MessageId"])
+        if job_id is None:
+            continue
+        job = jobs.get(job_id)
+        if job_id in wanted or (
+            not filtered and job is not None and job.state == JobState.DEAD_LETTERED
+        ):
+            move.append(m)
+        elif job is not None and job.state.terminal:
+            stale.append(m["ReceiptHandle"])
+        else:
+            report.left_in_dlq += 1
+    return move, stale
+
+
+async def _move(
+    db: store.Database,
+    queue: Transport,
+    move: list[Message],
+    ids: dict[str, uuid.UUID],
+    report: RedriveReport,
+) -> set[uuid.UUID]:
+    """Reset the jobs, send their dead letters back, delete the ones sent from the DLQ;
+    the ids of the jobs whose dead letter moved."""
+    move_ids = list({ids[m["MessageId"]] for m in move})
+    report.reset += len(
+        await reset(db, queue, move_ids, with_outbox=False, detail="redriven from the DLQ")
+    )
+    failed = set(await queue.send_moved(move))
+    sent = [m for m in move if m["MessageId"] not in failed]
+    await queue.delete_dead_letters([m["ReceiptHandle"] for m in sent])
+    report.moved += len(sent)
+    return {ids[m["MessageId"]] for m in sent}
+
+
 async def _walk(
     db: store.Database,
     queue: Transport,
@@ -179,31 +228,9 @@ async def _walk(
             if ids
             else {}
         )
-        move: list[dict[str, Any]] = []
-        stale: list[str] = []
-        for m in messages:
-            job_id = ids.get(m["MessageId"])
-            if job_id is None:
-                continue
-            job = states.get(job_id)
-            if job_id in wanted or (
-                not filtered and job is not None and job.state == JobState.DEAD_LETTERED
-            ):
-                move.append(m)
-            elif job is not None and job.state.terminal:
-                stale.append(m["ReceiptHandle"])
-            else:
-                report.left_in_dlq += 1
+        move, stale = _sort(messages, ids, states, wanted, filtered=filtered, report=report)
         if move:
-            move_ids = list({ids[m["MessageId"]] for m in move})
-            report.reset += len(
-                await reset(db, queue, move_ids, with_outbox=False, detail="redriven from the DLQ")
-            )
-            failed = set(await queue.send_moved(move))
-            sent = [m for m in move if m["MessageId"] not in failed]
-            await queue.delete_dead_letters([m["ReceiptHandle"] for m in sent])
-            report.moved += len(sent)
-            found.update(ids[m["MessageId"]] for m in sent)
+            found.update(await _move(db, queue, move, ids, report))
             total = max(total, len(found))
         if stale:
             await queue.delete_dead_letters(stale)
