@@ -20,8 +20,6 @@ MAX_RETENTION_SECONDS = 14 * 24 * 3600
 MAX_RECEIVE_COUNT = 1000
 # Lambda function timeout: 15 minutes.
 MAX_LAMBDA_TIMEOUT_SECONDS = 15 * 60
-# Message attributes per message.
-MAX_MESSAGE_ATTRIBUTES = 10
 # API Gateway's request payload: 10 MB (quotas of HTTP APIs).
 # https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-quotas.html
 MAX_API_GATEWAY_PAYLOAD_BYTES = 10 * 1024 * 1024

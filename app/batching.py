@@ -29,7 +29,6 @@ class Batcher(Generic[T, R]):
         self._pending: list[tuple[T, asyncio.Future[R]]] = []
         self._running = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self.flushes = 0  # how many calls of flush so far (tests and the benchmark read it)
 
     async def submit(self, item: T) -> R:
         """The result for ``item``, once the flush that took it returns (or its error)."""
@@ -59,7 +58,6 @@ class Batcher(Generic[T, R]):
             self._running -= 1
 
     async def _run(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
-        self.flushes += 1
         try:
             results = await self._flush([item for item, _ in batch])
             if len(results) != len(batch):

@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app import aws_limits as limits
-from app import errors
+from app import bounds, errors
 
 PREFIX = "TASKLEASE_"
 
@@ -57,7 +57,9 @@ class Settings(BaseSettings):
     heartbeats_per_lease: int = Field(3, ge=2, le=10)
 
     # Retries. Attempts are counted in the database at claim time.
-    max_attempts: int = Field(SHARED["max_attempts"], ge=1, le=100)
+    max_attempts: int = Field(
+        SHARED["max_attempts"], ge=bounds.MIN_ATTEMPTS, le=bounds.MAX_ATTEMPTS
+    )
     # The queue's redrive policy; well above max_attempts (see DESIGN.md).
     max_receive_count: int = Field(SHARED["max_receive_count"], ge=1, le=limits.MAX_RECEIVE_COUNT)
     backoff_base_seconds: float = Field(2.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
@@ -88,7 +90,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(256 * 1024, ge=1024, le=limits.MAX_API_GATEWAY_PAYLOAD_BYTES)
 
     # Jobs.
-    default_job_timeout_seconds: int = Field(600, ge=1, le=limits.MAX_VISIBILITY_SECONDS)
+    default_job_timeout_seconds: int = Field(
+        600, ge=bounds.MIN_TIMEOUT_SECONDS, le=bounds.MAX_TIMEOUT_SECONDS
+    )
 
     # The local event source (what Lambda's event source mapping does on AWS).
     batch_size: int = Field(SHARED["batch_size"], ge=1, le=limits.MAX_BATCH)

@@ -1,6 +1,6 @@
 # One role per function, each allowed only the actions it calls on only its own
 # queues and the database secret. The SQS actions follow the code:
-#   api     app/service.py send_jobs (SendMessage[Batch]), app/api.py healthz depth (GetQueueAttributes)
+#   api     app/services/outbox.py send (SendMessage[Batch]), app/api/routes/health.py readyz depth (GetQueueAttributes)
 #   worker  the event source mapping polls with the function's role (Receive, Delete,
 #           GetQueueAttributes); the engine extends leases (ChangeMessageVisibility)
 #           and dead-letters by sending to the DLQ (SendMessage)

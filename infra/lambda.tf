@@ -1,6 +1,6 @@
 # Three functions from one artefact (infra/build/lambda.zip, `make package`).
 # There is no separate outbox-relay function: in this codebase the relay is part
-# of the sweeper (app/sweeper.py relay_outbox, called by sweep_once), so the
+# of the sweeper (app/services/sweeper.py relay_outbox, called by sweep_once), so the
 # scheduled sweeper function relays the outbox too.
 
 locals {

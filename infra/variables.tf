@@ -368,7 +368,7 @@ variable "jwt_tenant_claim" {
   default     = "tenant"
 
   validation {
-    # The app splits TASKLEASE_AUTHORIZER_TENANT_FIELD on dots (app/auth.py).
+    # The app splits TASKLEASE_AUTHORIZER_TENANT_FIELD on dots (app/services/auth.py).
     condition     = can(regex("^[^.\\s]{1,128}$", var.jwt_tenant_claim))
     error_message = "jwt_tenant_claim must be a claim name of 1-128 characters without dots or spaces (the app reads the dotted path jwt.claims.<claim>; a namespaced claim such as https://example.com/tenant cannot be addressed)."
   }

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from app import aws_limits
-from app.services import auth, redrive
+from app import bounds
+from app.services import redrive
 from app.services import submit as service
 from app.states import JobState
 
@@ -25,11 +25,11 @@ def _storable(value: str | None) -> str | None:
 
 # Free text that reaches the database: a value it cannot store is a 422, not a 500.
 Storable = AfterValidator(_storable)
-# A tenant as keys and the database spell it (auth.TENANT, anchored for JSON Schema).
-TENANT_PATTERN = f"^(?:{auth.TENANT.pattern.removeprefix('^').removesuffix('$')})$"
-# The bounds of a job's settings, also named in 422 answers (app/api/errors.py).
-MAX_ATTEMPTS = (1, 100)
-TIMEOUT_SECONDS = (1, aws_limits.MAX_VISIBILITY_SECONDS)
+# A tenant as keys and the database spell it (app/bounds.py, anchored for JSON Schema).
+TENANT_PATTERN = f"^(?:{bounds.TENANT_PATTERN})$"
+# The bounds of a job's settings (app/bounds.py), also named in 422 answers (errors.py).
+MAX_ATTEMPTS = (bounds.MIN_ATTEMPTS, bounds.MAX_ATTEMPTS)
+TIMEOUT_SECONDS = (bounds.MIN_TIMEOUT_SECONDS, bounds.MAX_TIMEOUT_SECONDS)
 
 
 # --- jobs -------------------------------------------------------------------------

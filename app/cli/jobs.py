@@ -33,8 +33,13 @@ def submit(
     kind: Annotated[str, typer.Argument(help="job kind, e.g. support.triage")],
     payload: Annotated[str, typer.Option(help="the payload, as JSON")] = "{}",
     idempotency_key: Annotated[str | None, typer.Option(help="same key, same job")] = None,
-    max_attempts: Annotated[int | None, typer.Option(min=1, max=100)] = None,
-    timeout_seconds: Annotated[int | None, typer.Option(min=1)] = None,
+    max_attempts: Annotated[
+        int | None, typer.Option(min=bounds.MIN_ATTEMPTS, max=bounds.MAX_ATTEMPTS)
+    ] = None,
+    timeout_seconds: Annotated[
+        int | None,
+        typer.Option(min=bounds.MIN_TIMEOUT_SECONDS, max=bounds.MAX_TIMEOUT_SECONDS),
+    ] = None,
     tenant: Annotated[str, typer.Option(help="the tenant the job belongs to")] = (
         service.DEFAULT_TENANT
     ),

@@ -15,12 +15,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, Generic, TypeVar
 
-from app import errors
+from app import bounds, errors
 
 D = TypeVar("D")
 T = TypeVar("T")
 
-MAX_EFFECT_KEY = 200
+MAX_EFFECT_KEY = bounds.MAX_EFFECT_KEY_CHARS
 
 
 class JobLogger(logging.LoggerAdapter[logging.Logger]):

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 import pydantic
 
-from app import errors
+from app import bounds, errors
 from app.config import Settings
 from app.kinds.context import JobContext
 
@@ -114,6 +114,8 @@ def kind(
     first line of its docstring. A module listed in TASKLEASE_KINDS is searched for
     the kinds this returns: defining one is registering it."""
 
+    _check_bounds(name, options)
+
     def declare(fn: Run[Any, Any, Any]) -> Kind[Any, Any, Any]:
         payload, returns = _annotations(name, fn)
         doc = (inspect.getdoc(fn) or "").strip().splitlines()
@@ -129,6 +131,22 @@ def kind(
         )
 
     return declare
+
+
+def _check_bounds(name: str, options: KindOptions) -> None:
+    """A budget or timeout the jobs table would refuse stops start-up, not a submission."""
+    checks = (
+        ("max_attempts", options.get("max_attempts"), bounds.MIN_ATTEMPTS, bounds.MAX_ATTEMPTS),
+        (
+            "timeout_seconds",
+            options.get("timeout_seconds"),
+            bounds.MIN_TIMEOUT_SECONDS,
+            bounds.MAX_TIMEOUT_SECONDS,
+        ),
+    )
+    for option, value, low, high in checks:
+        if value is not None and not low <= value <= high:
+            raise errors.ConfigError(f"kind {name!r}: {option}={value} is outside {low} to {high}")
 
 
 def _annotations(name: str, fn: Callable[..., Any]) -> tuple[type[pydantic.BaseModel], Any]:

@@ -24,14 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app import errors, store
+from app import bounds, errors, store
 
 PREFIX = "tlk"
 # Used with fullmatch: "$" in a Python pattern also matches before a trailing newline,
 # which the database's CHECK (same pattern, PostgreSQL semantics) refuses.
 KEY_ID = re.compile(r"[0-9a-f]{12}")
-TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
-MAX_KEY_NAME = 100
+TENANT = re.compile(bounds.TENANT_PATTERN)
+MAX_KEY_NAME = bounds.MAX_KEY_NAME_CHARS
 # scrypt's interactive-login cost (RFC 7914 §2): about 50 ms and 16 MiB per check.
 SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 # Verified secrets a process remembers (as SHA-256 digests, never the secrets).

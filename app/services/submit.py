@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from app import aws_limits, bounds, crashpoints, errors, kinds, store
+from app import bounds, crashpoints, errors, kinds, store
 from app.config import Settings
 from app.services import auth, outbox
 from app.store.jobs import NewRow
@@ -102,9 +102,10 @@ def _validated(settings: Settings, new: NewJob) -> NewRow:
             f"max_attempts must be between 1 and {settings.max_receive_count - 1} "
             "(below the queue's maxReceiveCount)"
         )
-    if not 1 <= timeout <= aws_limits.MAX_VISIBILITY_SECONDS:
+    if not bounds.MIN_TIMEOUT_SECONDS <= timeout <= bounds.MAX_TIMEOUT_SECONDS:
         raise errors.BadRequest(
-            f"timeout_seconds must be between 1 and {aws_limits.MAX_VISIBILITY_SECONDS}"
+            f"timeout_seconds must be between {bounds.MIN_TIMEOUT_SECONDS} and "
+            f"{bounds.MAX_TIMEOUT_SECONDS}"
         )
     key = new.idempotency_key
     if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:

@@ -8,6 +8,7 @@ The stack's visibility timeout is 4 s, so each rescue waits at least that long.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -59,6 +60,11 @@ async def submit(stack: Stack, kind: str, payload: dict[str, Any], **kw: Any) ->
     """The API's own submit path (service.submit), from this process."""
     async with helpers.engine_for(stack.settings) as engine:
         return str(await helpers.submit(engine, kind, payload, **kw))
+
+
+def submit_now(stack: Stack, kind: str, payload: dict[str, Any], **kw: Any) -> str:
+    """``submit`` for a test that runs no event loop of its own."""
+    return asyncio.run(submit(stack, kind, payload, **kw))
 
 
 def died_by_sigkill(proc: subprocess.Popen[bytes], what: str, timeout: float = 60) -> None:

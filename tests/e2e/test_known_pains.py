@@ -23,7 +23,7 @@ from tests.e2e.test_crash_points import (
     crash_env,
     died_by_sigkill,
     queue_empty,
-    submit,
+    submit_now,
     webhook_starting,
 )
 from tests.invariants import (
@@ -85,7 +85,7 @@ def test_celery_5306_a_task_outliving_the_visibility_timeout_runs_once(
     claimed once and the other worker never even sees a copy."""
     first, _ = worker(stack, "w")
     second, _ = worker(stack, "w")
-    job_id = submit(stack, "demo.sleep", {"seconds": 3 * VISIBILITY, "steps": 1})
+    job_id = submit_now(stack, "demo.sleep", {"seconds": 3 * VISIBILITY, "steps": 1})
 
     row = wait_for_state(sql, job_id, JobState.SUCCEEDED, timeout=60)
     assert row["attempt"] == 1
@@ -106,7 +106,7 @@ def test_celery_1628_a_task_whose_worker_is_killed_mid_task_is_not_lost(
     the message, so it comes back and the other worker finishes the job from its last
     recorded step."""
     procs = dict(worker(stack, "w")[::-1] for _ in range(2))  # id -> process
-    job_id = submit(stack, "demo.sleep", {"seconds": 1, "steps": 4})
+    job_id = submit_now(stack, "demo.sleep", {"seconds": 1, "steps": 4})
     victim = killed_after_first_step(stack, sql, job_id, procs)
     done_before = len(effects(sql, job_id))
 
@@ -129,7 +129,7 @@ def test_celery_4797_a_failed_job_is_dead_lettered_not_deleted(stack: Stack, sql
     Here a permanent failure ends with the job's message in the DLQ, carrying the
     reason and the dead-letter marker, and the row dead_lettered with the same reason."""
     worker(stack, "w")
-    job_id = submit(stack, "demo.flaky", {"permanent": True})
+    job_id = submit_now(stack, "demo.flaky", {"permanent": True})
 
     row = wait_for_state(sql, job_id, JobState.DEAD_LETTERED, timeout=60)
     assert "permanent failure on purpose" in row["last_error"]
@@ -157,7 +157,7 @@ def test_azul_3708_receives_burned_by_throttling_use_no_attempts(stack: Stack, s
     attempt budget, as a throttled poller would; the job then runs on attempt 1 and
     succeeds: attempts are counted in the database at claim time, never from the
     receive count."""
-    job_id = submit(stack, "demo.noop", {}, max_attempts=2)
+    job_id = submit_now(stack, "demo.noop", {}, max_attempts=2)
     throttled = 5
     count = 0
     for _ in range(throttled):
@@ -196,7 +196,7 @@ def test_dramatiq_sqs_53_a_long_task_keeps_its_message_hidden_with_a_heartbeat(
     lease's end and the message is never delivered again (one claim, no duplicate
     delivery)."""
     proc, _ = worker(stack, "w", concurrency=2)
-    job_id = submit(stack, "demo.sleep", {"seconds": 2 * VISIBILITY + 1, "steps": 1})
+    job_id = submit_now(stack, "demo.sleep", {"seconds": 2 * VISIBILITY + 1, "steps": 1})
     first = wait_for_state(sql, job_id, JobState.RUNNING, timeout=60)["lease_expires_at"]
 
     def past_the_first_lease() -> Any:
@@ -230,7 +230,7 @@ def test_powertools_1038_a_killed_invocation_leaves_no_record_stuck_in_progress(
     that claims it (no error, no wait for an hour-long expiry), finishes it, and each
     effect is recorded once."""
     victim, victim_id = worker(stack, "victim")
-    job_id = submit(stack, "demo.sleep", {"seconds": 1, "steps": 3})
+    job_id = submit_now(stack, "demo.sleep", {"seconds": 1, "steps": 3})
     killed_after_first_step(stack, sql, job_id, {victim_id: victim})
     row = sql.execute(
         "SELECT state, lease_expires_at, now() AS now FROM jobs WHERE id = %s", (job_id,)
@@ -263,7 +263,7 @@ def test_procrastinate_307_a_job_whose_worker_died_is_reaped_and_resumes(
     an event naming the dead worker, and the job resumes by itself when its message
     comes back: no operator action."""
     victim, victim_id = worker(stack, "victim")
-    job_id = submit(stack, "demo.sleep", {"seconds": 1, "steps": 3})
+    job_id = submit_now(stack, "demo.sleep", {"seconds": 1, "steps": 3})
     killed_after_first_step(stack, sql, job_id, {victim_id: victim})
     wait_for(
         lambda: sql.execute(
@@ -302,7 +302,7 @@ def test_hatchet_552_a_step_done_before_a_crash_is_not_run_again(stack: Stack, s
     webhook_up = webhook_starting(stack)
     doomed, _ = worker(stack, "doomed", env=crash_env(Point.AFTER_EFFECT))
     webhook_up()
-    job_id = submit(stack, "support.triage", TICKET)
+    job_id = submit_now(stack, "support.triage", TICKET)
     died_by_sigkill(doomed, "the worker armed at after_effect")
 
     worker(stack, "next")
@@ -334,7 +334,7 @@ def test_a_job_longer_than_the_lambda_time_limit_completes_over_several_invocati
             "TASKLEASE_HANDBACK_MARGIN_SECONDS": "1",
         },
     )
-    job_id = submit(stack, "demo.sleep", {"seconds": 1, "steps": 6})
+    job_id = submit_now(stack, "demo.sleep", {"seconds": 1, "steps": 6})
 
     row = wait_for_state(sql, job_id, JobState.SUCCEEDED, timeout=120)
     events = timeline(sql, job_id)

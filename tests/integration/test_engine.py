@@ -68,7 +68,7 @@ async def test_duplicate_delivery_at_once_runs_the_job_once(stack: Stack, sql: A
         engine_for(slow.model_copy(update={"worker_id": "other"})) as b,
     ):
         job_id = await submit(a, "support.triage", TICKET)
-        await a.sqs.send_jobs([job_id])  # a second message for the same job
+        await a.queue.send_jobs([job_id])  # a second message for the same job
         records = await receive_records(a)
         while len(records) < 2:
             records += await receive_records(a)
@@ -180,7 +180,7 @@ async def test_a_zombie_workers_late_effect_and_completion_change_nothing(
         assert claimed, "the zombie's claim"
         await a.db.fetch(q_start(), {"ids": [job_id], "tokens": [zombie_token]})
         await asyncio.sleep(0.5)  # the zombie's lease expires
-        await b.sqs.send_jobs([job_id])
+        await b.queue.send_jobs([job_id])
         done = await b.handle({"Records": await receive_records(b)}, None)
         # The zombie wakes up and tries to write.
         effect = await a.db.fetch(
@@ -349,27 +349,27 @@ async def test_a_lambda_running_out_of_time_hands_the_lease_back_without_using_a
 
 # Named queries used by the zombie test to act as a paused worker would.
 def a_claim() -> Any:
-    from app.store.pool import q
+    from app.store.sql import queries
 
-    return q("claim_batch")
+    return queries["claim_batch"]
 
 
 def q_start() -> Any:
-    from app.store.pool import q
+    from app.store.sql import queries
 
-    return q("start_batch")
+    return queries["start_batch"]
 
 
 def q_record() -> Any:
-    from app.store.pool import q
+    from app.store.sql import queries
 
-    return q("record_effect")
+    return queries["record_effect"]
 
 
 def q_finish() -> Any:
-    from app.store.pool import q
+    from app.store.sql import queries
 
-    return q("finish")
+    return queries["finish"]
 
 
 def jsonb(value: Any) -> Any:

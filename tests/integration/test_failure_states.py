@@ -15,7 +15,7 @@ import pytest
 from app import errors
 from app.services import jobs, redrive, sweeper
 from app.states import JobState
-from app.store.pool import q
+from app.store.sql import queries
 from app.transport import codec
 from tests.conftest import Stack, job_row
 from tests.helpers import dlq_messages, engine_for, receive_records, submit
@@ -308,7 +308,7 @@ class _LeaseEndsBetween:
 
     async def fetch_one(self, query: Any, params: Any = None) -> Any:
         row = await self.db.fetch_one(query, params)
-        if query is q("cancel_waiting"):
+        if query is queries["cancel_waiting"]:
             await self.worker_write()
         return row
 
@@ -328,12 +328,12 @@ async def test_a_cancel_whose_lease_ends_between_its_two_statements_is_not_lost(
         job_id = await submit(engine, "demo.flaky", {"fail_attempts": 1}, max_attempts=3)
         token = uuid.uuid4()
         claim = {"ids": [job_id], "tokens": [token], "owner": "w", "lease_seconds": 30}
-        await engine.db.fetch(q("claim_batch"), {**claim, "generations": [None]})
-        await engine.db.fetch(q("start_batch"), {"ids": [job_id], "tokens": [token]})
+        await engine.db.fetch(queries["claim_batch"], {**claim, "generations": [None]})
+        await engine.db.fetch(queries["start_batch"], {"ids": [job_id], "tokens": [token]})
 
         async def worker_fails() -> None:  # what the engine's _failed writes
             await engine.db.fetch_one(
-                q("finish"),
+                queries["finish"],
                 {
                     "id": job_id,
                     "token": token,

@@ -109,7 +109,7 @@ async def test_foreign_messages_go_to_the_dlq_with_a_reason_and_the_job_in_their
         # When: the engine handles the batch,
         response = await engine.handle({"Records": batch}, None)
         # and the event source deletes what the response does not list (as Lambda's
-        # event source mapping and app/eventsource.py do).
+        # event source mapping and app/worker/event_source_mapping.py do).
         failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
         undeleted = await engine.queue.delete_batch(
             [r["receiptHandle"] for r in batch if r["messageId"] not in failed]

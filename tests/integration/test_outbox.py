@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from app.services import sweeper
-from tests.conftest import Stack, run
+from tests.conftest import Stack
 from tests.helpers import engine_for, submit
 
 pytestmark = pytest.mark.integration
@@ -21,7 +21,10 @@ def outbox_row(sql: Any, job_id: Any) -> dict[str, Any]:
     return row
 
 
-def test_the_relay_records_a_failed_send_as_the_fast_path_does(stack: Stack, sql: Any) -> None:
+@pytest.mark.asyncio
+async def test_the_relay_records_a_failed_send_as_the_fast_path_does(
+    stack: Stack, sql: Any
+) -> None:
     """The relay used to leave a row it failed to send untouched: an operator saw one
     attempt however many relays had tried, and no error."""
     broken = stack.with_settings(
@@ -29,17 +32,13 @@ def test_the_relay_records_a_failed_send_as_the_fast_path_does(stack: Stack, sql
     )
     working = stack.with_settings(outbox_grace_seconds=0)
 
-    async def go() -> Any:
-        async with engine_for(broken) as engine:
-            job_id = await submit(engine, "demo.noop", {})  # the fast path's send fails
-            after_fast_path = outbox_row(sql, job_id)
-            relayed = await sweeper.relay_outbox(broken, engine.db, engine.sqs)
-            after_failed_relay = outbox_row(sql, job_id)
-        async with engine_for(working) as engine:
-            resent = await sweeper.relay_outbox(working, engine.db, engine.sqs)
-        return job_id, after_fast_path, relayed, after_failed_relay, resent
-
-    job_id, after_fast_path, relayed, after_failed_relay, resent = run(go())
+    async with engine_for(broken) as engine:
+        job_id = await submit(engine, "demo.noop", {})  # the fast path's send fails
+        after_fast_path = outbox_row(sql, job_id)
+        relayed = await sweeper.relay_outbox(broken, engine.db, engine.queue)
+        after_failed_relay = outbox_row(sql, job_id)
+    async with engine_for(working) as engine:
+        resent = await sweeper.relay_outbox(working, engine.db, engine.queue)
     assert after_fast_path["sent_at"] is None
     assert (after_fast_path["send_attempts"], after_fast_path["last_error"]) == (1, "send failed")
     assert relayed == 0

@@ -4,14 +4,12 @@ kinds (effects) and the CLI (tenant limits) call."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
 
 from app import store
 from app.states import JobState
 from app.store.jobs import Limits, NewRow
-from tests.conftest import run
 
 pytestmark = pytest.mark.integration
 
@@ -32,41 +30,39 @@ async def running_job(db: store.Database) -> tuple[uuid.UUID, uuid.UUID]:
     return row.id, token
 
 
-def test_connect_opens_a_pool_for_the_block_and_closes_it_after_a_failure(
+@pytest.mark.asyncio
+async def test_connect_opens_a_pool_for_the_block_and_closes_it_after_a_failure(
     database_url: str,
 ) -> None:
     opened: list[store.Database] = []
 
-    async def go() -> None:
+    async def fail_inside() -> None:
         async with store.connect(database_url, max_size=1) as db:
             await db.ping()
             opened.append(db)
             raise RuntimeError("inside")
 
     with pytest.raises(RuntimeError, match="inside"):
-        run(go())
+        await fail_inside()
     assert [db.pool.closed for db in opened] == [True]
 
 
-def test_an_effect_is_recorded_once_and_only_by_the_lease_holder(database_url: str) -> None:
-    async def go() -> Any:
-        async with store.connect(database_url, max_size=2) as db:
-            job_id, token = await running_job(db)
-            first = await store.effects.record(
-                db, job_id=job_id, token=token, key="charge", seq=0, result={"id": 1}
-            )
-            again = await store.effects.record(
-                db, job_id=job_id, token=token, key="charge", seq=1, result={"id": 2}
-            )
-            stranger = await store.effects.record(
-                db, job_id=job_id, token=uuid.uuid4(), key="mail", seq=1, result=True
-            )
-            found = await store.effects.get(db, job_id, "charge")
-            missing = await store.effects.get(db, job_id, "mail")
-            restarted = await store.leases.start_batch(db, [(job_id, token)])
-            return first, again, stranger, found, missing, restarted
-
-    first, again, stranger, found, missing, restarted = run(go())
+@pytest.mark.asyncio
+async def test_an_effect_is_recorded_once_and_only_by_the_lease_holder(database_url: str) -> None:
+    async with store.connect(database_url, max_size=2) as db:
+        job_id, token = await running_job(db)
+        first = await store.effects.record(
+            db, job_id=job_id, token=token, key="charge", seq=0, result={"id": 1}
+        )
+        again = await store.effects.record(
+            db, job_id=job_id, token=token, key="charge", seq=1, result={"id": 2}
+        )
+        stranger = await store.effects.record(
+            db, job_id=job_id, token=uuid.uuid4(), key="mail", seq=1, result=True
+        )
+        found = await store.effects.get(db, job_id, "charge")
+        missing = await store.effects.get(db, job_id, "mail")
+        restarted = await store.leases.start_batch(db, [(job_id, token)])
     assert first is not None
     assert (first.key, first.seq, first.result) == ("charge", 0, {"id": 1})
     assert again is None  # refused: the first record wins
@@ -77,16 +73,14 @@ def test_an_effect_is_recorded_once_and_only_by_the_lease_holder(database_url: s
     assert restarted == {}  # running already: a second start is no one's
 
 
-def test_tenant_limits_change_only_what_is_given_and_clear_once(database_url: str) -> None:
-    async def go() -> Any:
-        async with store.connect(database_url, max_size=1) as db:
-            await running_job(db)  # one unfinished job of acme's
-            await store.tenants.set_limits(db, "acme", rate_per_second=2.5, burst=5)
-            both = await store.tenants.set_limits(db, "acme", max_in_flight=7)
-            listed = await store.tenants.list_limits(db)
-            return both, listed, [await store.tenants.clear_limits(db, "acme") for _ in "12"]
-
-    both, listed, cleared = run(go())
+@pytest.mark.asyncio
+async def test_tenant_limits_change_only_what_is_given_and_clear_once(database_url: str) -> None:
+    async with store.connect(database_url, max_size=1) as db:
+        await running_job(db)  # one unfinished job of acme's
+        await store.tenants.set_limits(db, "acme", rate_per_second=2.5, burst=5)
+        both = await store.tenants.set_limits(db, "acme", max_in_flight=7)
+        listed = await store.tenants.list_limits(db)
+        cleared = [await store.tenants.clear_limits(db, "acme") for _ in "12"]
     assert (both.tenant, both.rate_per_second, both.burst, both.max_in_flight) == (
         "acme",
         2.5,

@@ -7,7 +7,9 @@ import re
 
 import pytest
 
-from app import bounds, config
+from app import bounds, config, errors
+from app.api import create_app
+from app.kinds import kind
 from app.store import sql
 
 pytestmark = pytest.mark.unit
@@ -42,3 +44,33 @@ def test_the_attempts_setting_has_the_same_range() -> None:
     meta = {type(m).__name__: m for m in config.Settings.model_fields["max_attempts"].metadata}
     assert meta["Ge"].ge == bounds.MIN_ATTEMPTS
     assert meta["Le"].le == bounds.MAX_ATTEMPTS
+
+
+def test_the_openapi_document_states_the_same_bounds() -> None:
+    settings = config.load(
+        database_url="postgresql://u@127.0.0.1:9/d",
+        queue_url="http://127.0.0.1:9/q",
+        dlq_url="http://127.0.0.1:9/d",
+    )
+    doc = create_app(settings).openapi()
+    job = doc["components"]["schemas"]["JobCreate"]["properties"]
+    attempts = job["max_attempts"]["anyOf"][0]
+    timeout = job["timeout_seconds"]["anyOf"][0]
+    assert (attempts["minimum"], attempts["maximum"]) == (bounds.MIN_ATTEMPTS, bounds.MAX_ATTEMPTS)
+    assert (timeout["minimum"], timeout["maximum"]) == (
+        bounds.MIN_TIMEOUT_SECONDS,
+        bounds.MAX_TIMEOUT_SECONDS,
+    )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"max_attempts": bounds.MAX_ATTEMPTS + 1},
+        {"max_attempts": 0},
+        {"timeout_seconds": bounds.MAX_TIMEOUT_SECONDS + 1},
+    ],
+)
+def test_a_kind_declared_outside_the_bounds_stops_start_up(options: dict[str, int]) -> None:
+    with pytest.raises(errors.ConfigError, match="outside"):
+        kind("tests.out_of_bounds", **options)  # type: ignore[arg-type]

@@ -204,17 +204,17 @@ async def shares_client(ctx: JobContext[Client], p: Echo) -> bool:
     return ctx.deps.closed
 
 
-def test_deps_are_built_once_per_factory_and_closed_together() -> None:
+@pytest.mark.asyncio
+async def test_deps_are_built_once_per_factory_and_closed_together() -> None:
     BUILT.clear()
-
-    async def go() -> tuple[Any, Any, Any]:
-        deps = Deps(config.load())
-        await deps.open([uses_client, shares_client, echo])
-        got = (await deps.get(uses_client), await deps.get(shares_client), await deps.get(echo))
-        await deps.aclose()
-        return got
-
-    first, second, none = asyncio.run(go())
+    deps = Deps(config.load())
+    await deps.open([uses_client, shares_client, echo])
+    first, second, none = (
+        await deps.get(uses_client),
+        await deps.get(shares_client),
+        await deps.get(echo),
+    )
+    await deps.aclose()
     assert first is second is BUILT[0]
     assert len(BUILT) == 1
     assert none is None

@@ -2,7 +2,7 @@
 # LocalStack init hook (ready.d): create the tasklease queues with the values the
 # Terraform uses, read from app/shared_settings.json (mounted by docker-compose.yml).
 #
-# Same shape as infra/sqs.tf and app/queue.py create_queues: a DLQ, a source queue
+# Same shape as infra/sqs.tf and app/transport/sqs.py create_queues: a DLQ, a source queue
 # whose redrive policy points at it, and a redrive allow policy (byQueue) on the DLQ.
 # Idempotent: CreateQueue with the same attributes returns the existing queue.
 #
