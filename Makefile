@@ -83,8 +83,9 @@ infra-check: $(STAMP) ## infra static checks: HCL parse and drift tests, checkov
 	    && $(TERRAFORM) -chdir=infra test -no-color; \
 	fi
 
-package: $(STAMP) ## build infra/build/lambda.zip from uv.lock for the Lambda runtime (LAMBDA_ARCH=x86_64|arm64)
-	@LAMBDA_ARCH=$(LAMBDA_ARCH) $(UV) run --no-sync python scripts/package_lambda.py
+KINDS_SOURCES ?=
+package: $(STAMP) ## build infra/build/lambda.zip from uv.lock (LAMBDA_ARCH=x86_64|arm64; KINDS_SOURCES="dir ..." ships your kinds)
+	@LAMBDA_ARCH=$(LAMBDA_ARCH) $(UV) run --no-sync python scripts/package_lambda.py $(addprefix --with ,$(KINDS_SOURCES))
 
 plan: $(STAMP) ## terraform plan against LocalStack through tflocal (says loudly when it cannot run)
 	@if [ -z "$(TERRAFORM)" ]; then \

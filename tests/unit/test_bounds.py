@@ -10,6 +10,7 @@ import pytest
 from app import bounds, config, errors
 from app.api import create_app
 from app.kinds import kind
+from app.states import FINAL_FOR_NOW, TERMINAL, JobState
 from app.store import sql
 
 pytestmark = pytest.mark.unit
@@ -74,3 +75,11 @@ def test_the_openapi_document_states_the_same_bounds() -> None:
 def test_a_kind_declared_outside_the_bounds_stops_start_up(options: dict[str, int]) -> None:
     with pytest.raises(errors.ConfigError, match="outside"):
         kind("tests.out_of_bounds", **options)  # type: ignore[arg-type]
+
+
+def test_the_state_enum_in_sql_is_jobstate() -> None:
+    m = re.search(r"CREATE TYPE job_state AS ENUM \((.*?)\);", SCHEMA, flags=re.S)
+    assert m, "no job_state enum in the migrations"
+    assert re.findall(r"'(\w+)'", m.group(1)) == [s.value for s in JobState]
+    assert TERMINAL < FINAL_FOR_NOW  # dead_lettered is final for now, not terminal
+    assert {JobState.DEAD_LETTERED} == FINAL_FOR_NOW - TERMINAL
