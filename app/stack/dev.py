@@ -23,7 +23,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from app import errors, store, transport
+from app import errors, kinds, store, transport
 from app.config import Settings
 from app.services import auth
 from app.stack import embedded
@@ -249,6 +249,9 @@ def main(
 ) -> int:
     stack = DevStack(settings, data_dir, workers, api_port, sqs)
     try:
+        # The API and the workers would each refuse a bad TASKLEASE_KINDS into their own
+        # log; say it here, naming the module, before anything starts.
+        kinds.load(settings)
         stack.start()
         if demo:
             ids = _submit_demo(stack)
@@ -286,7 +289,7 @@ def main(
         console.print("\nstopping…")
         return 0
     except errors.TaskleaseError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{escape(str(exc))}[/]")
         return 2
     finally:
         with contextlib.suppress(Exception):
