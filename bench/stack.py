@@ -125,14 +125,8 @@ class BenchStack(Stack):
 
     def start_bench_api(self) -> None:
         assert self.urls is not None
-        base = {k: v for k, v in os.environ.items() if not k.startswith("TASKLEASE_")}
         self.env = {
-            **base,
-            **embedded.local_aws_env(self.proxy_url),
-            "TASKLEASE_DATABASE_URL": self.database_url,
-            "TASKLEASE_QUEUE_URL": self.urls.queue_url,
-            "TASKLEASE_DLQ_URL": self.urls.dlq_url,
-            "TASKLEASE_QUEUE_NAME": self.queue_name,
+            **self.process_env(self.urls, self.queue_name, self.proxy_url),
             "TASKLEASE_WAIT_TIME_SECONDS": "1",
             "TASKLEASE_BATCH_SIZE": "10",
             # The benchmark measures throughput: the per-tenant limits must not be what it finds.

@@ -115,14 +115,8 @@ class ChaosStack(Stack):
         cfg = self.cfg
         hook_port = embedded.free_port()
         self.hook_url = f"http://127.0.0.1:{hook_port}"
-        base = {k: v for k, v in os.environ.items() if not k.startswith("TASKLEASE_")}
         self.env = {
-            **base,
-            **embedded.local_aws_env(self.endpoint),
-            "TASKLEASE_DATABASE_URL": self.database_url,
-            "TASKLEASE_QUEUE_URL": self.urls.queue_url,
-            "TASKLEASE_DLQ_URL": self.urls.dlq_url,
-            "TASKLEASE_QUEUE_NAME": self.queue_name,
+            **self.process_env(self.urls, self.queue_name, self.endpoint),
             "TASKLEASE_VISIBILITY_TIMEOUT_SECONDS": str(cfg.visibility),
             "TASKLEASE_WAIT_TIME_SECONDS": "1",
             "TASKLEASE_BACKOFF_BASE_SECONDS": "0.5",

@@ -158,6 +158,20 @@ class Stack:
             os.environ.update(embedded.local_aws_env(self.endpoint))
         return asyncio.run(create_queues(settings, name))
 
+    def process_env(self, urls: QueueUrls, queue_name: str, endpoint: str) -> dict[str, str]:
+        """The environment that points a tasklease process at this stack: the caller's,
+        less its own TASKLEASE_* settings, plus the stack's database, queues and an SQS
+        endpoint (the server's, or a proxy in front of it)."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith("TASKLEASE_")}
+        return {
+            **base,
+            **embedded.local_aws_env(endpoint),
+            "TASKLEASE_DATABASE_URL": self.database_url,
+            "TASKLEASE_QUEUE_URL": urls.queue_url,
+            "TASKLEASE_DLQ_URL": urls.dlq_url,
+            "TASKLEASE_QUEUE_NAME": queue_name,
+        }
+
     def create_key(self, tenant: str, name: str) -> str:
         """A new API key for ``tenant`` in the stack's database."""
         return asyncio.run(auth.create_key_at(self.database_url, tenant, name=name))
