@@ -62,6 +62,12 @@ class Settings(BaseSettings):
     )
     # The queue's redrive policy; well above max_attempts (see DESIGN.md).
     max_receive_count: int = Field(SHARED["max_receive_count"], ge=1, le=limits.MAX_RECEIVE_COUNT)
+    # The redrive budget: a job is redriven at most this many times within the window
+    # (by any path: the CLI, the API, a move task, a tool copying the DLQ back); past it a
+    # redriven message is deleted unrun and the job stays dead-lettered. An operator's
+    # `tasklease redrive --job ID --force` (or the API's admin ?force=true) still redrives.
+    redrive_budget: int = Field(3, ge=0, le=1000)
+    redrive_window_seconds: int = Field(86_400, ge=1, le=366 * 86_400)
     backoff_base_seconds: float = Field(2.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
     backoff_cap_seconds: float = Field(300.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
     message_retention_seconds: int = Field(

@@ -26,6 +26,8 @@ class Point(enum.StrEnum):
     BEFORE_COMPLETION = "before_completion"
     AFTER_COMPLETION = "after_completion"  # the row says succeeded, the message is not deleted
     WHILE_DEAD_LETTERING = "while_dead_lettering"  # DLQ message sent, row not yet marked
+    # A redrive past the job's redrive budget was refused; the message is not deleted yet.
+    AFTER_REDRIVE_REFUSED = "after_redrive_refused"
     AFTER_OUTBOX_COMMIT = "after_outbox_commit"  # API: job committed, message not sent
 
 

@@ -82,7 +82,12 @@ class JobPublic(BaseModel):
     last_error: str | None
     lease_owner: str | None
     lease_expires_at: dt.datetime | None
-    redrives: int
+    redrives: int = Field(
+        description="how many times the job was redriven out of dead_lettered, in all"
+    )
+    runs: int = Field(
+        description="how many times the kind's code started, across attempts and redrives"
+    )
     cancel_requested: bool
     dead_lettered_by: str | None
     created_at: dt.datetime
@@ -136,6 +141,7 @@ class RedriveRequest(BaseModel):
     kind: Annotated[str | None, Storable] = Field(None, min_length=1, max_length=100)
     tenant: str | None = Field(None, pattern=TENANT_PATTERN)
     limit: int | None = Field(None, ge=1, le=redrive.MAX_LIST)
+    force: bool = Field(False, description="redrive past the jobs' redrive budgets")
 
 
 class RedriveSummary(BaseModel):
@@ -146,6 +152,10 @@ class RedriveSummary(BaseModel):
     sent_without_dead_letter: int
     stale_deleted: int
     left_in_dlq: int
+    refused: list[uuid.UUID] = Field(
+        description="jobs past their redrive budget, left dead-lettered (with a move task: "
+        "their messages are deleted unrun when claimed)"
+    )
 
     @classmethod
     def of(cls, report: redrive.RedriveReport) -> RedriveSummary:
@@ -157,6 +167,7 @@ class RedriveSummary(BaseModel):
             sent_without_dead_letter=report.sent_without_dead_letter,
             stale_deleted=report.stale_deleted,
             left_in_dlq=report.left_in_dlq,
+            refused=report.refused,
         )
 
 

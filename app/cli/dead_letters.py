@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from app.cli import render, runner
@@ -48,8 +49,18 @@ def redrive(
     job: Annotated[
         list[str] | None, typer.Option("--job", help="only this job (repeatable)")
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="redrive past the jobs' redrive budgets (TASKLEASE_REDRIVE_BUDGET); "
+            "never through a move task",
+        ),
+    ] = False,
 ) -> None:
-    """Move dead letters back to the source queue with a fresh attempt budget."""
+    """Move dead letters back to the source queue with a fresh attempt budget. A job
+    redriven TASKLEASE_REDRIVE_BUDGET times within TASKLEASE_REDRIVE_WINDOW_SECONDS is
+    refused (exit 1) unless --force."""
     s = runner.settings_or_exit()
     ids = [job_id_or_exit(j) for j in job or []]
     with Progress(
@@ -75,6 +86,7 @@ def redrive(
                 kind=kind,
                 limit=limit,
                 dry_run=dry_run,
+                force=force,
                 progress=None if dry_run else tick,
             ),
         )
@@ -85,10 +97,32 @@ def redrive(
         )
     )
     if dry_run:
+        _refusals(s, report, "would be refused")
         out.print("dry run: nothing changed")
         return
     out.print(render.redrive_summary(report))
     if report.mode == "StartMessageMoveTask":
         out.print(
             "moved with StartMessageMoveTask: each job's attempt budget restarts when its message is claimed"
+        )
+    if report.refused:
+        verdict = (
+            "refused (its message is deleted unrun when claimed)"
+            if report.mode == "StartMessageMoveTask"
+            else "refused (its dead letter stays in the DLQ)"
+        )
+        _refusals(s, report, verdict)
+        raise typer.Exit(1)
+
+
+def _refusals(s: Settings, report: redriving.RedriveReport, verdict: str) -> None:
+    """One line per job past its redrive budget, naming the job and the budget."""
+    for job_id in report.refused:
+        err.print(
+            escape(
+                f"{verdict}: job {job_id}: redrive budget used up ({s.redrive_budget} redrives "
+                f"within {s.redrive_window_seconds} s, TASKLEASE_REDRIVE_BUDGET); redrive it "
+                f"anyway with: tasklease redrive --job {job_id} --force"
+            ),
+            soft_wrap=True,
         )

@@ -28,6 +28,8 @@ JOB_FIELDS = (
     "state",
     "attempt",
     "max_attempts",
+    "redrives",
+    "runs",
     "lease_owner",
     "last_error",
     "created_at",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+from app.store.leases import RedriveBudget
 from app.store.pool import Database, q
 from app.store.records import Job, Redriven
 
@@ -32,12 +33,27 @@ async def listing(
 
 
 async def reset(
-    db: Database, job_ids: Sequence[uuid.UUID], *, with_outbox: bool, detail: str
+    db: Database,
+    job_ids: Sequence[uuid.UUID],
+    *,
+    with_outbox: bool,
+    detail: str,
+    redrive: RedriveBudget,
+    force: bool = False,
 ) -> list[Redriven]:
     """Dead-lettered jobs back to queued with a fresh budget and a new generation; with
-    ``with_outbox`` each also gets an outbox row to send."""
+    ``with_outbox`` each also gets an outbox row to send. A job past its redrive budget
+    comes back ``refused`` and unchanged, unless ``force``."""
     rows = await db.fetch(
-        q("redrive_reset"), {"ids": list(job_ids), "with_outbox": with_outbox, "detail": detail}
+        q("redrive_reset"),
+        {
+            "ids": list(job_ids),
+            "with_outbox": with_outbox,
+            "detail": detail,
+            "redrive_budget": redrive.budget,
+            "redrive_window": redrive.window_seconds,
+            "force": force,
+        },
     )
     return [Redriven.from_row(row) for row in rows]
 

@@ -10,9 +10,40 @@ from typing import Any, TypedDict, Unpack
 
 from psycopg.types.json import Jsonb
 
+from app.config import Settings
 from app.states import JobState
 from app.store.pool import Database, q
 from app.store.records import Job
+
+
+@dataclass(frozen=True)
+class RedriveBudget:
+    """At most ``budget`` redrives of a job within ``window_seconds``."""
+
+    budget: int
+    window_seconds: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> RedriveBudget:
+        """TASKLEASE_REDRIVE_BUDGET within TASKLEASE_REDRIVE_WINDOW_SECONDS."""
+        return cls(settings.redrive_budget, settings.redrive_window_seconds)
+
+    def refusal(self) -> str:
+        """Why a redrive past the budget is refused (the job's last_error and event)."""
+        return (
+            f"redrive budget used up: {self.budget} redrives within {self.window_seconds} s "
+            "(TASKLEASE_REDRIVE_BUDGET, TASKLEASE_REDRIVE_WINDOW_SECONDS); "
+            "redrive deliberately with `tasklease redrive --job ID --force`."
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A claimed job; or, ``refused``, a redrive past the job's redrive budget: nothing
+    was claimed, the job stays dead-lettered and the message is to be deleted unrun."""
+
+    job: Job
+    refused: bool
 
 
 async def claim_batch(
@@ -23,8 +54,10 @@ async def claim_batch(
     generations: Sequence[int | None],
     owner: str,
     lease_seconds: float,
-) -> dict[uuid.UUID, Job]:
-    """Claim each job with its fresh token (one statement); the claimed jobs by token."""
+    redrive: RedriveBudget,
+) -> dict[uuid.UUID, Verdict]:
+    """Claim each job with its fresh token (one statement); the verdicts by token (a
+    delivery that neither claimed nor was refused is left out)."""
     rows = await db.fetch(
         q("claim_batch"),
         {
@@ -33,9 +66,12 @@ async def claim_batch(
             "generations": list(generations),
             "owner": owner,
             "lease_seconds": lease_seconds,
+            "redrive_budget": redrive.budget,
+            "redrive_window": redrive.window_seconds,
+            "refusal": redrive.refusal(),
         },
     )
-    return {row["lease_token"]: Job.from_row(row) for row in rows}
+    return {row["token"]: Verdict(Job.from_row(row), bool(row["refused"])) for row in rows}
 
 
 async def start_batch(

@@ -63,6 +63,8 @@ class Job(_Record):
     cancel_requested: bool
     dead_lettered_by: str | None
     redrives: int
+    runs: int  # starts of the kind's code, across attempts and redrives
+    redriven_at: list[dt.datetime]  # redrives within the redrive window, oldest first
     created_at: dt.datetime
     updated_at: dt.datetime
     started_at: dt.datetime | None
@@ -186,7 +188,9 @@ class TenantUsage(_Record):
 
 @dataclass(frozen=True, slots=True)
 class Redriven(_Record):
-    """A dead-lettered job put back to queued, with its outbox row when one was written."""
+    """A dead-lettered job put back to queued, with its outbox row when one was written;
+    or, ``refused``, one left dead-lettered because its redrive budget is used up."""
 
     id: uuid.UUID
     outbox_id: int | None
+    refused: bool

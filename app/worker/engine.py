@@ -49,7 +49,8 @@ class Engine:
         self.outcomes = outcomes.Outcomes(settings, db, queue)
         # The records of a batch (and of concurrent batches) claim, start and succeed
         # together: one statement each instead of one per record.
-        self._claims: batching.Batcher[Claim, Job | None] = batching.Batcher(
+        self.redrive_budget = store.leases.RedriveBudget.of(settings)
+        self._claims: batching.Batcher[Claim, store.leases.Verdict | None] = batching.Batcher(
             self._claim_many, max_size=BATCH_STATEMENT_ROWS
         )
         self._starts: batching.Batcher[
@@ -120,9 +121,20 @@ class Engine:
             return True
 
         token = uuid.uuid4()
-        job = await self._claims.submit(Claim(job_id, token, codec.redrive_generation(record)))
-        if job is None:
+        verdict = await self._claims.submit(Claim(job_id, token, codec.redrive_generation(record)))
+        if verdict is None:
             return await self._not_claimed(job_id, record, body)
+        job = verdict.job
+        if verdict.refused:
+            # A redrive past the job's redrive budget: nothing runs, the message goes.
+            fields = {"job_id": job_id, "kind": job.kind, "redrives": job.redrives}
+            log.warning(
+                "redrive refused: %s; message deleted unrun",
+                self.redrive_budget.refusal(),
+                extra={**fields, "state": JobState.DEAD_LETTERED},
+            )
+            crashpoints.hit(crashpoints.Point.AFTER_REDRIVE_REFUSED, **fields)
+            return True
         fields = {
             "job_id": job_id,
             "kind": job.kind,
@@ -238,7 +250,7 @@ class Engine:
 
     # --- the batched statements ------------------------------------------------
 
-    async def _claim_many(self, claims: list[Claim]) -> list[Job | None]:
+    async def _claim_many(self, claims: list[Claim]) -> list[store.leases.Verdict | None]:
         by_token = await store.leases.claim_batch(
             self.db,
             job_ids=[c.job_id for c in claims],
@@ -246,6 +258,7 @@ class Engine:
             generations=[c.generation for c in claims],
             owner=self.owner,
             lease_seconds=self.settings.visibility_timeout_seconds,
+            redrive=self.redrive_budget,
         )
         return [by_token.get(c.token) for c in claims]
 

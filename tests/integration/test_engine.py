@@ -175,6 +175,7 @@ async def test_a_zombie_workers_late_effect_and_completion_change_nothing(
                 "generations": [None],
                 "owner": "zombie",
                 "lease_seconds": 0.2,
+                **REDRIVE_BUDGET,
             },
         )
         assert claimed, "the zombie's claim"
@@ -348,6 +349,9 @@ async def test_a_lambda_running_out_of_time_hands_the_lease_back_without_using_a
 
 
 # Named queries used by the zombie test to act as a paused worker would.
+REDRIVE_BUDGET = {"redrive_budget": 3, "redrive_window": 86_400, "refusal": "budget used up"}
+
+
 def a_claim() -> Any:
     from app.store.sql import queries
 

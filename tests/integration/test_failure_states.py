@@ -199,11 +199,11 @@ async def test_the_api_redrive_resets_the_budget_and_the_sweeper_deletes_the_sta
     job_id = await dead_letter_one(stack, sql)
 
     async with engine_for(stack.settings) as engine:
-        job = await redrive.redrive_job(engine.db, engine.queue, job_id, scope=None)
+        job = await redrive.redrive_job(stack.settings, engine.db, engine.queue, job_id, scope=None)
         final = await drain(engine, sql, job_id, {JobState.SUCCEEDED})
         report = await sweeper.sweep_once(stack.settings, engine.db, engine.queue)
         with pytest.raises(errors.Conflict, match="not dead_lettered"):
-            await redrive.redrive_job(engine.db, engine.queue, job_id, scope=None)
+            await redrive.redrive_job(stack.settings, engine.db, engine.queue, job_id, scope=None)
     assert job["state"] == JobState.QUEUED and job["attempt"] == 0
     assert final["state"] == JobState.SUCCEEDED
     assert report.stale_dead_letters == 1
@@ -328,6 +328,7 @@ async def test_a_cancel_whose_lease_ends_between_its_two_statements_is_not_lost(
         job_id = await submit(engine, "demo.flaky", {"fail_attempts": 1}, max_attempts=3)
         token = uuid.uuid4()
         claim = {"ids": [job_id], "tokens": [token], "owner": "w", "lease_seconds": 30}
+        claim |= {"redrive_budget": 3, "redrive_window": 86_400, "refusal": "budget used up"}
         await engine.db.fetch(queries["claim_batch"], {**claim, "generations": [None]})
         await engine.db.fetch(queries["start_batch"], {"ids": [job_id], "tokens": [token]})
 
@@ -363,7 +364,7 @@ async def test_a_redrive_supersedes_a_cancel_asked_for_while_the_job_ran(
     sql.execute("UPDATE jobs SET cancel_requested = true WHERE id = %s", (job_id,))
 
     async with engine_for(stack.settings) as engine:
-        job = await redrive.redrive_job(engine.db, engine.queue, job_id, scope=None)
+        job = await redrive.redrive_job(stack.settings, engine.db, engine.queue, job_id, scope=None)
         final = await drain(engine, sql, job_id, {JobState.SUCCEEDED, JobState.CANCELLED})
     assert job["cancel_requested"] is False
     assert final["state"] == JobState.SUCCEEDED

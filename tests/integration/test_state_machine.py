@@ -188,6 +188,9 @@ class World:
             rate_limit_burst=1_000_000,
             pool_min_size=1,
             pool_max_size=4,
+            # The model expects every redrive to run: the budget has its own tests
+            # (test_redrive_budget.py).
+            redrive_budget=1000,
         )
         urls = run(create_queues(base, name))
         self.settings = Settings(

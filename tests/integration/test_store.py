@@ -23,9 +23,15 @@ async def running_job(db: store.Database) -> tuple[uuid.UUID, uuid.UUID]:
     assert written.admission.rate_ok and [j.id for j in written.jobs] == [row.id]
     token = uuid.uuid4()
     claimed = await store.leases.claim_batch(
-        db, job_ids=[row.id], tokens=[token], generations=[None], owner="w", lease_seconds=30
+        db,
+        job_ids=[row.id],
+        tokens=[token],
+        generations=[None],
+        owner="w",
+        lease_seconds=30,
+        redrive=store.leases.RedriveBudget(budget=3, window_seconds=86_400),
     )
-    assert claimed[token].state is JobState.LEASED
+    assert claimed[token].job.state is JobState.LEASED and not claimed[token].refused
     assert await store.leases.start_batch(db, [(row.id, token)]) == {token: []}
     return row.id, token
 

@@ -37,6 +37,8 @@ def job_row(**overrides: Any) -> dict[str, Any]:
         "state": "dead_lettered",
         "attempt": 3,
         "max_attempts": 3,
+        "redrives": 0,
+        "runs": 1,
         "lease_owner": None,
         "last_error": MARKUP,
         "created_at": NOW,

@@ -32,6 +32,8 @@ def job_row(**over: Any) -> dict[str, Any]:
         request_hash="h",
         cancel_requested=False,
         redrives=0,
+        runs=0,
+        redriven_at=[],
         created_at=NOW,
         updated_at=NOW,
     )

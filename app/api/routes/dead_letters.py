@@ -72,5 +72,6 @@ async def redrive_dead_letters(
         kind=body.kind,
         tenant=body.tenant,
         limit=body.limit,
+        force=body.force,
     )
     return RedriveSummary.of(report)

@@ -19,10 +19,11 @@ from app.api.schemas import (
     JobCreate,
     JobPage,
     JobPublic,
+    Problem,
     Storable,
 )
 from app.api.security import Caller, Submitter
-from app.services import jobs, redrive
+from app.services import auth, jobs, redrive
 from app.services import submit as service
 from app.states import JobState
 
@@ -133,8 +134,26 @@ async def cancel_job(job_id: uuid.UUID, caller: Caller, db: Db) -> JobPublic:
 
 
 @router.post(
-    "/v1/jobs/{job_id}/redrive", response_model=JobPublic, status_code=202, responses=CONFLICT
+    "/v1/jobs/{job_id}/redrive",
+    response_model=JobPublic,
+    status_code=202,
+    responses={403: {"model": Problem, "description": "force needs an admin key"}, **CONFLICT},
 )
-async def redrive_job(job_id: uuid.UUID, caller: Caller, db: Db, queue: JobQueue) -> JobPublic:
-    """Send a dead-lettered job back to the queue with a fresh attempt budget."""
-    return JobPublic.of(await redrive.redrive_job(db, queue, job_id, scope=caller.scope))
+async def redrive_job(
+    job_id: uuid.UUID,
+    caller: Caller,
+    settings: Settings,
+    db: Db,
+    queue: JobQueue,
+    force: Annotated[
+        bool, Query(description="admin keys only: redrive past the job's redrive budget")
+    ] = False,
+) -> JobPublic:
+    """Send a dead-lettered job back to the queue with a fresh attempt budget. A job
+    redriven TASKLEASE_REDRIVE_BUDGET times within TASKLEASE_REDRIVE_WINDOW_SECONDS is
+    409 (its redrive budget is used up) unless an admin key asks with ``force=true``."""
+    if force and not caller.admin:
+        raise auth.Forbidden("force=true needs an admin key")
+    return JobPublic.of(
+        await redrive.redrive_job(settings, db, queue, job_id, scope=caller.scope, force=force)
+    )

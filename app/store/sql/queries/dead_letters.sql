@@ -16,20 +16,32 @@ LIMIT %(limit)s;
 -- Back to queued with a fresh attempt budget; a new generation refuses stale dead letters.
 -- A cancel asked for while the job ran, before it failed, is superseded: a redrive is the
 -- newer request, and the job would otherwise be cancelled unrun at its next delivery.
-WITH r AS (
-    UPDATE jobs
-    SET state = 'queued', attempt = 0, redrives = redrives + 1, dead_lettered_by = NULL,
+-- A job whose redrive budget is used up is left dead-lettered and answered refused,
+-- unless forced (an operator's deliberate redrive; it counts in the window all the same).
+WITH target AS (
+    SELECT id, redrives_within(redriven_at, %(redrive_window)s) < %(redrive_budget)s AS budget_left
+    FROM jobs
+    WHERE id = ANY(%(ids)s) AND state = 'dead_lettered'
+    ORDER BY id
+    FOR UPDATE
+), r AS (
+    UPDATE jobs j
+    SET state = 'queued', attempt = 0, redrives = j.redrives + 1, dead_lettered_by = NULL,
+        redriven_at = redriven_now(j.redriven_at, %(redrive_window)s),
         cancel_requested = false,
         finished_at = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-    WHERE id = ANY(%(ids)s) AND state = 'dead_lettered'
-    RETURNING id
+    FROM target t
+    WHERE j.id = t.id AND (t.budget_left OR %(force)s)
+    RETURNING j.id
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
     SELECT id, 'dead_lettered', 'queued', 0, %(detail)s FROM r
 ), box AS (
     INSERT INTO outbox (job_id) SELECT id FROM r WHERE %(with_outbox)s RETURNING id, job_id
 )
-SELECT r.id, box.id AS outbox_id FROM r LEFT JOIN box ON box.job_id = r.id;
+SELECT r.id, box.id AS outbox_id, false AS refused FROM r LEFT JOIN box ON box.job_id = r.id
+UNION ALL
+SELECT t.id, NULL, true FROM target t WHERE NOT (t.budget_left OR %(force)s);
 
 -- name: reconcile_moved
 -- Jobs whose message SQS moved to the DLQ by its redrive policy: the last backstop fired.

@@ -9,13 +9,18 @@
 -- count the attempt, write the event. Rows are locked in id order, so two batches that
 -- share jobs cannot deadlock. Claimable: queued, retrying, stalled; leased/running with
 -- an expired lease; a dead_lettered job when this delivery is a redrive (then the
--- attempt budget restarts). Two deliveries of one job in a batch: one claim wins, the
--- other finds the winner's live lease (a duplicate). The caller matches rows by token.
+-- attempt budget restarts) and the job's redrive budget is not used up. A redrive past
+-- the budget is refused: the job stays dead_lettered, last_error and an event say why,
+-- and the row comes back with refused = true (the caller deletes the message unrun).
+-- Two deliveries of one job in a batch: one claim wins, the other finds the winner's
+-- live lease (a duplicate). The caller matches rows by token.
 WITH input AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(generations)s::int[])
         AS t(id, token, generation)
 ), target AS (
-    SELECT j.id, j.state AS from_state FROM jobs j
+    SELECT j.id, j.state AS from_state,
+           redrives_within(j.redriven_at, %(redrive_window)s) < %(redrive_budget)s AS budget_left
+    FROM jobs j
     WHERE j.id IN (SELECT id FROM input)
     ORDER BY j.id
     FOR UPDATE OF j
@@ -24,6 +29,9 @@ WITH input AS (
     SET state = 'leased',
         attempt = CASE WHEN j.state = 'dead_lettered' THEN 1 ELSE j.attempt + 1 END,
         redrives = j.redrives + CASE WHEN j.state = 'dead_lettered' THEN 1 ELSE 0 END,
+        redriven_at = CASE WHEN j.state = 'dead_lettered'
+                           THEN redriven_now(j.redriven_at, %(redrive_window)s)
+                           ELSE j.redriven_at END,
         dead_lettered_by = NULL,
         lease_owner = %(owner)s,
         lease_token = i.token,
@@ -34,23 +42,41 @@ WITH input AS (
       AND NOT j.cancel_requested
       AND (j.state IN ('queued', 'retrying', 'stalled')
            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now())
-           OR (j.state = 'dead_lettered'
+           OR (j.state = 'dead_lettered' AND t.budget_left
                AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')))
-    RETURNING j.*, t.from_state
+    RETURNING j.*, t.from_state, i.token AS token, false AS refused
+), refused AS (
+    UPDATE jobs j
+    SET last_error = CASE WHEN starts_with(coalesce(j.last_error, ''), 'redrive budget used up')
+                          THEN j.last_error
+                          ELSE left(%(refusal)s || coalesce(' Last error: ' || j.last_error, ''),
+                                    2000) END,
+        updated_at = now()
+    FROM target t, input i
+    WHERE j.id = t.id AND i.id = t.id
+      AND NOT j.cancel_requested
+      AND j.state = 'dead_lettered' AND NOT t.budget_left
+      AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')
+    RETURNING j.*, t.from_state, i.token AS token, true AS refused
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
-    SELECT id, from_state, 'leased', attempt, lease_owner,
+    SELECT id, from_state, 'leased'::job_state, attempt, lease_owner,
            CASE WHEN from_state = 'dead_lettered' THEN 'redriven' END
     FROM claimed
+    UNION ALL
+    SELECT id, 'dead_lettered'::job_state, 'dead_lettered'::job_state, attempt, %(owner)s,
+           'redrive refused, message deleted unrun: ' || %(refusal)s
+    FROM refused
 )
-SELECT * FROM claimed;
+SELECT * FROM claimed UNION ALL SELECT * FROM refused;
 
 -- name: start_batch
 -- leased -> running for a batch, with each job's recorded effects, in one round trip.
 WITH input AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS t(id, token)
 ), started AS (
-    UPDATE jobs j SET state = 'running', started_at = coalesce(j.started_at, now()), updated_at = now()
+    UPDATE jobs j SET state = 'running', runs = j.runs + 1,
+        started_at = coalesce(j.started_at, now()), updated_at = now()
     FROM input i
     WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'leased'
     RETURNING j.id, j.attempt, j.lease_owner, j.lease_token
