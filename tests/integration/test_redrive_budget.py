@@ -18,6 +18,7 @@ from app.api import create_app
 from app.services import redrive
 from app.states import JobState
 from tests.conftest import Stack, bearer, job_row
+from tests.e2e.test_auth_cli import cli
 from tests.helpers import dlq_messages, engine_for, receive_records, submit
 from tests.integration.conftest import TestClient
 
@@ -185,3 +186,41 @@ def test_a_bad_redrive_budget_stops_start_up_naming_the_variable(
             m.setenv(var, value)
             with pytest.raises(errors.ConfigError, match=var):
                 config.load()
+
+
+@pytest.mark.asyncio
+async def test_tasklease_redrive_refuses_a_job_past_its_budget_naming_it_and_force_redrives(
+    stack: Stack, sql: Any
+) -> None:
+    """Issue 13 item 1: `tasklease redrive --job ID` past the budget exits 1 with a line
+    naming the job and the budget, changing nothing; `--force` redrives; `jobs show`
+    shows redrives and runs."""
+    async with engine_for(stack.settings) as engine:
+        job_id = await dead_letter_permanent(stack, engine, sql)
+    stack.env["TASKLEASE_REDRIVE_BUDGET"] = "0"
+    before = job_row(sql, job_id)
+
+    code, out, err = cli(stack, "redrive", "--job", str(job_id))
+    assert code == 1, (out, err)
+    assert f"job {job_id}: redrive budget used up (0 redrives within 86400 s" in err
+    assert f"tasklease redrive --job {job_id} --force" in err
+    assert job_row(sql, job_id) == before
+    depth = stack.sqs.get_queue_attributes(
+        QueueUrl=stack.settings.dlq,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    assert sum(int(v) for v in depth.values()) == 1  # the dead letter stays in the DLQ
+
+    code, out, err = cli(stack, "redrive", "--job", str(job_id), "--force")
+    assert code == 0, (out, err)
+    row = job_row(sql, job_id)
+    assert (row["state"], row["redrives"], row["runs"]) == (JobState.QUEUED, 1, 1)
+
+    code, out, err = cli(stack, "jobs", "show", str(job_id))
+    assert code == 0, err
+    shown = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in out.splitlines()
+        if line.count("│") == 3
+    }
+    assert (shown["redrives"], shown["runs"]) == ("1", "1"), out
