@@ -116,6 +116,8 @@ async def test_a_process_killed_at_a_crash_point_leaves_every_invariant_standing
         killed_after_the_outbox_commit(stack, sql, webhook_up)
     elif point == Point.WHILE_DEAD_LETTERING:
         await killed_while_dead_lettering(stack, sql, webhook_up)
+    elif point == Point.AFTER_REDRIVE_REFUSED:
+        await killed_after_a_redrive_refusal(stack, sql, webhook_up)
     else:
         await killed_in_the_worker(stack, sql, point, webhook_up)
 
@@ -273,3 +275,56 @@ async def test_the_invariant_checker_fails_on_what_it_guards_against(
         "5: no outbox row",
     ):
         assert expected in message, message
+
+
+async def killed_after_a_redrive_refusal(
+    stack: Stack, sql: Any, webhook_up: Callable[[], None]
+) -> None:
+    """Issue 13 item 1: a worker dies after refusing a redrive past the budget, before the
+    message is deleted: the message comes back and is refused again, never run."""
+    # Given a permanently failing job, dead-lettered, with no redrive budget at all...
+    budget = {"TASKLEASE_REDRIVE_BUDGET": "0"}
+    first = stack.worker(env=budget, name="first")
+    webhook_up()
+    job_id = await submit(stack, "support.triage", PERMANENT_TICKET)
+    wait_for_state(sql, job_id, JobState.DEAD_LETTERED, timeout=60)
+    wait_for(lambda: queue_empty(stack), timeout=30, what="the source message to be deleted")
+    first.terminate()
+    first.wait(30)
+    # ...whose dead letter a tool moves back, attributes and all.
+    (letter,) = dlq_messages_for(stack, job_id)
+    stack.sqs.send_message(
+        QueueUrl=stack.settings.queue,
+        MessageBody=letter["Body"],
+        MessageAttributes=letter["MessageAttributes"],
+    )
+    stack.sqs.delete_message(QueueUrl=stack.settings.dlq, ReceiptHandle=letter["ReceiptHandle"])
+
+    # When a worker dies after refusing it, before deleting the message.
+    doomed = stack.worker(env={**budget, **crash_env(Point.AFTER_REDRIVE_REFUSED)}, name="doomed")
+    died_by_sigkill(doomed, "the worker armed at after_redrive_refused")
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.DEAD_LETTERED, describe(sql, job_id)
+    assert row["last_error"].startswith("redrive budget used up"), describe(sql, job_id)
+    assert not queue_empty(stack), "the refused message was deleted before the crash point"
+
+    # Then a healthy worker refuses it again and deletes it; the job never ran again.
+    stack.worker(env=budget, name="rescuer")
+    wait_for(lambda: queue_empty(stack), timeout=60, what="the refused message to be deleted")
+    row = job_row(sql, job_id)
+    assert (row["state"], row["runs"], row["redrives"]) == (JobState.DEAD_LETTERED, 1, 0)
+    assert model_outcomes(stack, f"{job_id}:triage") == ["permanent"]
+    assert dlq_messages_for(stack, job_id) == []
+    check_invariants(sql, stack, [job_id])
+
+    # And once the cause is gone, an operator's redrive (within the default budget) runs it.
+    stack.env.pop("TASKLEASE_REDRIVE_BUDGET", None)
+    sql.execute(
+        "UPDATE jobs SET payload = jsonb_set(payload, '{subject}', to_jsonb(%s::text)) "
+        "WHERE id = %s",
+        (TICKET["subject"], job_id),
+    )
+    row = redrive_and_check(stack, sql, job_id)
+    assert row["result"]["delivered"] is True
+    assert model_outcomes(stack, f"{job_id}:triage") == ["permanent", "ok"]
+    check_invariants(sql, stack, [job_id])
