@@ -240,3 +240,40 @@ async def test_a_move_task_started_while_the_sweeper_runs_moves_every_dead_lette
     # dead letter of ours is left.
     letters = dlq_messages(stack, visibility=30, enough=lambda found: len(found) >= 1)
     assert [m["Body"] for m in letters] == ["not ours"]
+
+
+@pytest.mark.asyncio
+async def test_a_scan_that_is_due_waits_while_a_move_task_runs(stack: Stack, sql: Any) -> None:
+    """Issue 13 item 2: a sweeper that would look into the DLQ receives nothing while a
+    move task runs on it (it would hide the messages from the task), and looks after."""
+    if stack.sqs_target != "localstack":
+        pytest.skip("StartMessageMoveTask: LocalStack or AWS (TASKLEASE_TEST_SQS=localstack)")
+
+    def arn(url: str) -> str:
+        attrs = stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+        return str(attrs["Attributes"]["QueueArn"])
+
+    foreign = 5
+    for _ in range(foreign):  # unaccounted: a scan is due
+        send_foreign_dead_letter(stack)
+    async with engine_for(stack.settings) as engine:
+        stack.sqs.start_message_move_task(
+            SourceArn=arn(stack.settings.dlq),
+            DestinationArn=arn(stack.settings.queue),
+            MaxNumberOfMessagesPerSecond=1,
+        )
+        with sqs_calls(engine) as during:
+            await sweeper.sweep_once(stack.settings, engine.db, engine.queue)
+        [after_sweep] = stack.sqs.list_message_move_tasks(
+            SourceArn=arn(stack.settings.dlq), MaxResults=1
+        )["Results"]
+        task = wait_for_move(stack, arn(stack.settings.dlq))
+        for _ in range(foreign):  # the moved messages, dead-lettered again as foreign
+            send_foreign_dead_letter(stack)
+        with sqs_calls(engine) as later:
+            await sweeper.sweep_once(stack.settings, engine.db, engine.queue)
+
+    assert after_sweep["Status"] == "RUNNING", after_sweep  # so it ran during the sweep
+    assert "ListMessageMoveTasks" in during and "ReceiveMessage" not in during
+    assert task["Status"] == "COMPLETED" and task["ApproximateNumberOfMessagesMoved"] == foreign
+    assert "ReceiveMessage" in later  # the scan was given back, not spent
