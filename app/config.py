@@ -113,6 +113,10 @@ class Settings(BaseSettings):
     sweep_interval_seconds: float = Field(5.0, gt=0)
     # A queued/retrying/stalled job that saw no change for this long gets a new message.
     lost_message_seconds: float = Field(900.0, gt=0)
+    # Look into the DLQ (receive its messages) at most this often across all sweepers, and
+    # only when it holds messages the database does not account for (README "The sweeper
+    # and the dead-letter queue").
+    dlq_scan_interval_seconds: float = Field(300.0, ge=1, le=86_400)
 
     # Database pool.
     pool_min_size: int = Field(1, ge=0, le=100)

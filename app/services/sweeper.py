@@ -1,4 +1,4 @@
-"""The sweeper: stalled leases, unsent outbox rows, lost messages.
+"""The sweeper: stalled leases, unsent outbox rows, lost messages, the DLQ's reconciliation.
 
 Runs on a schedule (EventBridge -> handlers/sweeper.py on AWS, ``tasklease sweep``
 locally). Every step is idempotent and safe to run from several places at once
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app import aws_limits, store
 from app.config import Settings
 from app.services import outbox
 from app.states import JobState
-from app.transport import Transport, codec
+from app.transport import Message, Transport, codec
 
 log = logging.getLogger(__name__)
 
@@ -70,57 +70,127 @@ async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -
         failed = await queue.send_jobs(lost)
         report.resent = len(lost) - len(failed)
         log.info("re-sent messages for waiting jobs", extra={"count": report.resent})
-    report.dead_lettered, report.stale_dead_letters = await reconcile_dlq(db, queue)
+    report.dead_lettered, report.stale_dead_letters = await reconcile_dlq(settings, db, queue)
     return report
 
 
-# Dead letters the scan has looked at stay hidden this long: one scan sees each once.
-DLQ_SCAN_VISIBILITY_SECONDS = 2
-DLQ_SCAN_BATCHES = 10
+# A scan hides what it received this long at most: it makes each visible again as soon as
+# it is done, so an operator, the console or a move task sees them again within seconds.
+DLQ_SCAN_VISIBILITY_SECONDS = 30
+# A scan looks at this many batches of 10 at most; the next one goes on from there.
+DLQ_SCAN_BATCHES = 100
 
 
-async def reconcile_dlq(db: store.Database, queue: Transport) -> tuple[int, int]:
-    """Look at the DLQ: jobs SQS moved there itself (no marker) become dead_lettered
-    ("worker never finished"); stale dead letters of finished or redriven jobs are
-    deleted. Returns (reconciled, deleted)."""
-    reconciled = deleted = 0
+@dataclass
+class _Scan:
+    """What one scan saw: each message once, and what it must make visible again."""
+
+    seen: set[str] = field(default_factory=set)
+    held: dict[str, str] = field(default_factory=dict)  # MessageId -> its newest handle
+    explained: set[uuid.UUID] = field(default_factory=set)
+    unaccounted: int = 0
+    reconciled: int = 0
+    deleted: int = 0
+
+
+async def reconcile_dlq(
+    settings: Settings, db: store.Database, queue: Transport
+) -> tuple[int, int]:
+    """Reconcile the DLQ from the database, looking into it only for what the database
+    cannot tell. Each sweep asks the queue's depth (one request); only when the DLQ holds
+    more messages than the database accounts for (one per dead-lettered job, plus what the
+    last scan found unexplained), at most every TASKLEASE_DLQ_SCAN_INTERVAL_SECONDS across
+    every sweeper, and never while a move task runs, does one sweeper receive them: jobs
+    SQS moved there itself (no marker) become dead_lettered ("worker never finished");
+    stale dead letters of finished or redriven jobs are deleted. Returns (reconciled,
+    deleted)."""
+    depth = sum((await queue.dead_letter_depth()).values())
+    accounted = await store.sweeper_marks.dlq_accounted(
+        db, depth=depth, retention=settings.dlq_retention_seconds
+    )
+    if depth <= accounted:
+        return 0, 0
+    claimed = await store.sweeper_marks.claim_dlq_scan(db, every=settings.dlq_scan_interval_seconds)
+    if claimed is None:
+        return 0, 0  # another sweeper looked (or looks) within the interval
+    if await queue.move_running():
+        # The messages are on their way back: receiving them would hide them from the task.
+        await store.sweeper_marks.give_back_dlq_scan(db, claimed)
+        return 0, 0
+    scan = _Scan()
+    try:
+        await _scan(db, queue, scan)
+    finally:
+        # Whatever happened, nothing the scan received stays hidden.
+        await queue.release_dead_letters(list(scan.held.values()))
+    await store.sweeper_marks.dlq_scanned(db, unaccounted=scan.unaccounted)
+    return scan.reconciled, scan.deleted
+
+
+async def _scan(db: store.Database, queue: Transport, scan: _Scan) -> None:
+    """Receive the DLQ's messages until it answers none or only ones seen already, or a
+    move task starts."""
     for _ in range(DLQ_SCAN_BATCHES):
         messages = await queue.receive_dead_letters(
             max_messages=aws_limits.MAX_BATCH,
-            wait_seconds=0,
+            wait_seconds=1,
             visibility=DLQ_SCAN_VISIBILITY_SECONDS,
         )
-        if not messages:
-            break
-        ids = codec.job_ids(messages)
-        if not ids:
+        fresh = [m for m in messages if m["MessageId"] not in scan.seen]
+        scan.held.update((m["MessageId"], m["ReceiptHandle"]) for m in messages)
+        if not fresh:
+            return
+        scan.seen.update(m["MessageId"] for m in fresh)
+        await _reconcile(db, queue, fresh, scan)
+        if await queue.move_running():
+            return
+
+
+async def _reconcile(
+    db: store.Database, queue: Transport, messages: list[Message], scan: _Scan
+) -> None:
+    """One batch: mark the jobs SQS moved, delete stale dead letters, count the rest."""
+    ids = codec.job_ids(messages)
+    wanted = list(set(ids.values()))
+    jobs = {job.id: job for job in await store.jobs.by_ids(db, wanted)} if wanted else {}
+    to_mark: list[uuid.UUID] = []
+    stale: dict[str, str] = {}  # MessageId -> handle
+    for m in messages:
+        job_id = ids.get(m["MessageId"])
+        job = jobs.get(job_id) if job_id is not None else None
+        if job is None:
+            scan.unaccounted += 1  # not ours, or unknown: an operator looks at it
             continue
-        jobs = {job.id: job for job in await store.jobs.by_ids(db, list(set(ids.values())))}
-        to_mark: list[uuid.UUID] = []
-        stale: list[str] = []
-        for m in messages:
-            job_id = ids.get(m["MessageId"])
-            job = jobs.get(job_id) if job_id is not None else None
-            if job is None:
-                continue  # not ours, or unknown: an operator looks at it
-            attrs = m.get("MessageAttributes") or {}
-            if job.state.terminal:
-                stale.append(m["ReceiptHandle"])
-            elif codec.ATTR_DEAD_LETTERED_AT in attrs:
-                gen = (attrs.get(codec.ATTR_GENERATION) or {}).get("StringValue")
-                if gen is not None and gen.isdigit() and int(gen) < job.redrives:
-                    stale.append(m["ReceiptHandle"])  # a dead letter from before a redrive
-            elif job.state != JobState.DEAD_LETTERED:
-                to_mark.append(job.id)
-        if to_mark:
-            moved = await store.dead_letters.reconcile_moved(db, to_mark)
-            reconciled += len(moved)
-            for job_id in moved:
-                log.warning(
-                    "moved to the DLQ by the redrive policy: worker never finished",
-                    extra={"job_id": job_id, "state": JobState.DEAD_LETTERED},
-                )
-        if stale:
-            await queue.delete_dead_letters(stale)
-            deleted += len(stale)
-    return reconciled, deleted
+        attrs = m.get("MessageAttributes") or {}
+        if job.state.terminal:
+            stale[m["MessageId"]] = m["ReceiptHandle"]
+            continue
+        if codec.ATTR_DEAD_LETTERED_AT in attrs:
+            gen = (attrs.get(codec.ATTR_GENERATION) or {}).get("StringValue")
+            if gen is not None and gen.isdigit() and int(gen) < job.redrives:
+                stale[m["MessageId"]] = m["ReceiptHandle"]  # from before a redrive
+                continue
+        elif job.state != JobState.DEAD_LETTERED:
+            to_mark.append(job.id)
+        if job.state == JobState.DEAD_LETTERED or job.id in to_mark:
+            if job.id in scan.explained:
+                scan.unaccounted += 1  # a second copy
+            scan.explained.add(job.id)
+        else:
+            scan.unaccounted += 1  # a live job's: the database does not count it
+    if to_mark:
+        moved = await store.dead_letters.reconcile_moved(db, to_mark)
+        scan.reconciled += len(moved)
+        # A job left as it was (a live lease) is not counted by the database: nor here.
+        scan.unaccounted += len(set(to_mark) - set(moved))
+        for job_id in moved:
+            log.warning(
+                "moved to the DLQ by the redrive policy: worker never finished",
+                extra={"job_id": job_id, "state": JobState.DEAD_LETTERED},
+            )
+    if stale:
+        failed = set(await queue.delete_dead_letters(list(stale.values())))
+        for message_id, handle in stale.items():
+            if handle not in failed:
+                scan.held.pop(message_id, None)
+                scan.deleted += 1

@@ -1,12 +1,22 @@
 """The store: the only package that runs SQL or imports psycopg.
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
-effects, outbox, keys, tenants, dead_letters), each a set of small typed functions
+effects, outbox, keys, tenants, dead_letters, sweeper_marks), each a set of small typed functions
 taking the ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's
 transaction) and answering the records of ``store.records``.
 """
 
-from app.store import dead_letters, effects, jobs, keys, leases, outbox, records, tenants
+from app.store import (
+    dead_letters,
+    effects,
+    jobs,
+    keys,
+    leases,
+    outbox,
+    records,
+    sweeper_marks,
+    tenants,
+)
 from app.store.pool import Conn, Database, connect, ensure_database, migrate, redact
 
 __all__ = [
@@ -23,5 +33,6 @@ __all__ = [
     "outbox",
     "records",
     "redact",
+    "sweeper_marks",
     "tenants",
 ]

@@ -77,8 +77,11 @@ class Transport(Protocol):
         """A job's dead letter, with the marker, the reason and the redrive generation."""
         ...
 
-    async def send_raw_dead_letter(self, body: str, reason: str) -> None:
-        """A message that is not ours, dead-lettered as it came, with the reason."""
+    async def send_raw_dead_letter(
+        self, body: str, reason: str, *, attributes: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> None:
+        """A message that is not ours, dead-lettered as it came: its body and its own
+        ``attributes`` (codec.message_attributes), with the reason beside them."""
         ...
 
     async def receive_dead_letters(
@@ -89,6 +92,10 @@ class Transport(Protocol):
 
     async def delete_dead_letters(self, receipt_handles: Sequence[str]) -> list[str]:
         """Like delete_batch, on the dead-letter queue."""
+        ...
+
+    async def release_dead_letters(self, receipt_handles: Sequence[str]) -> list[str]:
+        """Make received dead letters visible again now; returns the handles that failed."""
         ...
 
     async def send_moved(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -103,6 +110,11 @@ class Transport(Protocol):
 
     async def move_status(self) -> dict[str, Any]:
         """The newest move task: ``Status``, ``ApproximateNumberOfMessagesMoved``, ..."""
+        ...
+
+    async def move_running(self) -> bool:
+        """Whether a move task is taking messages off the dead-letter queue now; False
+        where the carrier has no move tasks (they can then never be running)."""
         ...
 
     # --- administration --------------------------------------------------------

@@ -7,6 +7,8 @@ on the source queue a redrive, and its generation lets a redrive be honoured onc
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import uuid
 from collections.abc import Iterable, Mapping
@@ -22,6 +24,10 @@ ATTR_JOB_ID = "tasklease-job-id"
 # The job's redrive count when it was dead-lettered: a redrive is honoured once per
 # dead-lettering, so a stale copy of an older dead letter cannot run the job again.
 ATTR_GENERATION = "tasklease-generation"
+# Every attribute we write starts so: a foreign message's own are kept on its dead letter,
+# except any spelled like ours (the reason is written anew, and a foreign message must
+# never carry the marker that makes a message a redrive).
+ATTR_PREFIX = "tasklease-"
 MAX_REASON_CHARS = 1000
 
 # How a reason names a JSON value's type: the reader has the body, not Python.
@@ -98,6 +104,32 @@ def _attributes(message: Mapping[str, Any]) -> Mapping[str, Any]:
     """The message attributes in either shape a message reaches us in: a Lambda event
     record (``messageAttributes``) or a received message (``MessageAttributes``)."""
     return message.get("messageAttributes") or message.get("MessageAttributes") or {}
+
+
+def message_attributes(message: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A message's own attributes, from either shape, as SendMessage takes them:
+    ``{"DataType", "StringValue"}``, or ``{"DataType", "BinaryValue": bytes}`` for the
+    Binary types (a Lambda record carries those as base64 text). An attribute with no
+    value it could be sent with (or undecodable base64) is left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, value in _attributes(message).items():
+        if not isinstance(value, Mapping):
+            continue
+        data_type = str(value.get("DataType") or value.get("dataType") or "String")
+        if data_type.startswith("Binary"):
+            raw = value.get("BinaryValue", value.get("binaryValue"))
+            if isinstance(raw, str):
+                try:
+                    raw = base64.b64decode(raw, validate=True)
+                except (binascii.Error, ValueError):
+                    continue
+            if isinstance(raw, bytes | bytearray):
+                out[str(name)] = {"DataType": data_type, "BinaryValue": bytes(raw)}
+            continue
+        text = value.get("StringValue", value.get("stringValue"))
+        if text is not None:
+            out[str(name)] = {"DataType": data_type, "StringValue": str(text)}
+    return out
 
 
 def attribute(message: Mapping[str, Any], name: str) -> str | None:

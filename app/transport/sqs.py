@@ -33,6 +33,8 @@ _UNSUPPORTED = {
     "AWS.SimpleQueueService.UnsupportedOperation",
 }
 _ATTR_KEYS = {"DataType", "StringValue", "BinaryValue"}
+# SendMessage takes at most 10 message attributes.
+MAX_MESSAGE_ATTRIBUTES = 10
 
 
 def _chunks(items: Sequence[Any], size: int = limits.MAX_BATCH) -> Iterable[Sequence[Any]]:
@@ -58,6 +60,7 @@ class SqsTransport:
         self.settings = settings
         self._stack = contextlib.AsyncExitStack()
         self._client: Any = None
+        self._arns: dict[str, str] = {}  # a queue's ARN never changes: asked once
 
     async def open(self) -> None:
         session = get_session()
@@ -187,13 +190,16 @@ class SqsTransport:
             },
         )
 
-    async def send_raw_dead_letter(self, body: str, reason: str) -> None:
-        """A message that is not ours goes to the DLQ as it came, with the reason."""
+    async def send_raw_dead_letter(
+        self, body: str, reason: str, *, attributes: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> None:
+        """A message that is not ours goes to the DLQ as it came, its own attributes beside
+        the reason (see _foreign_attributes for what does not fit)."""
         await self._call(
             "send_message",
             QueueUrl=self.settings.dlq,
             MessageBody=body or "(empty)",
-            MessageAttributes={codec.ATTR_REASON: _string(reason[: codec.MAX_REASON_CHARS])},
+            MessageAttributes=_foreign_attributes(attributes or {}, reason),
         )
 
     async def receive_dead_letters(
@@ -208,6 +214,24 @@ class SqsTransport:
 
     async def delete_dead_letters(self, receipt_handles: Sequence[str]) -> list[str]:
         return await self.delete_batch(receipt_handles, url=self.settings.dlq)
+
+    async def release_dead_letters(self, receipt_handles: Sequence[str]) -> list[str]:
+        """ChangeMessageVisibilityBatch to 0 in batches of 10; returns the handles that failed."""
+        failed: list[str] = []
+        for chunk in _chunks(list(receipt_handles)):
+            entries = [
+                {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
+                for i, h in enumerate(chunk)
+            ]
+            try:
+                resp = await self._call(
+                    "change_message_visibility_batch", QueueUrl=self.settings.dlq, Entries=entries
+                )
+            except errors.QueueError:
+                failed.extend(chunk)
+                continue
+            failed.extend(chunk[int(f["Id"])] for f in resp.get("Failed", []))
+        return failed
 
     async def send_moved(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
         """Send DLQ messages to the source queue as they were, attributes and all; a message
@@ -261,11 +285,32 @@ class SqsTransport:
         results = resp.get("Results") or [{}]
         return dict(results[0])
 
+    async def move_running(self) -> bool:
+        """ListMessageMoveTasks on the DLQ: is the newest task RUNNING? False where the
+        endpoint does not implement it (moto), which then cannot run one either."""
+        try:
+            resp = await self.client.list_message_move_tasks(
+                SourceArn=await self.queue_arn(self.settings.dlq), MaxResults=1
+            )
+        except botocore.exceptions.ClientError as exc:
+            err = exc.response.get("Error", {})
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if status >= 500 or err.get("Code") in _UNSUPPORTED:
+                return False
+            raise errors.QueueError(f"SQS list_message_move_tasks: {exc}") from exc
+        except botocore.exceptions.BotoCoreError as exc:
+            raise errors.QueueError(f"SQS list_message_move_tasks: {exc}") from exc
+        return any(t.get("Status") == "RUNNING" for t in resp.get("Results") or [])
+
     # --- administration --------------------------------------------------------
 
     async def queue_arn(self, url: str) -> str:
-        resp = await self._call("get_queue_attributes", QueueUrl=url, AttributeNames=["QueueArn"])
-        return str(resp["Attributes"]["QueueArn"])
+        if url not in self._arns:
+            resp = await self._call(
+                "get_queue_attributes", QueueUrl=url, AttributeNames=["QueueArn"]
+            )
+            self._arns[url] = str(resp["Attributes"]["QueueArn"])
+        return self._arns[url]
 
     async def depth(self, url: str | None = None) -> dict[str, int]:
         resp = await self._call(
@@ -315,3 +360,23 @@ class SqsTransport:
             },
         )
         return QueueUrls(queue_url=src_url, dlq_url=dlq_url)
+
+
+def _foreign_attributes(own: Mapping[str, Mapping[str, Any]], reason: str) -> dict[str, Any]:
+    """A foreign message's own attributes and the reason, within SQS's 10 per message.
+
+    Attributes spelled like ours (``tasklease-*``) are not carried over: the reason is
+    written anew and a foreign message never gets the redrive marker. When more than 9
+    remain, the first 9 in name order are kept and the reason names the ones dropped."""
+    kept = {
+        name: {k: v for k, v in value.items() if k in _ATTR_KEYS}
+        for name, value in sorted(own.items())
+        if not name.startswith(codec.ATTR_PREFIX)
+    }
+    room = MAX_MESSAGE_ATTRIBUTES - 1
+    dropped = list(kept)[room:]
+    if dropped:
+        kept = dict(list(kept.items())[:room])
+        note = f" (attributes dropped, SQS keeps {MAX_MESSAGE_ATTRIBUTES}: {', '.join(dropped)})"
+        reason = reason[: max(0, codec.MAX_REASON_CHARS - len(note))] + note
+    return {**kept, codec.ATTR_REASON: _string(reason[: codec.MAX_REASON_CHARS])}

@@ -117,7 +117,9 @@ class Engine:
             job_id = codec.parse_body(body)
         except errors.BadRequest as exc:
             log.warning("message is not a tasklease job: %s; sent to the DLQ", exc)
-            await self.queue.send_raw_dead_letter(body, f"not a tasklease message: {exc}")
+            await self.queue.send_raw_dead_letter(
+                body, f"not a tasklease message: {exc}", attributes=codec.message_attributes(record)
+            )
             return True
 
         token = uuid.uuid4()
@@ -223,7 +225,9 @@ class Engine:
             # Not a job of this deployment (another one's queue, or a hand-made message).
             log.warning("message names an unknown job; sent to the DLQ", extra={"job_id": job_id})
             await self.queue.send_raw_dead_letter(
-                body, f"unknown job id {job_id}: this deployment's database has no such job"
+                body,
+                f"unknown job id {job_id}: this deployment's database has no such job",
+                attributes=codec.message_attributes(record),
             )
             return True
         state = job.state

@@ -43,6 +43,8 @@ def test_environment_values_are_read_with_the_prefix(monkeypatch: pytest.MonkeyP
         ("TASKLEASE_MAX_RECEIVE_COUNT", "1001", str(limits.MAX_RECEIVE_COUNT)),
         ("TASKLEASE_FUNCTION_TIMEOUT_SECONDS", "901", str(limits.MAX_LAMBDA_TIMEOUT_SECONDS)),
         ("TASKLEASE_MESSAGE_RETENTION_SECONDS", "59", str(limits.MIN_RETENTION_SECONDS)),
+        ("TASKLEASE_DLQ_SCAN_INTERVAL_SECONDS", "0.5", "1"),
+        ("TASKLEASE_DLQ_SCAN_INTERVAL_SECONDS", "86401", "86400"),
     ],
 )
 def test_an_out_of_range_value_is_refused_naming_the_variable_and_its_limit(
