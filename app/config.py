@@ -15,13 +15,16 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import Field, ValidationError, model_validator
+import limits as rate_limits
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app import aws_limits as limits
 from app import bounds, errors
 
 PREFIX = "TASKLEASE_"
+# TASKLEASE_KEY_HASH_SECRET: 32 characters at least (hex of 16 random bytes and up).
+MIN_KEY_HASH_SECRET = 32
 
 # Settings the code and the deployment share; infra/*.tf reads the same file and
 # tests/infra/test_drift.py fails on any drift. Visibility and the function timeout
@@ -87,6 +90,12 @@ class Settings(BaseSettings):
     auth_mode: Literal["api_key", "authorizer"] = "api_key"
     authorizer_tenant_field: str = Field("lambda.tenant", min_length=1)
     authorizer_admin_field: str | None = "lambda.admin"
+    # The server-side secret API keys are hashed with (HMAC-SHA-256) and pagination
+    # cursors signed with. Unset: a random one migration 0005 made and PostgreSQL keeps.
+    key_hash_secret: SecretStr | None = Field(default=None, repr=False)
+    # Failed key checks allowed per key id and per client address, in one API process,
+    # before it answers 429 without checking (a `limits` rate: "20/minute;200/hour").
+    auth_failure_limit: str = "20/minute"
 
     # What one tenant may ask of the API. Per-tenant overrides: `tasklease limits set`.
     rate_limit_per_second: float = Field(50.0, gt=0, le=100_000)
@@ -144,6 +153,27 @@ class Settings(BaseSettings):
     kinds: str = ""
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("key_hash_secret")
+    @classmethod
+    def _long_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_KEY_HASH_SECRET:
+            raise ValueError(
+                f"must be at least {MIN_KEY_HASH_SECRET} characters of a random secret "
+                "(e.g. `openssl rand -hex 32`), or unset to use the one kept in PostgreSQL"
+            )
+        return value
+
+    @field_validator("auth_failure_limit")
+    @classmethod
+    def _failure_rate(cls, value: str) -> str:
+        try:
+            rate_limits.parse_many(value)
+        except ValueError as exc:
+            raise ValueError(
+                f"{value!r} is not a rate such as '20/minute' or '20/minute;200/hour'"
+            ) from exc
+        return value
 
     @model_validator(mode="after")
     def _coherent(self) -> Self:

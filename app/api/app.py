@@ -7,12 +7,16 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from app import __version__, config, kinds
 from app.api import errors
 from app.api.deps import Runtime
 from app.api.middleware import BodyLimit
 from app.api.routes import ROUTERS
+
+# Where the docs' assets are served from.
+DOCS_ASSETS = "/docs-assets"
 
 
 @contextlib.asynccontextmanager
@@ -31,11 +35,16 @@ def create_app(settings: config.Settings | None = None) -> FastAPI:
     settings = settings or config.load()
     # The kinds TASKLEASE_KINDS names: one that does not import stops start-up, naming it.
     kinds.load(settings)
-    app = FastAPI(
+    # /docs (Swagger UI) and /redoc load their scripts, styles and icon from this API
+    # (fastapi-offline ships them), never from a CDN: the docs work without internet.
+    app = FastAPIOffline(
         title="tasklease",
         version=__version__,
         summary="Durable asynchronous jobs for long AI work on SQS, Lambda and PostgreSQL.",
         lifespan=_lifespan,
+        static_url=DOCS_ASSETS,
+        # No badge fetched from validator.swagger.io.
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.runtime = Runtime(settings)  # raises ConfigError before anything is served
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

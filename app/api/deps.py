@@ -16,7 +16,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from app import config, errors, transport
-from app.services import auth, outbox
+from app.services import auth, outbox, server_secret
 from app.store.pool import Database
 from app.transport import Transport, secrets
 
@@ -68,9 +68,12 @@ class Runtime:
             )
             await db.open(wait=False)
             await self.queue.open()
-            self._clients = _Clients(
-                db=db, keys=auth.KeyVerifier(db), sender=outbox.OutboxSender(db, self.queue)
+            keys = auth.KeyVerifier(
+                db,
+                secret=server_secret.bind(db, server_secret.configured(s)),
+                failure_limit=s.auth_failure_limit,
             )
+            self._clients = _Clients(db=db, keys=keys, sender=outbox.OutboxSender(db, self.queue))
 
     async def close(self) -> None:
         async with self._lock:
@@ -104,12 +107,16 @@ async def _sender(runtime: Annotated[Runtime, Depends(_runtime)]) -> outbox.Outb
     return runtime.sender
 
 
-async def _keys(runtime: Annotated[Runtime, Depends(_runtime)]) -> auth.KeyVerifier:
-    return runtime.keys
+async def _keys(
+    request: Request, runtime: Annotated[Runtime, Depends(_runtime)]
+) -> auth.ClientKeys:
+    # The address the connection came from (under Lambda: API Gateway's sourceIp), never
+    # a header a client can write: the key throttle counts failures per address.
+    return runtime.keys.for_client(request.client.host if request.client else None)
 
 
 Settings = Annotated[config.Settings, Depends(_settings)]
 Db = Annotated[Database, Depends(_db)]
 JobQueue = Annotated[Transport, Depends(_queue)]
 Sender = Annotated[outbox.OutboxSender, Depends(_sender)]
-Keys = Annotated[auth.KeyVerifier, Depends(_keys)]
+Keys = Annotated[auth.ClientKeys, Depends(_keys)]

@@ -37,6 +37,7 @@ COMMON: dict[int | str, dict[str, Any]] = {
     404: {"model": Problem},
     413: {"model": Problem, "description": "the body is over TASKLEASE_MAX_BODY_BYTES"},
     422: {"model": Problem},
+    429: {"model": Problem, "description": "too many failed API key checks"},
     503: {"model": Problem},
 }
 UNPARSEABLE: dict[int | str, dict[str, Any]] = {
@@ -45,8 +46,11 @@ UNPARSEABLE: dict[int | str, dict[str, Any]] = {
 SUBMIT: dict[int | str, dict[str, Any]] = {
     **UNPARSEABLE,
     409: {"model": Problem},
-    429: {"model": Problem, "description": "over the tenant's rate or in-flight limit"},
     **COMMON,
+    429: {
+        "model": Problem,
+        "description": "over the tenant's rate or in-flight limit; too many failed API key checks",
+    },
 }
 CONFLICT: dict[int | str, dict[str, Any]] = {409: {"model": Problem}, **COMMON}
 

@@ -2,9 +2,14 @@
 
 A key reads ``tlk_<id>_<secret>``. The id (12 hex characters) is public: it finds the
 row and names the key in ``tasklease keys list`` and ``keys revoke``. The secret is
-32 random bytes; only a salted scrypt hash of it is stored, and the comparison is
-constant-time. Checking scrypt on every request would cost tens of milliseconds, so a
-process remembers the digests of secrets it has already verified, per key id (with the
+32 random bytes; only its HMAC-SHA-256 under the server-side secret is stored
+(app/services/server_secret.py), and the comparison is constant-time. A guess costs one
+HMAC, as a valid key does: a slow hash would protect nothing for secrets this long and
+let anyone burn the API's CPU with a public key id. Keys made before migration 0005 hold
+a salted scrypt hash; the first successful check re-hashes them with HMAC. Failed checks
+are throttled per key id and per client address (app/services/auth_throttle.py).
+
+A process remembers the hashes of keys it has already verified, per key id (with the
 key's tenant and scope, which never change). A revoked key still stops working at once:
 every request reads the key's row, either on its own (``verify``) or, for a submission,
 inside the statement that writes the jobs (``verify(defer_revocation=True)``: the
@@ -18,6 +23,7 @@ import asyncio
 import collections
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 from collections.abc import Mapping
@@ -25,6 +31,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app import bounds, errors, store
+from app.services import server_secret
+from app.services.auth_throttle import AuthThrottle
+
+log = logging.getLogger(__name__)
 
 PREFIX = "tlk"
 # Used with fullmatch: "$" in a Python pattern also matches before a trailing newline,
@@ -32,10 +42,13 @@ PREFIX = "tlk"
 KEY_ID = re.compile(r"[0-9a-f]{12}")
 TENANT = re.compile(bounds.TENANT_PATTERN)
 MAX_KEY_NAME = bounds.MAX_KEY_NAME_CHARS
-# scrypt's interactive-login cost (RFC 7914 §2): about 50 ms and 16 MiB per check.
+# How keys made before migration 0005 were hashed (checked once, then re-hashed).
 SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
-# Verified secrets a process remembers (as SHA-256 digests, never the secrets).
+SCHEME_SCRYPT = "scrypt"
+SCHEME_HMAC = "hmac-sha256"
+# Verified keys a process remembers (their HMAC, never the secrets).
 VERIFIED_CACHE = 4096
+DEFAULT_FAILURE_LIMIT = "20/minute"
 
 
 @dataclass(frozen=True)
@@ -79,8 +92,14 @@ def check_tenant(tenant: str) -> str:
     return tenant
 
 
-def _hash(secret: str, salt: bytes) -> bytes:
+def _scrypt(secret: str, salt: bytes) -> bytes:
     return hashlib.scrypt(secret.encode(), salt=salt, **SCRYPT)
+
+
+def _hmac(secret: str, server: server_secret.Secrets, under: bytes | None = None) -> bytes:
+    """The stored hash of a key's secret, under the current server secret or ``under``."""
+    key = server.key(server_secret.KEY_HASH, under)
+    return hmac.new(key, secret.encode(), hashlib.sha256).digest()
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -110,15 +129,15 @@ async def create_key(
         raise errors.BadRequest(f"key name must be at most {MAX_KEY_NAME} characters")
     key_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
-    salt = secrets.token_bytes(16)
+    server = await server_secret.of(db).load(db)
     made = await store.keys.create(
         db,
         key_id=key_id,
         tenant=tenant,
         name=name,
         admin=admin,
-        salt=salt,
-        secret_hash=_hash(secret, salt),
+        secret_hash=_hmac(secret, server),
+        hash_secret_id=server.current_id,
     )
     return NewKey(key=f"{PREFIX}_{key_id}_{secret}", row=made.to_dict())
 
@@ -151,48 +170,115 @@ def invalid_key() -> Unauthorized:
 
 @dataclass(frozen=True)
 class _Verified:
-    digest: bytes  # SHA-256 of the secret, never the secret
+    digest: bytes  # HMAC of the secret under the current server secret, never the secret
     tenant: str
     admin: bool
 
 
 class KeyVerifier:
-    """Checks bearer keys against the database; remembers secrets it has verified."""
+    """Checks bearer keys against the database; remembers keys it has verified; throttles
+    failed checks per key id and per client address."""
 
-    def __init__(self, db: store.Database) -> None:
+    def __init__(
+        self,
+        db: store.Database,
+        *,
+        secret: server_secret.ServerSecret | None = None,
+        failure_limit: str = DEFAULT_FAILURE_LIMIT,
+    ) -> None:
         self.db = db
+        self.secret = secret or server_secret.of(db)
+        self.throttle = AuthThrottle(failure_limit)
         self._verified: collections.OrderedDict[str, _Verified] = collections.OrderedDict()
 
-    async def verify(self, key: str, *, defer_revocation: bool = False) -> Principal:
-        """The caller a key proves, or Unauthorized. With ``defer_revocation`` a key this
+    def for_client(self, address: str | None) -> ClientKeys:
+        """This verifier for one request's client address (what the throttle counts)."""
+        return ClientKeys(self, address)
+
+    async def verify(
+        self, key: str, *, defer_revocation: bool = False, client: str | None = None
+    ) -> Principal:
+        """The caller a key proves, or Unauthorized (TooManyRequests once the key id or
+        the client address failed too often). With ``defer_revocation`` a key this
         process verified before is answered from memory, marked ``revocation_pending``:
         the caller's own statement must then check the key (see insert_jobs)."""
         key_id, secret = split_key(key)
-        digest = hashlib.sha256(secret.encode()).digest()
+        server = await self.secret.load(self.db)
+        digest = _hmac(secret, server)
         known = self._verified.get(key_id)
         if known is not None and not hmac.compare_digest(known.digest, digest):
-            known = None  # another secret under a known id: scrypt decides below
+            known = None  # another secret under a known id: the row decides below
         if known is not None and defer_revocation:
             self._verified.move_to_end(key_id)
             return Principal(
                 tenant=known.tenant, admin=known.admin, key_id=key_id, revocation_pending=True
             )
+        if known is None:
+            # A key not verified here may be a guess: refused unchecked once over the limit.
+            self.throttle.check(key_id, client)
         row = await store.keys.secret(self.db, key_id)
         if row is None or row.revoked_at is not None:
+            self.throttle.failed(key_id if row else None, client)
             raise invalid_key()
         if known is not None:
             self._verified.move_to_end(key_id)
-        elif hmac.compare_digest(
-            # Off the event loop: scrypt takes tens of milliseconds by design.
-            await asyncio.to_thread(_hash, secret, row.salt),
-            row.secret_hash,
-        ):
+        elif await self._matches(row, secret, digest, server):
             self._verified[key_id] = _Verified(digest, row.tenant, row.admin)
             if len(self._verified) > VERIFIED_CACHE:
                 self._verified.popitem(last=False)
         else:
+            self.throttle.failed(key_id, client)
             raise invalid_key()
         return Principal(tenant=row.tenant, admin=row.admin, key_id=key_id)
+
+    async def _matches(
+        self,
+        row: store.records.KeySecret,
+        secret: str,
+        digest: bytes,
+        server: server_secret.Secrets,
+    ) -> bool:
+        """Whether ``secret`` is the key's; a key hashed the old way (scrypt, or under
+        another server secret) is re-hashed under the current secret when it matches."""
+        if row.scheme == SCHEME_HMAC:
+            under = server.known.get(row.hash_secret_id or "")
+            if under is None:
+                log.warning(
+                    "key %s was hashed under a server secret this process does not have "
+                    "(TASKLEASE_KEY_HASH_SECRET changed?)",
+                    row.id,
+                )
+                return False
+            ok = hmac.compare_digest(_hmac(secret, server, under), row.secret_hash)
+            if not ok or row.hash_secret_id == server.current_id:
+                return ok
+        elif row.salt is None or not hmac.compare_digest(
+            # Off the event loop: scrypt takes tens of milliseconds by design.
+            await asyncio.to_thread(_scrypt, secret, row.salt),
+            row.secret_hash,
+        ):
+            return False
+        await store.keys.rehash(
+            self.db,
+            row.id,
+            old_hash=row.secret_hash,
+            secret_hash=digest,
+            hash_secret_id=server.current_id,
+        )
+        return True
+
+
+@dataclass(frozen=True)
+class ClientKeys:
+    """A KeyVerifier for one client address: what the API's routes are handed."""
+
+    verifier: KeyVerifier
+    address: str | None
+
+    async def verify(self, key: str, *, defer_revocation: bool = False) -> Principal:
+        return await self.verifier.verify(
+            key, defer_revocation=defer_revocation, client=self.address
+        )
 
 
 def bearer(authorization: str | None) -> str:

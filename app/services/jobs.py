@@ -4,11 +4,16 @@ API and the CLI. Every read is scoped: a caller's tenant, or None for an operato
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as dt
+import hashlib
+import hmac
+import json
 import uuid
 from typing import Any
 
 from app import bounds, errors, store
+from app.services import server_secret
 from app.states import JobState
 from app.store.records import Job
 
@@ -31,18 +36,52 @@ async def get_job(db: store.Database, job_id: uuid.UUID, *, scope: str | None) -
     return (await find(db, job_id, scope=scope)).to_dict()
 
 
-def encode_cursor(job: Job) -> str:
-    raw = f"{job.created_at.isoformat()}|{job.id}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+# A cursor is "<position>.<signature>": the position (the last job's created_at and id)
+# and an HMAC-SHA-256 (truncated to 128 bits) over it and the listing it came from (the
+# caller's scope, state and kind), under a key derived from the server secret. A cursor
+# the API did not hand out, or one handed out for another listing, is refused (422, as
+# every bad request: tests/integration/test_api_bad_requests.py).
+CURSOR_MAC_BYTES = 16
 
 
-def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _cursor_mac(key: bytes, position: str, listing: dict[str, str | None]) -> bytes:
+    signed = json.dumps([position, listing], sort_keys=True, separators=(",", ":"))
+    return hmac.new(key, signed.encode(), hashlib.sha256).digest()[:CURSOR_MAC_BYTES]
+
+
+def encode_cursor(job: Job, *, key: bytes, listing: dict[str, str | None]) -> str:
+    position = _b64(f"{job.created_at.isoformat()}|{job.id}".encode())
+    return f"{position}.{_b64(_cursor_mac(key, position, listing))}"
+
+
+def decode_cursor(
+    cursor: str, *, key: bytes, listing: dict[str, str | None]
+) -> tuple[dt.datetime, uuid.UUID]:
+    bad = errors.BadRequest("cursor is not one this API returned for this listing")
+    position, _, mac = cursor.partition(".")
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        created, job_id = raw.split("|", 1)
+        signature = _unb64(mac)
+        # Only the exact text handed out: base64 with other unused bits decodes the same.
+        genuine = _b64(signature) == mac and hmac.compare_digest(
+            signature, _cursor_mac(key, position, listing)
+        )
+    except (ValueError, binascii.Error) as exc:
+        raise bad from exc
+    if not genuine:
+        raise bad
+    try:
+        created, job_id = _unb64(position).decode().split("|", 1)
         return dt.datetime.fromisoformat(created), uuid.UUID(job_id)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise errors.BadRequest("cursor is not one this API returned") from exc
+    except (ValueError, UnicodeDecodeError) as exc:  # pragma: no cover - we signed it
+        raise bad from exc
 
 
 async def list_jobs(
@@ -57,13 +96,16 @@ async def list_jobs(
     """A page of jobs, newest first, and the cursor of the next page (None: the last)."""
     if not 1 <= limit <= bounds.MAX_PAGE:
         raise errors.BadRequest(f"limit must be between 1 and {bounds.MAX_PAGE}")
-    after = decode_cursor(cursor) if cursor else None
+    key = (await server_secret.of(db).load(db)).key(server_secret.CURSOR)
+    listing = {"scope": scope, "state": str(state) if state else None, "kind": kind}
+    after = decode_cursor(cursor, key=key, listing=listing) if cursor else None
     found = await store.jobs.page(
         db, tenant=scope, state=state, kind=kind, after=after, limit=limit + 1
     )
     more = len(found) > limit
     found = found[:limit]
-    return [job.to_dict() for job in found], (encode_cursor(found[-1]) if more and found else None)
+    following = encode_cursor(found[-1], key=key, listing=listing) if more and found else None
+    return [job.to_dict() for job in found], following
 
 
 async def events(

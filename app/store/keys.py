@@ -13,9 +13,10 @@ async def create(
     tenant: str,
     name: str,
     admin: bool,
-    salt: bytes,
     secret_hash: bytes,
+    hash_secret_id: str,
 ) -> ApiKey:
+    """A key hashed with HMAC-SHA-256 under the server secret ``hash_secret_id`` names."""
     row = await db.fetch_one(
         q("insert_api_key"),
         {
@@ -23,8 +24,8 @@ async def create(
             "tenant": tenant,
             "name": name,
             "admin": admin,
-            "salt": salt,
             "secret_hash": secret_hash,
+            "hash_secret_id": hash_secret_id,
         },
     )
     if row is None:  # pragma: no cover - an INSERT ... RETURNING answers its row
@@ -36,6 +37,29 @@ async def secret(db: Database, key_id: str) -> KeySecret | None:
     """What verifying the key needs, or None for an unknown id."""
     row = await db.fetch_one(q("api_key"), {"id": key_id})
     return KeySecret.from_row(row) if row else None
+
+
+async def rehash(
+    db: Database, key_id: str, *, old_hash: bytes, secret_hash: bytes, hash_secret_id: str
+) -> None:
+    """Store the key's hash under the current server secret, if ``old_hash`` is still there."""
+    await db.fetch(
+        q("rehash_api_key"),
+        {
+            "id": key_id,
+            "old_hash": old_hash,
+            "secret_hash": secret_hash,
+            "hash_secret_id": hash_secret_id,
+        },
+    )
+
+
+async def server_secret(db: Database) -> bytes:
+    """The server-side secret kept in PostgreSQL (made by migration 0005)."""
+    row = await db.fetch_one(q("server_secret"), {})
+    if row is None:
+        raise RuntimeError("no server_secret row: run `tasklease migrate`")
+    return bytes(row["secret"])
 
 
 async def listing(db: Database, tenant: str | None = None) -> list[ApiKey]:

@@ -147,21 +147,28 @@ class ApiKey(_Record):
 
 @dataclass(frozen=True, slots=True)
 class KeySecret(_Record):
-    """What verifying a key needs: its salted hash, its tenant and scope, its revocation."""
+    """What verifying a key needs: its hash and how it was made (``scheme``: 'scrypt'
+    with a salt, or 'hmac-sha256' under the server secret ``hash_secret_id`` names), its
+    tenant and scope, its revocation."""
 
     id: str
     tenant: str
     admin: bool
-    salt: bytes
+    scheme: str
+    salt: bytes | None
     secret_hash: bytes
+    hash_secret_id: str | None
     revoked_at: dt.datetime | None
 
     @classmethod
     def from_row(cls, row: Row) -> Self:
         secret = super(KeySecret, cls).from_row(row)
         # bytea arrives as bytes or memoryview depending on the loader.
+        salt = row["salt"]
         return dataclasses.replace(
-            secret, salt=bytes(row["salt"]), secret_hash=bytes(row["secret_hash"])
+            secret,
+            salt=None if salt is None else bytes(salt),
+            secret_hash=bytes(row["secret_hash"]),
         )
 
 

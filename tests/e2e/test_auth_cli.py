@@ -74,7 +74,7 @@ def test_keys_create_list_revoke_show_the_key_once_and_store_only_a_hash(
     assert "shown once" in err
     assert secret not in err
 
-    # Only a salted hash is stored: the secret is in no column, in no encoding.
+    # Only a keyed hash is stored: the secret is in no column, in no encoding.
     row = sql.execute("SELECT * FROM api_keys WHERE id = %s", (key_id,)).fetchone()
     assert (row["tenant"], row["name"], row["admin"], row["revoked_at"]) == ("t1", "n", False, None)
     for column, value in row.items():
@@ -82,7 +82,7 @@ def test_keys_create_list_revoke_show_the_key_once_and_store_only_a_hash(
         assert secret.encode() not in stored, column
         assert key.encode() not in stored, column
     assert len(bytes(row["secret_hash"])) == 32
-    assert len(bytes(row["salt"])) == 16
+    assert (row["scheme"], row["salt"], len(row["hash_secret_id"])) == ("hmac-sha256", None, 16)
 
     # The key works; the API process has verified it once and remembers it.
     me = api.get("/v1/me", headers=bearer(key))

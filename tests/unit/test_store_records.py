@@ -74,8 +74,10 @@ def test_a_keys_hash_and_salt_are_bytes_whatever_the_loader_gave() -> None:
             "id": "0123456789ab",
             "tenant": "acme",
             "admin": False,
+            "scheme": "scrypt",
             "salt": memoryview(b"salt"),
             "secret_hash": bytearray(b"hash"),
+            "hash_secret_id": None,
             "revoked_at": None,
         }
     )

@@ -4,12 +4,26 @@
 -- formatted into the text.
 
 -- name: api_key
-SELECT id, tenant, admin, salt, secret_hash, revoked_at FROM api_keys WHERE id = %(id)s;
+SELECT id, tenant, admin, scheme, salt, secret_hash, hash_secret_id, revoked_at
+FROM api_keys WHERE id = %(id)s;
 
 -- name: insert_api_key
-INSERT INTO api_keys (id, tenant, name, admin, salt, secret_hash)
-VALUES (%(id)s, %(tenant)s, %(name)s, %(admin)s, %(salt)s, %(secret_hash)s)
+INSERT INTO api_keys (id, tenant, name, admin, scheme, secret_hash, hash_secret_id)
+VALUES (%(id)s, %(tenant)s, %(name)s, %(admin)s, 'hmac-sha256', %(secret_hash)s, %(hash_secret_id)s)
 RETURNING id, tenant, name, admin, created_at, revoked_at;
+
+-- name: rehash_api_key
+-- After a successful check: the key's hash under the current server secret. Only if the
+-- row still holds the hash that was checked (two processes upgrading at once agree).
+UPDATE api_keys
+SET scheme = 'hmac-sha256', salt = NULL, secret_hash = %(secret_hash)s,
+    hash_secret_id = %(hash_secret_id)s
+WHERE id = %(id)s AND secret_hash = %(old_hash)s
+RETURNING id;
+
+-- name: server_secret
+-- The server-side secret migration 0005 made (used when TASKLEASE_KEY_HASH_SECRET is unset).
+SELECT secret FROM server_secret;
 
 -- name: list_api_keys
 SELECT id, tenant, name, admin, created_at, revoked_at FROM api_keys
