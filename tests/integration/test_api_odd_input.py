@@ -13,6 +13,12 @@ import pytest
 
 from tests.conftest import bearer
 from tests.integration.conftest import NOOP, written
+from tests.integration.test_handlers import (  # noqa: F401 (fixtures)
+    FakeLambdaContext,
+    api_handler,
+    event,
+    lambda_env,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -49,6 +55,26 @@ def test_two_authorization_headers_are_400(api_with: Any, sql: Any) -> None:
                 assert resp.status_code == 400, (headers, resp.text)
                 assert "more than one Authorization header" in resp.json()["detail"]
                 assert 'error="invalid_request"' in resp.headers["WWW-Authenticate"]
+    assert written(sql) == (0, 0, 0)
+
+
+def test_two_keys_joined_by_api_gateway_are_400_through_the_lambda_handler(
+    api_handler: Any,  # noqa: F811 (the fixture imported above)
+    stack: Any,
+    sql: Any,
+) -> None:
+    """Issue 13 item 11, as it arrives on Lambda: API Gateway's HTTP API (payload v2)
+    joins a repeated header's values with commas, and Mangum hands the API one header."""
+    good, gone = stack.key("acme"), stack.key("gone")
+    sql.execute("UPDATE api_keys SET revoked_at = now() WHERE tenant = 'gone'")
+    request = event("apigw_v2_post_job.json")
+    joined = f"Bearer {good},Bearer {gone}"
+    request = {**request, "headers": {**request["headers"], "authorization": joined}}
+
+    response = api_handler.handler(request, FakeLambdaContext(29))
+
+    assert response["statusCode"] == 400, response
+    assert "more than one Authorization header" in json.loads(response["body"])["detail"]
     assert written(sql) == (0, 0, 0)
 
 
