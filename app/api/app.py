@@ -12,7 +12,7 @@ from fastapi_offline import FastAPIOffline
 from app import __version__, config, kinds
 from app.api import errors
 from app.api.deps import Runtime
-from app.api.middleware import BodyLimit
+from app.api.middleware import RequestBody
 from app.api.routes import ROUTERS
 
 # Where the docs' assets are served from.
@@ -47,7 +47,7 @@ def create_app(settings: config.Settings | None = None) -> FastAPI:
         swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.runtime = Runtime(settings)  # raises ConfigError before anything is served
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestBody, max_bytes=settings.max_body_bytes)
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)

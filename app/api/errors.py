@@ -1,7 +1,8 @@
 """Errors as HTTP answers, in one place: which status each of the app's errors is, how a
 request that does not validate is told what is wrong, and what the OpenAPI document
 says each route may answer. Routes raise; nothing else builds an error answer (apart
-from the 413 of app/api/middleware.py, given before FastAPI sees the request).
+from app/api/middleware.py's answers about the body itself, 413, 415, a repeated key's
+400 and a too deep body's 422, given before FastAPI sees the request).
 """
 
 from __future__ import annotations
@@ -33,15 +34,24 @@ STATUS: dict[type[errors.TaskleaseError], int] = {
 
 # What the OpenAPI document lists for the routes (FastAPI's own 422 schema replaced).
 COMMON: dict[int | str, dict[str, Any]] = {
+    400: {
+        "model": Problem,
+        "description": "ambiguous credentials (more than one Authorization header); "
+        "a body that is not JSON or repeats a key",
+    },
     401: {"model": Problem, "description": "no valid API key"},
     404: {"model": Problem},
     413: {"model": Problem, "description": "the body is over TASKLEASE_MAX_BODY_BYTES"},
+    415: {
+        "model": Problem,
+        "description": "a body that is compressed (Content-Encoding) or not application/json",
+    },
     422: {"model": Problem},
     429: {"model": Problem, "description": "too many failed API key checks"},
     503: {"model": Problem},
 }
 UNPARSEABLE: dict[int | str, dict[str, Any]] = {
-    400: {"model": Problem, "description": "the body is not valid JSON"}
+    400: {"model": Problem, "description": "the body is not valid JSON or repeats a key"}
 }
 SUBMIT: dict[int | str, dict[str, Any]] = {
     **UNPARSEABLE,

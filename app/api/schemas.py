@@ -72,6 +72,7 @@ class JobBatchCreate(BaseModel):
 
 class JobPublic(BaseModel):
     id: uuid.UUID
+    tenant: str = Field(description="the tenant of the key that created the job")
     kind: str
     state: JobState
     attempt: int

@@ -3,7 +3,9 @@
 A tenant's API key (``Authorization: Bearer tlk_…``), or with TASKLEASE_AUTH_MODE=
 authorizer the identity API Gateway's authorizer put in the request context. A missing
 or bad key raises auth.Unauthorized, which app/api/errors.py answers with 401 and
-WWW-Authenticate; a route for admins only raises auth.Forbidden (403).
+WWW-Authenticate; a route for admins only raises auth.Forbidden (403). More than one
+Authorization header is 400 (RFC 6750 §3.1 invalid_request), whichever of them is good:
+a proxy or a log that reads another one than the API would disagree about the caller.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.deps import Keys, Settings
@@ -40,10 +42,23 @@ async def _identify(
             admin_field=settings.authorizer_admin_field,
         )
         return principal, ""
+    _one_credential(request)
     # HTTPBearer hands over only a well-formed "Bearer <token>"; anything else is None.
     header = request.headers.get("authorization")
     token = credentials.credentials if credentials else auth.bearer(header)
     return await keys.verify(token, defer_revocation=defer_revocation), token
+
+
+def _one_credential(request: Request) -> None:
+    """400 for two Authorization headers, or two joined with a comma in one (how API
+    Gateway's HTTP API hands repeated headers to Mangum). A key never holds a comma."""
+    sent = request.headers.getlist("authorization")
+    if len(sent) > 1 or any("," in value for value in sent):
+        raise HTTPException(
+            400,
+            "more than one Authorization header: send exactly one 'Bearer <key>'",
+            headers={"WWW-Authenticate": 'Bearer realm="tasklease", error="invalid_request"'},
+        )
 
 
 async def _caller(

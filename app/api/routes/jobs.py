@@ -12,6 +12,7 @@ from app import bounds
 from app.api.deps import Db, JobQueue, Sender, Settings
 from app.api.errors import COMMON, CONFLICT, SUBMIT
 from app.api.schemas import (
+    TENANT_PATTERN,
     EffectPublic,
     EventPublic,
     JobBatchCreate,
@@ -92,19 +93,36 @@ async def create_jobs(
     )
 
 
-@router.get("/v1/jobs", response_model=JobPage, responses=COMMON)
+@router.get(
+    "/v1/jobs",
+    response_model=JobPage,
+    responses={
+        403: {"model": Problem, "description": "a tenant key naming another tenant"},
+        **COMMON,
+    },
+)
 async def list_jobs(
     caller: Caller,
     db: Db,
     state: JobState | None = None,
     kind: Annotated[str | None, Query(max_length=100), Storable] = None,
+    tenant: Annotated[
+        str | None,
+        Query(pattern=TENANT_PATTERN, description="an admin key: only this tenant's jobs"),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=bounds.MAX_PAGE)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> JobPage:
-    """The caller's jobs, newest first (an admin key: every tenant's). A cursor this
-    API did not return is 422, as is any other bad parameter."""
+    """The caller's jobs, newest first (an admin key: every tenant's, or ``tenant``'s).
+    A tenant key naming another tenant is 403. A cursor this API did not return is 422,
+    as is any other bad parameter; an empty parameter (``kind=``) is ignored."""
+    scope = caller.scope
+    if tenant is not None:
+        if not caller.admin and tenant != caller.tenant:
+            raise auth.Forbidden("a tenant key lists only its own tenant's jobs")
+        scope = tenant
     rows, next_cursor = await jobs.list_jobs(
-        db, state=state, kind=kind, limit=limit, cursor=cursor, scope=caller.scope
+        db, state=state, kind=kind, limit=limit, cursor=cursor, scope=scope
     )
     return JobPage(items=[JobPublic.of(r) for r in rows], next_cursor=next_cursor)
 
