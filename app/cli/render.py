@@ -144,18 +144,52 @@ def effects(rows: list[dict[str, Any]]) -> Table:
 class IdListing:
     """Rows keyed by a job id, with the id always whole: a table when the terminal is wide
     enough for it with the id on one line and no word cut, otherwise one block per row (the
-    id on a line of its own, then the other columns as ``name: value``)."""
+    id on a line of its own, then the other columns as ``name: value``). Only the columns
+    named in ``wrap`` wrap in the table; the others stay on one line, like the id."""
 
     title: str
     headers: Sequence[str]
+    wrap: frozenset[str]
     rows: list[tuple[str, Sequence[Text]]] = field(default_factory=list)
 
     def add(self, row_id: object, *cells: Text) -> None:
         self.rows.append((str(row_id), cells))
 
-    def table(self) -> Table:
+    def _needs(self) -> list[tuple[int, int]]:
+        """Per column, the id's first: (the least width that cuts no word, the width
+        that wraps nothing). A column that does not wrap needs its longest cell."""
+        needs = [(max((cell_len(row_id) for row_id, _ in self.rows), default=2),) * 2]
+        for i, header in enumerate(self.headers):
+            texts = [header, *(cells[i].plain for _, cells in self.rows)]
+            whole = max(cell_len(t) for t in texts)
+            words = [w for t in texts for w in t.split()] or [""]
+            least = max(cell_len(w) for w in words) if header in self.wrap else whole
+            needs.append((least, whole))
+        return needs
+
+    def _widths(self, available: int) -> list[int] | None:
+        """Each column's width (None: the table does not fit): every column its least,
+        then what is left to the wrapping columns in order, up to what they want. A
+        border and a space either side of each column take the rest."""
+        needs = self._needs()
+        spare = available - (3 * len(needs) + 1) - sum(least for least, _ in needs)
+        if spare < 0:
+            return None
+        widths = []
+        for least, whole in needs:
+            extra = min(spare, whole - least)
+            widths.append(least + extra)
+            spare -= extra
+        return widths
+
+    def table(self, widths: Sequence[int]) -> Table:
         table = PlainTable(
-            Column(header=Text("id"), no_wrap=True, min_width=36), *self.headers, title=self.title
+            Column(header=Text("id"), no_wrap=True, width=widths[0]),
+            *(
+                Column(header=Text(h), no_wrap=h not in self.wrap, overflow="fold", width=w)
+                for h, w in zip(self.headers, widths[1:], strict=True)
+            ),
+            title=self.title,
         )
         for row_id, cells in self.rows:
             table.add_row(row_id, *cells)
@@ -169,26 +203,14 @@ class IdListing:
             yield Text(row_id, style="bold", no_wrap=True, overflow="ignore")
             pairs = [(name, c) for name, c in zip(self.headers, cells, strict=True) if c.plain]
             line = Text(" · ").join(Text.assemble((f"{name}: ", "dim"), c) for name, c in pairs)
-            yield Padding(line, (0, 0, 0, 2))
-
-    def minimum_width(self) -> int:
-        """The table's width with the id whole and every other column as wide as its
-        longest word (and a border and a space either side of each column)."""
-        columns = [
-            [Text(h), *(cells[i] for _, cells in self.rows)] for i, h in enumerate(self.headers)
-        ]
-        widths = [max((cell_len(row_id) for row_id, _ in self.rows), default=2)]
-        widths += [
-            max(cell_len(word) for t in column for word in t.plain.split() or [""])
-            for column in columns
-        ]
-        return sum(widths) + 3 * len(widths) + 1
+            yield Padding(line, (0, 0, 0, 2), expand=False)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        if self.minimum_width() <= options.max_width:
-            yield self.table()
-        else:
+        widths = self._widths(options.max_width)
+        if widths is None:
             yield from self.blocks()
+        else:
+            yield self.table(widths)
 
 
 def print_listing(listing: IdListing, console: Console = out) -> None:
@@ -202,7 +224,9 @@ def _attempts(r: dict[str, Any]) -> str:
 
 def jobs(rows: list[dict[str, Any]]) -> IdListing:
     listing = IdListing(
-        f"{len(rows)} jobs", ("tenant", "kind", "state", "attempt", "created", "last error")
+        f"{len(rows)} jobs",
+        ("tenant", "kind", "state", "attempt", "created", "last error"),
+        wrap=frozenset({"created", "last error"}),
     )
     for r in rows:
         listing.add(
@@ -218,7 +242,11 @@ def jobs(rows: list[dict[str, Any]]) -> IdListing:
 
 
 def dead_letters(rows: list[dict[str, Any]], title: str) -> IdListing:
-    listing = IdListing(title, ("tenant", "kind", "attempts", "by", "dead-lettered", "last error"))
+    listing = IdListing(
+        title,
+        ("tenant", "kind", "attempts", "by", "dead-lettered", "last error"),
+        wrap=frozenset({"dead-lettered", "last error"}),
+    )
     for r in rows:
         listing.add(
             r["id"],
