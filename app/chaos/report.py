@@ -1,10 +1,13 @@
-"""The chaos run's verdict as a table for the terminal."""
+"""The chaos run's verdict as a table for the terminal. Every value is ``Text``, never rich
+markup: a lost job's state or an unexpected job's reason (which may quote a ticket's
+``[permanent]`` tag) is shown as written."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from app.chaos.checker import violated
 
@@ -14,12 +17,12 @@ def render(report: dict[str, Any]) -> Table:
     table = Table(
         "check",
         "value",
-        title=f"tasklease chaos: {'[green]valid[/]' if ok else '[red]INVALID[/]'}",
+        title=Text.assemble("tasklease chaos: ", ("valid", "green") if ok else ("INVALID", "red")),
         title_justify="left",
     )
 
     def row(name: str, value: Any, bad: bool = False) -> None:
-        table.add_row(name, f"[red]{value}[/]" if bad else str(value))
+        table.add_row(Text(name), Text(str(value), style="red" if bad else ""))
 
     for name in ("submitted", "acknowledged", "succeeded", "dead_lettered", "cancelled"):
         row(name, report[name])

@@ -33,7 +33,7 @@ def list_(
     """Dead-lettered jobs: kind, attempts, last error, when."""
     s = runner.settings_or_exit()
     rows, depth = runner.on_clients(s, lambda c: _dead_letters(s, c, kind, limit))
-    out.print(render.dead_letters(rows, f"{len(rows)} dead-lettered jobs"))
+    render.print_listing(render.dead_letters(rows, f"{len(rows)} dead-lettered jobs"))
     out.print(
         f"messages in the DLQ: {depth.get('ApproximateNumberOfMessages', 0)} visible, "
         f"{depth.get('ApproximateNumberOfMessagesNotVisible', 0)} in flight"
@@ -91,7 +91,7 @@ def redrive(
             ),
         )
     title = "would redrive" if dry_run else f"redrive ({report.mode})"
-    out.print(
+    render.print_listing(
         render.dead_letters(
             report.selected, f"{title}: {len(report.selected)} dead-lettered jobs selected"
         )

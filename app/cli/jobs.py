@@ -9,13 +9,14 @@ from typing import Annotated, Any, NamedTuple
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from app import bounds
 from app.cli import render, runner
 from app.cli.render import err, out
 from app.services import auth, jobs
 from app.services import submit as service
-from app.states import JobState, styled
+from app.states import JobState
 from app.store.pool import Database
 
 group = typer.Typer(help="Look at jobs.", no_args_is_help=True)
@@ -65,7 +66,7 @@ def submit(
             tenant=auth.check_tenant(tenant),
         ),
     )
-    out.print(str(submitted.job["id"]), highlight=False)
+    render.plain(str(submitted.job["id"]))
     if not submitted.created:
         err.print("(an earlier submission with this idempotency key)")
 
@@ -111,7 +112,7 @@ def list_(
             database, state=state, kind=kind, limit=limit, scope=tenant
         ),
     )
-    out.print(render.jobs(rows))
+    render.print_listing(render.jobs(rows))
 
 
 @group.command("cancel")
@@ -120,9 +121,7 @@ def cancel(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
     job = runner.on_database(s, lambda database: jobs.cancel(database, jid, scope=None))
-    if job["state"] == JobState.CANCELLED:
-        out.print(f"job {jid}: {styled(job['state'])}")
-    else:
-        out.print(
-            f"job {jid}: {styled(job['state'])}, cancel requested: it stops at its next heartbeat"
-        )
+    line = Text.assemble(f"job {jid}: ", render.state(job["state"]))
+    if job["state"] != JobState.CANCELLED:
+        line.append(", cancel requested: it stops at its next heartbeat")
+    out.print(line)

@@ -30,7 +30,7 @@ def create(
         s, lambda database: auth.create_key(database, tenant, name=name, admin=admin)
     )
     err.print(render.keys([made.row], "created (the key below is shown once: keep it now)"))
-    out.print(made.key, highlight=False, soft_wrap=True)
+    render.plain(made.key)
 
 
 @group.command("list")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from app.cli import runner
+from app.cli import render, runner
 from app.cli.render import out
 from app.store import pool
 from app.transport import secrets
@@ -32,5 +33,8 @@ def create(
     """Create the source queue and its DLQ with the redrive policy; print their URLs."""
     s = runner.settings_or_exit()
     urls = runner.on_queue(s, lambda queue: queue.create_queues(name or s.queue_name))
-    out.print(f"export TASKLEASE_QUEUE_URL={escape(urls.queue_url)}")
-    out.print(f"export TASKLEASE_DLQ_URL={escape(urls.dlq_url)}")
+    # For `eval "$(tasklease queues create)"`: plain lines, whatever the terminal or pipe.
+    render.plain(
+        f"export TASKLEASE_QUEUE_URL={shlex.quote(urls.queue_url)}",
+        f"export TASKLEASE_DLQ_URL={shlex.quote(urls.dlq_url)}",
+    )

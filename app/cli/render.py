@@ -1,19 +1,32 @@
-"""Everything the CLI prints as a table. Values from the database or from users are escaped
-with rich.markup.escape: a job's error or a key's name is text, never markup (an error
-holding ``[/]`` used to crash the command that showed it)."""
+"""Everything the CLI prints. Safe by construction: every table is a ``PlainTable``, whose
+cells, headers and title are ``Text`` (a value is shown as written, never read as rich
+markup: a job's error holding ``[/]`` used to crash the command that showed it, and
+``[permanent]`` vanished into a style). Colour comes only from ``Text`` styles.
+
+Job ids are never cut (operators paste them into ``--job``): a list of jobs is a table when
+it fits the terminal with the id whole and no word cut, otherwise one block per job.
+
+Output meant for a shell or a program (export lines, ids, keys) goes through ``plain``:
+one line each, never wrapped, never styled, whatever the terminal or pipe."""
 
 from __future__ import annotations
 
 import datetime
 import json
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.padding import Padding
+from rich.style import StyleType
+from rich.table import Column, Table
+from rich.text import Text
 
 from app import config
-from app.states import styled
+from app.states import STYLE, JobState
 from app.store.records import TenantUsage
 
 if TYPE_CHECKING:
@@ -35,11 +48,59 @@ JOB_FIELDS = (
     "created_at",
     "finished_at",
 )
+# A list shows this much of an error (cut with an ellipsis), `jobs show` all of it.
+ERROR_CHARS = 80
 
 
-def cell(value: Any) -> str:
-    """A value as table text: empty for NULL, escaped otherwise."""
-    return "" if value is None else escape(str(value))
+def plain(*lines: str) -> None:
+    """Lines for a shell or a program (``eval "$(tasklease queues create)"``, ``$(tasklease
+    submit ...)``): written as they are, one per line, never wrapped or styled."""
+    for line in lines:
+        sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def cell(value: Any, style: StyleType = "") -> Text:
+    """A value as table text, never markup: empty for NULL."""
+    return Text("" if value is None else str(value), style=style)
+
+
+def state(value: str) -> Text:
+    """A job state in its colour (app/states.py)."""
+    return Text(value, style=STYLE.get(JobState(value), "white"))
+
+
+def short(value: str | None, limit: int = ERROR_CHARS) -> Text:
+    """Long text cut to ``limit`` characters with an ellipsis saying so."""
+    value = value or ""
+    return cell(value if len(value) <= limit else value[: limit - 1] + "…")
+
+
+class PlainTable(Table):
+    """A table whose title, headers and cells are ``Text``: whatever a cell holds is shown
+    as written. Every table the CLI prints is one of these."""
+
+    def __init__(self, *headers: str | Column, title: str | None = None, **kwargs: Any) -> None:
+        columns = [
+            h if isinstance(h, Column) else Column(header=Text(h), overflow="fold") for h in headers
+        ]
+        for c in columns:
+            if not isinstance(c.header, Text):
+                c.header = Text(str(c.header))
+        kwargs.setdefault("title_justify", "left")
+        super().__init__(*columns, title=None if title is None else Text(title), **kwargs)
+
+    def add_row(
+        self,
+        *renderables: Any,
+        style: StyleType | None = None,
+        end_section: bool = False,
+    ) -> None:
+        super().add_row(
+            *(r if isinstance(r, Text) else cell(r) for r in renderables),
+            style=style,
+            end_section=end_section,
+        )
 
 
 def when(value: datetime.datetime | None) -> str:
@@ -52,130 +113,192 @@ def clock(value: datetime.datetime) -> str:
 
 
 def job(job_id: object, row: dict[str, Any]) -> Table:
-    table = Table(show_header=False, title=f"job {job_id}", title_justify="left")
+    table = PlainTable(show_header=False, title=f"job {job_id}")
     for key in JOB_FIELDS:
-        table.add_row(key, styled(row[key]) if key == "state" else cell(row[key]))
+        table.add_row(key, state(row[key]) if key == "state" else row[key])
     result = row["result"]
-    table.add_row("result", escape(json.dumps(result)) if result is not None else "")
+    table.add_row("result", json.dumps(result) if result is not None else "")
     return table
 
 
 def timeline(events: list[dict[str, Any]]) -> Table:
-    table = Table(
-        "at", "from", "to", "attempt", "worker", "detail", title="timeline", title_justify="left"
-    )
+    table = PlainTable("at", "from", "to", "attempt", "worker", "detail", title="timeline")
     for e in events:
         table.add_row(
             clock(e["at"]),
-            cell(e["from_state"]),
-            styled(e["to_state"]),
-            str(e["attempt"]),
-            cell(e["worker"]),
-            cell(e["detail"]),
+            e["from_state"],
+            state(e["to_state"]),
+            e["attempt"],
+            e["worker"],
+            e["detail"],
         )
     return table
 
 
 def effects(rows: list[dict[str, Any]]) -> Table:
-    table = Table(
-        "#", "key", "attempt", "worker", "recorded", title="effects", title_justify="left"
-    )
+    table = PlainTable("#", "key", "attempt", "worker", "recorded", title="effects")
     for f in rows:
-        table.add_row(
-            str(f["seq"]),
-            cell(f["key"]),
-            str(f["attempt"]),
-            cell(f["worker"]),
-            clock(f["recorded_at"]),
-        )
+        table.add_row(f["seq"], f["key"], f["attempt"], f["worker"], clock(f["recorded_at"]))
     return table
 
 
-# The columns every list of jobs starts with.
-JOB_COLUMNS = ("id", "tenant", "kind")
+@dataclass
+class IdListing:
+    """Rows keyed by a job id, with the id always whole: a table when the terminal is wide
+    enough for it with the id on one line and no word cut, otherwise one block per row (the
+    id on a line of its own, then the other columns as ``name: value``). Only the columns
+    named in ``wrap`` wrap in the table; the others stay on one line, like the id."""
+
+    title: str
+    headers: Sequence[str]
+    wrap: frozenset[str]
+    rows: list[tuple[str, Sequence[Text]]] = field(default_factory=list)
+
+    def add(self, row_id: object, *cells: Text) -> None:
+        self.rows.append((str(row_id), cells))
+
+    def _needs(self) -> list[tuple[int, int]]:
+        """Per column, the id's first: (the least width that cuts no word, the width
+        that wraps nothing). A column that does not wrap needs its longest cell."""
+        needs = [(max((cell_len(row_id) for row_id, _ in self.rows), default=2),) * 2]
+        for i, header in enumerate(self.headers):
+            texts = [header, *(cells[i].plain for _, cells in self.rows)]
+            whole = max(cell_len(t) for t in texts)
+            words = [w for t in texts for w in t.split()] or [""]
+            least = max(cell_len(w) for w in words) if header in self.wrap else whole
+            needs.append((least, whole))
+        return needs
+
+    def _widths(self, available: int) -> list[int] | None:
+        """Each column's width (None: the table does not fit): every column its least,
+        then what is left to the wrapping columns in order, up to what they want. A
+        border and a space either side of each column take the rest."""
+        needs = self._needs()
+        spare = available - (3 * len(needs) + 1) - sum(least for least, _ in needs)
+        if spare < 0:
+            return None
+        widths = []
+        for least, whole in needs:
+            extra = min(spare, whole - least)
+            widths.append(least + extra)
+            spare -= extra
+        return widths
+
+    def table(self, widths: Sequence[int]) -> Table:
+        table = PlainTable(
+            Column(header=Text("id"), no_wrap=True, width=widths[0]),
+            *(
+                Column(header=Text(h), no_wrap=h not in self.wrap, overflow="fold", width=w)
+                for h, w in zip(self.headers, widths[1:], strict=True)
+            ),
+            title=self.title,
+        )
+        for row_id, cells in self.rows:
+            table.add_row(row_id, *cells)
+        return table
+
+    def blocks(self) -> Iterable[Text | Padding]:
+        yield Text(self.title)
+        for row_id, cells in self.rows:
+            # Never wrapped nor cropped: on a terminal narrower than an id, the terminal
+            # folds it, and a copy of the line is still the whole id.
+            yield Text(row_id, style="bold", no_wrap=True, overflow="ignore")
+            pairs = [(name, c) for name, c in zip(self.headers, cells, strict=True) if c.plain]
+            line = Text(" · ").join(Text.assemble((f"{name}: ", "dim"), c) for name, c in pairs)
+            yield Padding(line, (0, 0, 0, 2), expand=False)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = self._widths(options.max_width)
+        if widths is None:
+            yield from self.blocks()
+        else:
+            yield self.table(widths)
 
 
-def _job_cells(r: dict[str, Any]) -> tuple[str, str, str]:
-    return str(r["id"]), cell(r["tenant"]), cell(r["kind"])
+def print_listing(listing: IdListing, console: Console = out) -> None:
+    """Print a listing; not cropped, so an id wider than the terminal stays whole."""
+    console.print(listing, crop=False)
 
 
 def _attempts(r: dict[str, Any]) -> str:
     return f"{r['attempt']}/{r['max_attempts']}"
 
 
-def jobs(rows: list[dict[str, Any]]) -> Table:
-    table = Table(
-        *JOB_COLUMNS,
-        "state",
-        "attempt",
-        "created",
-        "last error",
-        title=f"{len(rows)} jobs",
-        title_justify="left",
+def jobs(rows: list[dict[str, Any]]) -> IdListing:
+    listing = IdListing(
+        f"{len(rows)} jobs",
+        ("tenant", "kind", "state", "attempt", "created", "last error"),
+        wrap=frozenset({"created", "last error"}),
     )
     for r in rows:
-        table.add_row(
-            *_job_cells(r),
-            styled(r["state"]),
-            _attempts(r),
-            when(r["created_at"]),
-            cell((r["last_error"] or "")[:60]),
+        listing.add(
+            r["id"],
+            cell(r["tenant"]),
+            cell(r["kind"]),
+            state(r["state"]),
+            cell(_attempts(r)),
+            cell(when(r["created_at"])),
+            short(r["last_error"]),
         )
-    return table
+    return listing
 
 
-def dead_letters(rows: list[dict[str, Any]], title: str) -> Table:
-    table = Table(
-        *JOB_COLUMNS,
-        "attempts",
-        "by",
-        "dead-lettered",
-        "last error",
-        title=title,
-        title_justify="left",
+def dead_letters(rows: list[dict[str, Any]], title: str) -> IdListing:
+    listing = IdListing(
+        title,
+        ("tenant", "kind", "attempts", "by", "dead-lettered", "last error"),
+        wrap=frozenset({"dead-lettered", "last error"}),
     )
     for r in rows:
-        table.add_row(
-            *_job_cells(r),
-            _attempts(r),
+        listing.add(
+            r["id"],
+            cell(r["tenant"]),
+            cell(r["kind"]),
+            cell(_attempts(r)),
             cell(r["dead_lettered_by"]),
-            when(r["finished_at"]),
-            cell((r["last_error"] or "")[:80]),
+            cell(when(r["finished_at"])),
+            short(r["last_error"]),
         )
-    return table
+    return listing
 
 
 def redrive_summary(report: RedriveReport) -> Table:
-    table = Table(
+    table = PlainTable(
         "moved from the DLQ",
         "jobs reset",
         "sent anew (no dead letter found)",
         "stale deleted",
         "left in the DLQ",
         title="summary",
-        title_justify="left",
     )
     table.add_row(
-        str(report.moved),
-        str(report.reset),
-        str(report.sent_without_dead_letter),
-        str(report.stale_deleted),
-        str(report.left_in_dlq),
+        report.moved,
+        report.reset,
+        report.sent_without_dead_letter,
+        report.stale_deleted,
+        report.left_in_dlq,
     )
     return table
 
 
 def keys(rows: list[dict[str, Any]], title: str) -> Table:
-    table = Table("key id", "tenant", "name", "scope", "created", "revoked", title=title)
-    table.title_justify = "left"
+    table = PlainTable(
+        Column(header=Text("key id"), no_wrap=True),
+        "tenant",
+        "name",
+        "scope",
+        "created",
+        "revoked",
+        title=title,
+    )
     for r in rows:
         table.add_row(
-            cell(r["id"]),
-            cell(r["tenant"]),
-            cell(r["name"]),
-            "[bold]admin[/]" if r["admin"] else "tenant",
+            r["id"],
+            r["tenant"],
+            r["name"],
+            cell("admin", "bold") if r["admin"] else "tenant",
             when(r["created_at"]),
-            f"[red]{when(r['revoked_at'])}[/]" if r["revoked_at"] else "",
+            cell(when(r["revoked_at"]), "red"),
         )
     return table
 
@@ -183,18 +306,25 @@ def keys(rows: list[dict[str, Any]], title: str) -> Table:
 def limits(s: config.Settings, rows: list[TenantUsage]) -> Table:
     """Each tenant's limits: its override in bold, or the deployment's default."""
 
-    def value(override: float | None, default: float) -> str:
-        return f"[bold]{override:g}[/]" if override is not None else f"{default:g} (default)"
+    def value(override: float | None, default: float) -> Text:
+        if override is not None:
+            return cell(f"{override:g}", "bold")
+        return cell(f"{default:g} (default)")
 
-    table = Table("tenant", "jobs/s", "burst", "max in flight", "in flight now")
-    table.title = "per-tenant limits on POST /v1/jobs"
-    table.title_justify = "left"
+    table = PlainTable(
+        "tenant",
+        "jobs/s",
+        "burst",
+        "max in flight",
+        "in flight now",
+        title="per-tenant limits on POST /v1/jobs",
+    )
     for r in rows:
         table.add_row(
-            cell(r.tenant),
+            r.tenant,
             value(r.rate_per_second, s.rate_limit_per_second),
             value(r.burst, s.rate_limit_burst),
             value(r.max_in_flight, s.max_jobs_in_flight),
-            str(r.in_flight),
+            r.in_flight,
         )
     return table

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app import config, errors
+from app.chaos import report as chaos
 from app.cli import render, runner
 from app.store.records import TenantUsage
 
@@ -125,3 +126,59 @@ def test_the_runner_returns_what_the_command_awaited() -> None:
         return 42
 
     assert runner.run(answer) == 42
+
+
+def test_a_plain_table_shows_any_cell_as_written_so_no_caller_can_forget_to_escape() -> None:
+    """Issue 13 item 4: the CLI's tables take text, never markup, by construction."""
+    table = render.PlainTable("a", "b [bold]", title="t [/]")
+    table.add_row(MARKUP, 7)
+    shown = text(table)
+    for written in (MARKUP, "b [bold]", "t [/]", "7"):
+        assert written in shown
+
+
+def test_a_list_of_jobs_narrower_than_its_table_keeps_each_id_whole() -> None:
+    """Issue 13 item 5: one block per job when the table would cut the id or a word."""
+    row = job_row()
+    buffer = io.StringIO()
+    Console(file=buffer, width=30, color_system=None).print(render.jobs([row]), crop=False)
+    lines = buffer.getvalue().splitlines()
+    assert str(row["id"]) in lines
+    assert "[red]not" in buffer.getvalue()
+
+
+def chaos_report(why: str) -> dict[str, Any]:
+    counts = dict.fromkeys(
+        ("submitted", "acknowledged", "succeeded", "dead_lettered", "cancelled"), 1
+    )
+    return {
+        **counts,
+        **dict.fromkeys(("lost", "duplicated_effects", "duplicated_completions"), 0),
+        "unexpected": 1,
+        "duplicated_effect_rows": 0,
+        "duplicated_deliveries": 0,
+        "effect_window_repeats": 0,
+        "model_calls": {
+            "ok_per_effect_mean": 1,
+            "ok_per_effect_max": 1,
+            "calls_per_effect_mean": 1,
+            "calls_per_effect_max": 1,
+            "by_outcome": {"ok": 1},
+            "ok_repeats_after_a_kill": 0,
+            "ok_repeats_otherwise": 0,
+        },
+        "dead_letters_after_first_drain": 0,
+        "redriven": 0,
+        "dead_lettered_by_cause": {},
+        "faults": {"kills": 0, "sqs_restarts": 0, "pg_restarts": 0, "unbidden_exits": []},
+        "timings": {},
+        "unexpected_jobs": [{"ticket": "C-[b]1", "job_id": "j", "why": why}],
+        "lost_jobs": [],
+    }
+
+
+def test_the_chaos_report_shows_a_reason_that_looks_like_markup_as_written() -> None:
+    """Issue 13 item 4: `tagged [permanent] but succeeded` lost its `[permanent]`."""
+    shown = text(chaos.render(chaos_report("tagged [permanent] but succeeded [/]")))
+    assert "C-[b]1 j: tagged [permanent] but succeeded [/]" in shown
+    assert "INVALID" in shown
