@@ -212,6 +212,8 @@ class DevStack(Stack):
     def stopped_report(self) -> str:
         """What stopping ended, and where the data stays."""
         parts = [f"the API, {self.workers} workers, the sweeper and the webhook receiver"]
+        if not self.procs:  # interrupted while starting
+            parts = []
         if self.moto is not None:
             parts.append(
                 "moto's SQS server (its queues went with it; unfinished jobs are sent again at the next start)"
@@ -220,7 +222,7 @@ class DevStack(Stack):
             parts.append("PostgreSQL")
         kept = f"jobs and keys are kept in {self.data_dir / 'pgdata'}, " if self.postgres else ""
         return (
-            f"stopped {', '.join(parts)}. {kept}logs in {self.logs_dir}; "
+            f"stopped {', '.join(parts) or 'before anything ran'}. {kept}logs in {self.logs_dir}; "
             "make run starts again where it stopped, make clean deletes it all."
         )
 
@@ -434,12 +436,16 @@ def _run(stack: DevStack, *, demo: bool, exit_when_done: bool) -> int:
         console.print(f"[green]✓[/] {stack.workers} worker processes polling the queue")
     if exit_when_done:
         return 0
-    console.print(f"\nAPI {stack.api_url}   OpenAPI docs {stack.api_url}/docs   — Ctrl-C to stop")
+    console.print(
+        f"\nAPI {stack.api_url}   OpenAPI docs {stack.api_url}/docs   — Ctrl-C to stop",
+        soft_wrap=True,
+    )
     console.print(
         'another shell:  eval "$(uv run tasklease env)"   then   uv run tasklease jobs list\n'
         '                curl -s $TASKLEASE_API_URL/v1/jobs -H "Authorization: Bearer $TASKLEASE_API_KEY"',
         highlight=False,
         markup=False,
+        soft_wrap=True,
     )
     while True:
         dead = stack.check()

@@ -126,9 +126,15 @@ class MakeRun:
         return self.proc.wait(120)
 
     def kill(self) -> None:
+        """SIGTERM (it stops its own processes, which run in sessions of their own), then
+        SIGKILL to whatever of its group is left."""
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(30)
 
 
 @pytest.fixture(scope="module")
