@@ -6,6 +6,10 @@ processes and the sweeper; submits demo jobs through the API and shows them
 moving through their states until they settle; then keeps serving until Ctrl-C.
 Any endpoint set in the environment (TASKLEASE_DATABASE_URL, TASKLEASE_QUEUE_URL
 with TASKLEASE_DLQ_URL and AWS_ENDPOINT_URL_SQS) is used instead of the embedded one.
+
+Its ports are fixed (API 8000, moto 9324; a flag for each) and checked before anything
+starts; its settings go to ``.tasklease/dev.json`` for a second shell (state.py); its
+workers count as ready when they poll; Ctrl-C or SIGTERM stops it all and says so.
 """
 
 from __future__ import annotations
@@ -16,52 +20,17 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
-from rich.console import Console
-from rich.live import Live
 from rich.markup import escape
-from rich.table import Column, Table
 
 from app import errors, kinds, store, transport
 from app.config import Settings
 from app.services import auth
 from app.stack import embedded, state
+from app.stack.demo import console, submit_demo, watch
 from app.stack.stack import Stack
-from app.states import FINAL_FOR_NOW, JobState, styled
 from app.transport import secrets
-
-console = Console()
-
-DEMO_TICKETS: list[dict[str, Any]] = [
-    {
-        "ticket_id": "T-1001",
-        "subject": "Charged twice for my invoice",
-        "body": "My card was charged twice this month. Please refund one payment.",
-        "customer_email": "ana@example.com",
-    },
-    {
-        "ticket_id": "T-1002",
-        "subject": "App crashes on login",
-        "body": "Since the update the app crashes with an error when I sign in. Urgent!",
-    },
-    {
-        "ticket_id": "T-1003",
-        "subject": "Please add dark mode",
-        "body": "It would be nice to have a dark theme. Feature request.",
-    },
-    {
-        "ticket_id": "T-1004",
-        "subject": "[transient] Password reset email never arrives",
-        "body": "I asked for a password reset three times. (The fake model fails its first call.)",
-    },
-    {
-        "ticket_id": "T-1005",
-        "subject": "[permanent] Unreadable ticket",
-        "body": "The fake model refuses this one: it lands in the dead-letter queue.",
-    },
-]
 
 DEFAULT_SQS_PORT = 9324  # moto's SQS server: the same from run to run (--sqs-port)
 # Where SQS is, written to the state file. Never the caller's credentials: a local SQS
@@ -272,106 +241,6 @@ async def _resend_waiting(s: Settings) -> int:
         return len(ids) - len(failed)
 
 
-def _table(jobs: list[dict[str, Any]], elapsed: float, workers: str) -> Table:
-    """The demo jobs; every value from the API is escaped (a ticket is tenant text)."""
-    table = Table(
-        Column("job", no_wrap=True, min_width=36),  # whole: operators paste it into --job
-        Column("ticket", no_wrap=True),
-        Column("state", no_wrap=True, min_width=len(JobState.DEAD_LETTERED)),
-        Column("attempt", no_wrap=True),
-        "outcome",
-        title=f"demo jobs · {elapsed:4.1f} s{workers}",
-        title_justify="left",
-    )
-    for j in jobs:
-        outcome = ""
-        if j["state"] == JobState.SUCCEEDED and j["result"]:
-            outcome = f"{j['result'].get('category')} / {j['result'].get('priority')}"
-        elif j["last_error"]:
-            outcome = j["last_error"][:70]
-        table.add_row(
-            escape(str(j["id"])),
-            escape(str(j["payload"].get("ticket_id", ""))),
-            styled(JobState(j["state"])),
-            f"{j['attempt']}/{j['max_attempts']}",
-            escape(outcome),
-        )
-    return table
-
-
-def _client(stack: DevStack, timeout: float) -> httpx.Client:
-    return httpx.Client(
-        base_url=stack.api_url,
-        timeout=timeout,
-        headers={"Authorization": f"Bearer {stack.api_key}"},
-    )
-
-
-def _submit_demo(stack: DevStack) -> list[str]:
-    ids = []
-    with _client(stack, 30) as client:
-        for ticket in DEMO_TICKETS:
-            resp = client.post(
-                "/v1/jobs", json={"kind": "support.triage", "payload": ticket, "max_attempts": 3}
-            )
-            resp.raise_for_status()
-            ids.append(resp.json()["id"])
-    return ids
-
-
-class _Workers:
-    """Says once when every worker polls; until then the table says it waits for them."""
-
-    def __init__(self, stack: DevStack) -> None:
-        self.stack = stack
-        self.announced = False
-
-    def note(self) -> str:
-        ready, started = self.stack.polling()
-        if ready < started:
-            return f" · waiting for workers ({ready}/{started} polling)"
-        if not self.announced:
-            self.announced = True
-            console.print(f"[green]✓[/] {started} worker processes polling the queue")
-        return ""
-
-
-def _watch(stack: DevStack, ids: list[str], timeout: float = 120.0) -> bool:
-    """The demo jobs until they settle: a live table on a terminal; elsewhere (a pipe,
-    CI) one line per change and the final table, which never runs into the next line."""
-    start = time.monotonic()
-    workers = _Workers(stack)
-    live = Live(console=console, refresh_per_second=4) if console.is_terminal else None
-    seen: dict[str, str] = {}
-    with _client(stack, 10) as client, live if live is not None else contextlib.nullcontext():
-        while True:
-            jobs = [client.get(f"/v1/jobs/{i}").raise_for_status().json() for i in ids]
-            note = workers.note()
-            table = _table(jobs, time.monotonic() - start, note)
-            if live is not None:
-                live.update(table)
-            else:
-                _print_changes(jobs, seen, note)
-            settled = all(JobState(j["state"]) in FINAL_FOR_NOW for j in jobs)
-            if settled or time.monotonic() - start > timeout or stack.check():
-                break
-            time.sleep(0.25)
-    if live is None:  # a log, not a screen: as wide as the table needs, up to 160
-        console.print(table, width=max(console.width, 160))
-    return settled
-
-
-def _print_changes(jobs: list[dict[str, Any]], seen: dict[str, str], note: str) -> None:
-    if note and seen.get("workers") != note:
-        console.print(escape(note.removeprefix(" · ")), highlight=False)
-        seen["workers"] = note
-    for j in jobs:
-        line = f"{j['payload'].get('ticket_id', '')} {j['state']} (attempt {j['attempt']}/{j['max_attempts']})"
-        if seen.get(str(j["id"])) != line:
-            console.print(escape(line), highlight=False)
-            seen[str(j["id"])] = line
-
-
 def main(
     settings: Settings,
     *,
@@ -420,9 +289,9 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def _run(stack: DevStack, *, demo: bool, exit_when_done: bool) -> int:
     if demo:
-        ids = _submit_demo(stack)
+        ids = submit_demo(stack)
         console.print(f"submitted {len(ids)} support.triage jobs through POST /v1/jobs")
-        if not _watch(stack, ids):
+        if not watch(stack, ids):
             dead = stack.check()
             console.print(
                 f"[red]the demo jobs did not settle[/]{' (exited: ' + ', '.join(dead) + ')' if dead else ''}"
