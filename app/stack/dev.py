@@ -303,6 +303,12 @@ def _run(stack: DevStack, *, demo: bool, exit_when_done: bool) -> int:
         )
     elif stack.wait_for_workers():
         console.print(f"[green]✓[/] {stack.workers} worker processes polling the queue")
+    elif not stack.check():
+        ready, started = stack.polling()
+        console.print(
+            f"[yellow]{ready}/{started} workers poll the queue after 120 s[/] "
+            f"(logs in {escape(str(stack.logs_dir))})"
+        )
     if exit_when_done:
         return 0
     console.print(
