@@ -152,6 +152,9 @@ class Settings(BaseSettings):
     # Modules that define job kinds beyond the built-ins, comma-separated (examples/README.md).
     kinds: str = ""
 
+    # A file the worker touches once it polls the queue (the local stack waits for it).
+    worker_ready_file: str | None = None
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("key_hash_secret")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ from rich.markup import escape
 
 from app import config, errors, logs, store, transport
 from app.cli.render import err
+from app.stack import state
 from app.transport import Transport, secrets
 
 if TYPE_CHECKING:
@@ -38,8 +41,14 @@ def errors_exit() -> Iterator[None]:
         raise typer.Exit(1) from exc
 
 
-def settings_or_exit(*needed: str) -> config.Settings:
-    """The settings (with the ones named in ``needed`` set), and logging set up from them."""
+def settings_or_exit(*needed: str, dev_state: bool = True) -> config.Settings:
+    """The settings (with the ones named in ``needed`` set), and logging set up from them.
+    With no connection variable set, a running ``make run``'s settings from its state file
+    (``.tasklease/dev.json``) are used, and the command says so on stderr."""
+    if dev_state:
+        note = state.apply(os.environ)
+        if note:
+            sys.stderr.write(note + "\n")  # one plain line, never wrapped
     with errors_exit():
         s = config.load()
         s.need(*needed)

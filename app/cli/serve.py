@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -89,7 +90,10 @@ def webhook_receiver(
 
 def dev(
     workers: Annotated[int, typer.Option(min=1, max=16, help="worker processes")] = 2,
-    api_port: Annotated[int, typer.Option(help="API port")] = 8000,
+    api_port: Annotated[int, typer.Option(min=1, max=65535, help="API port")] = 8000,
+    sqs_port: Annotated[
+        int, typer.Option(min=1, max=65535, help="port of moto's SQS server (--sqs moto)")
+    ] = 9324,
     data_dir: Annotated[
         Path, typer.Option(help="where the embedded PostgreSQL keeps its data")
     ] = Path(".tasklease"),
@@ -110,17 +114,35 @@ def dev(
         raise typer.Exit(2)
     from app.stack import dev as dev_mod
 
-    s = runner.settings_or_exit()
+    # Not the state file: that is this command's output, not its input.
+    s = runner.settings_or_exit(dev_state=False)
     code = dev_mod.main(
         s,
         workers=workers,
         api_port=api_port,
+        sqs_port=sqs_port,
         data_dir=data_dir,
         demo=demo,
         exit_when_done=exit_when_done,
         sqs=sqs,
     )
     raise typer.Exit(code)
+
+
+def env(
+    data_dir: Annotated[
+        Path, typer.Option(help="the data directory of the running `tasklease dev`")
+    ] = Path(".tasklease"),
+) -> None:
+    """Print the running `make run` stack's settings as export lines: eval "$(uv run tasklease env)"."""
+    from app.stack import state
+
+    running = state.read(data_dir)
+    if running is None or not running.alive:
+        why = "is not running" if running is not None else f"wrote no {state.path(data_dir)}"
+        err.print(f"[red]no running `make run`:[/] it {escape(why)}", highlight=False)
+        raise typer.Exit(1)
+    sys.stdout.write(state.export_lines(running.env))  # plain: for a shell, never wrapped
 
 
 def chaos(

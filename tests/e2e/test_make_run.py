@@ -1,0 +1,417 @@
+"""`make run` (``tasklease dev``, as the Makefile runs it) as a real process: what a second
+shell can do while it runs, taken ports, when its workers are ready, and what it prints
+when its output is not a terminal or it is interrupted.
+
+Every run here has its own data directory and free ports (flags), so it never meets a
+`make run` of the developer's or another test's; only the defaults test uses the default
+ports, and skips when they are busy unless CI is "true".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import socketserver
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import errors
+from app.stack import embedded
+from app.stack.stack import ROOT
+from tests.conftest import Stack, wait_for
+
+pytestmark = pytest.mark.e2e
+
+TASKLEASE = str(Path(sys.executable).with_name("tasklease"))
+DEFAULT_PORTS = {"--api-port": 8000, "--sqs-port": 9324}  # README "What make run shows"
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The caller's environment as a fresh shell has it: no tasklease settings, no SQS
+    endpoint and no XDG_RUNTIME_DIR (CI's)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TASKLEASE_", "AWS_ENDPOINT_URL")) and k != "XDG_RUNTIME_DIR"
+    }
+    return {**env, **extra}
+
+
+@contextlib.contextmanager
+def checkout_dir() -> Iterator[Path]:
+    """A directory to run `make run` in, as a checkout would be: others may traverse it
+    (as root, the embedded PostgreSQL runs as its own user, and pytest's tmp_path is
+    private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="tasklease-make-run-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    with checkout_dir() as path:
+        yield path
+
+
+class MakeRun:
+    """``tasklease dev`` in the background, its output in a file."""
+
+    def __init__(self, cwd: Path, *args: str) -> None:
+        self.cwd = cwd
+        self.api_port = embedded.free_port()
+        self.sqs_port = embedded.free_port()
+        self.output = cwd / "make-run.out"
+        with self.output.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    TASKLEASE,
+                    "dev",
+                    "--sqs",
+                    "moto",
+                    "--data-dir",
+                    ".tasklease",
+                    *args,
+                    "--api-port",
+                    str(self.api_port),
+                    "--sqs-port",
+                    str(self.sqs_port),
+                ],
+                cwd=cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=clean_env(),
+                start_new_session=True,
+            )
+
+    def text(self) -> str:
+        return self.output.read_text()
+
+    def wait_until(self, needle: str, timeout: float = 180) -> None:
+        def seen() -> bool:
+            assert self.proc.poll() is None, f"make run exited:\n{self.text()}"
+            return needle in self.text()
+
+        wait_for(seen, what=f"make run to print {needle!r}", timeout=timeout)
+
+    def interrupt(self) -> int:
+        """Ctrl-C: SIGINT to its process group, as a terminal sends it."""
+        os.killpg(self.proc.pid, signal.SIGINT)
+        return self.proc.wait(120)
+
+    def kill(self) -> None:
+        """SIGTERM (it stops its own processes, which run in sessions of their own), then
+        SIGKILL to whatever of its group is left."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def running() -> Iterator[MakeRun]:
+    """One `make run` (no demo) for the second-shell tests; the last test interrupts it."""
+    with checkout_dir() as path:
+        run = MakeRun(path, "--no-demo")
+        try:
+            run.wait_until("worker processes polling")
+            yield run
+        finally:
+            run.kill()
+
+
+def readme_second_shell_block() -> str:
+    """The README's commands for a second shell, exactly as the reader copies them."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### From a second shell", 1)[1]
+    match = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert match, "README.md: no bash block under '### From a second shell'"
+    return match.group(1)
+
+
+def json_documents(text: str) -> list[Any]:
+    """The JSON documents curl printed one after another (with no newline between)."""
+    decoder, docs, at = json.JSONDecoder(), [], 0
+    while at < len(text.rstrip()):
+        doc, at = decoder.raw_decode(text, at)
+        docs.append(doc)
+        while at < len(text) and text[at].isspace():
+            at += 1
+    return docs
+
+
+def uv() -> str:
+    found = shutil.which("uv") or str(Path.home() / ".local/bin/uv")
+    if not Path(found).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("uv is not installed (the Makefile installs it)")
+        pytest.skip("uv is not installed: the README's commands run through it")
+    return found
+
+
+def test_the_readmes_second_shell_commands_work_against_a_running_make_run(
+    running: MakeRun,
+) -> None:
+    """Issue 13 item 6: from a second shell, `uv run tasklease keys create --tenant t`
+    failed with "TASKLEASE_DATABASE_URL must be set" and the README's exports could not
+    be followed. The README's block runs verbatim, in a shell with no tasklease setting, in
+    the directory `make run` runs in (uv finds the checkout through UV_PROJECT)."""
+    written = running.cwd / ".tasklease" / "dev.json"
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    bin_dir = running.cwd / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "uv").unlink(missing_ok=True)
+    (bin_dir / "uv").symlink_to(uv())
+    env = clean_env(UV_PROJECT=str(ROOT), UV_NO_SYNC="1", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    env.pop("VIRTUAL_ENV", None)
+    script = "set -euo pipefail\n" + readme_second_shell_block()
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=running.cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    note = "using the running `make run` stack's settings from .tasklease/dev.json"
+    assert done.stderr.count(note) == 2, done.stderr  # jobs list, keys create; then env vars
+    assert re.search(r"^tlk_\S+$", done.stdout, re.M), done.stdout  # the new tenant's key
+    docs = json_documents(done.stdout[done.stdout.index('{"id"') :])
+    job, events, effects, dead, me = docs
+    assert job["kind"] == "support.triage"
+    assert job["payload"]["ticket_id"] == "T-77"
+    assert events and events[0]["to_state"] == "queued"
+    assert isinstance(effects, list)
+    assert isinstance(dead, dict | list)
+    assert me["tenant"] == "demo"
+
+
+def test_tasklease_env_prints_plain_export_lines_for_the_running_stack(running: MakeRun) -> None:
+    """Issue 13 item 6: `eval "$(uv run tasklease env)"` gets the stack's settings, each on
+    one line however long, with the ports `make run` was given."""
+    done = subprocess.run(
+        [TASKLEASE, "env"],
+        cwd=running.cwd,
+        env=clean_env(COLUMNS="40"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert all(line.startswith("export ") for line in lines), done.stdout
+    exported = dict(line.removeprefix("export ").split("=", 1) for line in lines)
+    assert exported["TASKLEASE_API_URL"] == f"http://127.0.0.1:{running.api_port}"
+    assert exported["AWS_ENDPOINT_URL_SQS"] == f"http://127.0.0.1:{running.sqs_port}"
+    assert exported["TASKLEASE_QUEUE_URL"].startswith(f"http://127.0.0.1:{running.sqs_port}/")
+    assert {"TASKLEASE_DATABASE_URL", "TASKLEASE_DLQ_URL", "TASKLEASE_API_KEY"} <= set(exported)
+
+
+def test_ctrl_c_says_what_stopped_and_where_the_data_is_kept(running: MakeRun) -> None:
+    """Issue 13 item 9: Ctrl-C printed nothing. It names what it stopped and where the data
+    stays, and removes the state file so no later command uses a stack that is gone."""
+    assert running.interrupt() == 0
+    text = running.text()
+    assert "stopped the API, 2 workers, the sweeper and the webhook receiver" in text
+    assert f"jobs and keys are kept in {running.cwd / '.tasklease' / 'pgdata'}" in text
+    assert not (running.cwd / ".tasklease" / "dev.json").exists()
+    # And a command from that directory now says nothing about it and asks for settings.
+    done = subprocess.run(
+        [TASKLEASE, "keys", "list", "--tenant", "demo"],
+        cwd=running.cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "TASKLEASE_DATABASE_URL" in done.stderr
+
+
+def test_a_state_file_left_by_a_killed_make_run_is_not_used(tmp_path: Path) -> None:
+    """Issue 13 item 6: a `make run` killed with SIGKILL leaves its file; the CLI says it
+    ignores it instead of talking to servers that are gone."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / ".tasklease").mkdir()
+    (tmp_path / ".tasklease" / "dev.json").write_text(
+        json.dumps(
+            {"pid": dead.pid, "env": {"TASKLEASE_DATABASE_URL": "postgresql://x@127.0.0.1:1/gone"}}
+        )
+    )
+    done = subprocess.run(
+        [TASKLEASE, "keys", "list", "--tenant", "demo"],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "ignoring .tasklease/dev.json: the `make run` that wrote it" in done.stderr
+
+
+class _NotFound(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(404)
+        self.end_headers()
+        self.wfile.write(b"not here")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def other_server() -> Iterator[int]:
+    """Another program's HTTP server on a port: it answers every request with a 404."""
+    server = socketserver.TCPServer(("127.0.0.1", 0), _NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("flag", ["--api-port", "--sqs-port"])
+def test_make_run_with_a_port_taken_says_so_and_changes_nothing(
+    tmp_path: Path, other_server: int, flag: str
+) -> None:
+    """Issue 13 item 7: with port 8000 taken, `make run` printed "✓ API" (another server's
+    404 passed its health check), rotated the demo key and died 27 s later with a
+    traceback. Now it stops first: exit 2, naming the port and the flag; nothing started."""
+    free = str(embedded.free_port())
+    ports = {"--api-port": free, "--sqs-port": free, flag: str(other_server)}
+    done = subprocess.run(
+        [TASKLEASE, "dev", "--data-dir", ".tasklease", "--exit-when-done"]
+        + [arg for pair in ports.items() for arg in pair],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"port {other_server} is in use; use `make run ARGS='{flag} N'`" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / ".tasklease" / "pgdata").exists()  # nothing was started
+
+
+def test_the_api_readiness_check_refuses_another_servers_answer(other_server: int) -> None:
+    """Issue 13 item 7: a health check that takes any answer took another server's 404
+    for the API; the API's check wants /healthz's own body."""
+    with pytest.raises(errors.TaskleaseError, match="not the expected server's"):
+        embedded.wait_for_http(
+            f"http://127.0.0.1:{other_server}/healthz",
+            timeout=1,
+            accept=embedded.json_answer(lambda doc: doc == {"status": "ok"}),
+        )
+
+
+def test_a_worker_is_ready_only_once_it_polls_the_queue(stack: Stack) -> None:
+    """Issue 13 item 8: `make run` said "✓ 2 worker processes" while they were still
+    starting, and the demo jobs sat queued for seconds. A worker counts as ready once it
+    polls: not while its queue is unreachable, and as soon as it polls a reachable one."""
+    nowhere = f"http://127.0.0.1:{embedded.free_port()}"
+    stuck = stack.worker(env={"AWS_ENDPOINT_URL_SQS": nowhere}, name="stuck")
+    wait_for(
+        lambda: "queue not reachable yet" in stuck.log_path.read_text(),
+        what="the stuck worker to find its queue unreachable",
+        timeout=60,
+    )
+    assert stack.polling() == (0, 1)
+    stack.worker(name="polling")
+    wait_for(lambda: stack.polling() == (1, 2), what="the second worker to poll", timeout=60)
+    assert stuck.poll() is None  # still alive, still not ready
+
+
+def _make_run_piped(cwd: Path, *ports: str) -> subprocess.CompletedProcess[str]:
+    """`make run ARGS=--exit-when-done | tee`: its output a pipe, not a terminal."""
+    return subprocess.run(
+        [TASKLEASE, "dev", "--sqs", "moto", "--data-dir", ".tasklease", "--exit-when-done", *ports],
+        cwd=cwd,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+
+
+def test_make_run_piped_ends_its_table_before_the_next_sentence(workdir: Path) -> None:
+    """Issue 13 items 9 and 8: piped into tee, the final table's border ran into the next
+    sentence (`…┘all demo jobs settled.`) and every run printed `RuntimeDirWarning:
+    XDG_RUNTIME_DIR is not set`; the workers are reported when they poll, and the jobs
+    waited for them meanwhile."""
+    ports = ["--api-port", str(embedded.free_port()), "--sqs-port", str(embedded.free_port())]
+    done = _make_run_piped(workdir, *ports)
+    assert done.returncode == 0, done.stdout
+    lines = done.stdout.splitlines()
+    assert "RuntimeDirWarning" not in done.stdout
+    bottom = [line for line in lines if "┘" in line]
+    assert bottom and all(line.rstrip().endswith("┘") for line in bottom), done.stdout
+    assert any(line.startswith("all demo jobs settled.") for line in lines), done.stdout
+    assert "✓ 2 worker processes polling the queue" in lines, done.stdout
+    # No job runs while the last word on the workers was that none of them polls yet.
+    workers_said = ""
+    for line in lines:
+        if line.startswith(("waiting for workers", "✓ 2 worker processes")):
+            workers_said = line
+        if " running (attempt" in line:
+            assert workers_said and "(0/2 polling)" not in workers_said, done.stdout
+
+
+def test_make_run_uses_the_same_default_ports_every_run(workdir: Path) -> None:
+    """Issue 13 item 6: the SQS port changed on every run. The defaults are fixed: the API
+    on 8000, moto's SQS server on 9324."""
+    busy = [p for p in DEFAULT_PORTS.values() if port_in_use(p)]
+    if busy and os.environ.get("CI") != "true":
+        pytest.skip(f"port(s) {busy} in use on this machine (CI=true makes this a failure)")
+    done = subprocess.run(
+        [TASKLEASE, "dev", "--data-dir", ".tasklease", "--no-demo", "--exit-when-done"],
+        cwd=workdir,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout
+    assert "API         http://127.0.0.1:8000 " in done.stdout
+    assert "SQS         http://127.0.0.1:9324 (moto)" in done.stdout
