@@ -125,6 +125,8 @@ class ChaosStack(Stack):
             "TASKLEASE_SWEEP_INTERVAL_SECONDS": "1",
             # After the broker restart the sweeper re-sends the messages of waiting jobs.
             "TASKLEASE_LOST_MESSAGE_SECONDS": "8",
+            # A message SQS moves to the DLQ itself is reconciled within the run.
+            "TASKLEASE_DLQ_SCAN_INTERVAL_SECONDS": "5",
             "TASKLEASE_MODEL_PROVIDER": "fake",
             "TASKLEASE_FAKE_MODEL_LOG": str(self.dir / "model-calls.jsonl"),
             "TASKLEASE_FAKE_MODEL_LATENCY_MS": "50",
