@@ -259,6 +259,9 @@ class _Walk:
         self.budget = budget
         self.force = force
         self.filtered = filtered
+        # Dead letters received and neither moved nor deleted: made visible again at the
+        # end, so the walk leaves the DLQ as visible as it found it.
+        self.held: set[str] = set()
 
     async def _reset(
         self, job_ids: list[uuid.UUID], report: RedriveReport, *, with_outbox: bool, detail: str
@@ -290,10 +293,18 @@ class _Walk:
         failed = set(await self.queue.send_moved(sendable))
         sent = [m for m in sendable if m["MessageId"] not in failed]
         await self.queue.delete_dead_letters([m["ReceiptHandle"] for m in sent])
+        self.held.difference_update(m["ReceiptHandle"] for m in sent)
         report.moved += len(sent)
         return {ids[m["MessageId"]] for m in sent}
 
     async def run(self, selected: list[Job], progress: Progress | None) -> RedriveReport:
+        try:
+            return await self._run(selected, progress)
+        finally:
+            if self.held:
+                await self.queue.release_dead_letters(sorted(self.held))
+
+    async def _run(self, selected: list[Job], progress: Progress | None) -> RedriveReport:
         db, queue, filtered = self.db, self.queue, self.filtered
         report = RedriveReport(mode="receive/send/delete", selected=[j.to_dict() for j in selected])
         wanted = {job.id for job in selected}
@@ -307,6 +318,7 @@ class _Walk:
             )
             if not messages:
                 break
+            self.held.update(m["ReceiptHandle"] for m in messages)
             ids = codec.job_ids(messages)
             report.left_in_dlq += len(messages) - len(ids)  # not ours: an operator looks at them
             states = (
@@ -320,6 +332,7 @@ class _Walk:
                 total = max(total, len(found))
             if stale:
                 await queue.delete_dead_letters(stale)
+                self.held.difference_update(stale)
                 report.stale_deleted += len(stale)
             if progress:
                 progress(len(found), total or None)

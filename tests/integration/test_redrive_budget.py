@@ -151,8 +151,12 @@ async def test_the_api_and_the_operator_redrive_refuse_past_the_budget_and_force
             report = await redrive.redrive(settings, engine.db, engine.queue, job_ids=[job_id])
             assert report.refused == [job_id] and report.reset == report.moved == 0
             assert job_row(sql, job_id)["state"] == JobState.DEAD_LETTERED
-            # ...and forced (`tasklease redrive --job ID --force`). (Its dead letters are
-            # hidden by the walk just before: it is sent anew.)
+            # The walk leaves the dead letters it did not move visible, not hidden for 30 s.
+            hidden = stack.sqs.get_queue_attributes(
+                QueueUrl=settings.dlq, AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
+            )["Attributes"]["ApproximateNumberOfMessagesNotVisible"]
+            assert hidden == "0"
+            # ...and forced (`tasklease redrive --job ID --force`).
             report = await redrive.redrive(
                 settings, engine.db, engine.queue, job_ids=[job_id], force=True
             )
