@@ -84,6 +84,20 @@ class SqsTransport:
             raise errors.QueueError("the SQS client is not open")
         return self._client
 
+    async def _call_if_supported(self, op: str, **kwargs: Any) -> Any:
+        """Like _call, but None where the endpoint does not implement ``op`` (moto has no
+        message move tasks; a 5xx or an unsupported-operation code says so)."""
+        try:
+            return await getattr(self.client, op)(**kwargs)
+        except botocore.exceptions.ClientError as exc:
+            err = exc.response.get("Error", {})
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if status >= 500 or err.get("Code") in _UNSUPPORTED:
+                return None
+            raise errors.QueueError(f"SQS {op}: {exc}") from exc
+        except botocore.exceptions.BotoCoreError as exc:
+            raise errors.QueueError(f"SQS {op}: {exc}") from exc
+
     async def _call(self, op: str, **kwargs: Any) -> Any:
         try:
             return await getattr(self.client, op)(**kwargs)
@@ -263,17 +277,8 @@ class SqsTransport:
         }
         if rate:
             params["MaxNumberOfMessagesPerSecond"] = min(rate, MAX_MOVE_RATE)
-        try:
-            resp = await self.client.start_message_move_task(**params)
-        except botocore.exceptions.ClientError as exc:
-            err = exc.response.get("Error", {})
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            if status >= 500 or err.get("Code") in _UNSUPPORTED:
-                return None
-            raise errors.QueueError(f"SQS start_message_move_task: {exc}") from exc
-        except botocore.exceptions.BotoCoreError as exc:
-            raise errors.QueueError(f"SQS start_message_move_task: {exc}") from exc
-        return str(resp.get("TaskHandle", ""))
+        resp = await self._call_if_supported("start_message_move_task", **params)
+        return None if resp is None else str(resp.get("TaskHandle", ""))
 
     async def move_status(self) -> dict[str, Any]:
         """The newest move task of the DLQ (LocalStack lists TaskHandle only while running)."""
@@ -288,19 +293,14 @@ class SqsTransport:
     async def move_running(self) -> bool:
         """ListMessageMoveTasks on the DLQ: is the newest task RUNNING? False where the
         endpoint does not implement it (moto), which then cannot run one either."""
-        try:
-            resp = await self.client.list_message_move_tasks(
-                SourceArn=await self.queue_arn(self.settings.dlq), MaxResults=1
-            )
-        except botocore.exceptions.ClientError as exc:
-            err = exc.response.get("Error", {})
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            if status >= 500 or err.get("Code") in _UNSUPPORTED:
-                return False
-            raise errors.QueueError(f"SQS list_message_move_tasks: {exc}") from exc
-        except botocore.exceptions.BotoCoreError as exc:
-            raise errors.QueueError(f"SQS list_message_move_tasks: {exc}") from exc
-        return any(t.get("Status") == "RUNNING" for t in resp.get("Results") or [])
+        resp = await self._call_if_supported(
+            "list_message_move_tasks",
+            SourceArn=await self.queue_arn(self.settings.dlq),
+            MaxResults=1,
+        )
+        return resp is not None and any(
+            t.get("Status") == "RUNNING" for t in resp.get("Results") or []
+        )
 
     # --- administration --------------------------------------------------------
 
