@@ -232,7 +232,7 @@ def test_a_bad_cursor_and_a_bad_job_id_are_422(api_with: Any) -> None:
     key = bearer(api.stack.key("acme"))
     cursor = api.client.get("/v1/jobs", params={"cursor": "not-ours"}, headers=key)
     assert cursor.status_code == 422
-    assert cursor.json() == {"detail": "cursor is not one this API returned"}
+    assert cursor.json() == {"detail": "cursor is not one this API returned for this listing"}
     for path in ("/v1/jobs/42", "/v1/jobs/42/events", "/v1/jobs/42/effects"):
         resp = api.client.get(path, headers=key)
         assert resp.status_code == 422, path
