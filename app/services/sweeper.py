@@ -7,6 +7,7 @@ locally). Every step is idempotent and safe to run from several places at once
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from app import aws_limits, store
 from app.config import Settings
 from app.services import outbox
 from app.states import JobState
+from app.store.records import Job
 from app.transport import Message, Transport, codec
 
 log = logging.getLogger(__name__)
@@ -79,6 +81,9 @@ async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -
 DLQ_SCAN_VISIBILITY_SECONDS = 30
 # A scan looks at this many batches of 10 at most; the next one goes on from there.
 DLQ_SCAN_BATCHES = 100
+# A DLQ the database seems to account for is still looked into once per this many scan
+# intervals (an hour by default), so a stale count never hides a message for long.
+FULL_LOOK_EVERY = 12
 
 
 @dataclass
@@ -91,6 +96,16 @@ class _Scan:
     unaccounted: int = 0
     reconciled: int = 0
     deleted: int = 0
+
+
+def _sent_before_last_redrive(message: Message, job: Job) -> bool:
+    """A dead letter without our marker (SQS moved it itself) that was sent before the
+    job's last redrive: the redrive (API, or a walk that sent the job anew) superseded it,
+    so it must not dead-letter the job again."""
+    sent = (message.get("Attributes") or {}).get("SentTimestamp")
+    if not job.redriven_at or sent is None or not str(sent).isdigit():
+        return False
+    return dt.datetime.fromtimestamp(int(sent) / 1000, dt.UTC) < job.redriven_at[-1]
 
 
 async def reconcile_dlq(
@@ -108,14 +123,19 @@ async def reconcile_dlq(
     accounted = await store.sweeper_marks.dlq_accounted(
         db, depth=depth, retention=settings.dlq_retention_seconds
     )
-    if depth <= accounted:
+    if depth == 0:
         return 0, 0
-    claimed = await store.sweeper_marks.claim_dlq_scan(db, every=settings.dlq_scan_interval_seconds)
+    every, mark = settings.dlq_scan_interval_seconds, store.sweeper_marks.SCAN
+    if depth <= accounted:
+        # The count can run high (a dead letter purged by hand): a DLQ that is not empty
+        # is still looked into now and then, so nothing SQS moved there waits for long.
+        every, mark = every * FULL_LOOK_EVERY, store.sweeper_marks.FULL_LOOK
+    claimed = await store.sweeper_marks.claim_dlq_scan(db, every=every, mark=mark)
     if claimed is None:
         return 0, 0  # another sweeper looked (or looks) within the interval
     if await queue.move_running():
         # The messages are on their way back: receiving them would hide them from the task.
-        await store.sweeper_marks.give_back_dlq_scan(db, claimed)
+        await store.sweeper_marks.give_back_dlq_scan(db, claimed, mark=mark)
         return 0, 0
     scan = _Scan()
     try:
@@ -170,6 +190,9 @@ async def _reconcile(
             if gen is not None and gen.isdigit() and int(gen) < job.redrives:
                 stale[m["MessageId"]] = m["ReceiptHandle"]  # from before a redrive
                 continue
+        elif _sent_before_last_redrive(m, job):
+            stale[m["MessageId"]] = m["ReceiptHandle"]  # SQS moved it before a redrive
+            continue
         elif job.state != JobState.DEAD_LETTERED:
             to_mark.append(job.id)
         if job.state == JobState.DEAD_LETTERED or job.id in to_mark:

@@ -16,16 +16,20 @@ async def dlq_accounted(db: Database, *, depth: int, retention: float) -> int:
     return int(row["accounted"]) if row is not None else 0
 
 
-async def claim_dlq_scan(db: Database, *, every: float) -> dt.datetime | None:
-    """The right to scan the DLQ now (when) if no sweeper took it in the last ``every``
-    seconds; None otherwise."""
-    row = await db.fetch_one(q("claim_dlq_scan"), {"every": every})
+SCAN = "dlq_scan"
+FULL_LOOK = "dlq_full_look"
+
+
+async def claim_dlq_scan(db: Database, *, every: float, mark: str = SCAN) -> dt.datetime | None:
+    """The right to scan the DLQ now (when) if no sweeper took ``mark`` in the last
+    ``every`` seconds; None otherwise."""
+    row = await db.fetch_one(q("claim_dlq_scan"), {"every": every, "mark": mark})
     return None if row is None else row["at"]
 
 
-async def give_back_dlq_scan(db: Database, claimed: dt.datetime) -> None:
+async def give_back_dlq_scan(db: Database, claimed: dt.datetime, *, mark: str = SCAN) -> None:
     """A claimed scan that did not happen: the next sweep may claim it."""
-    await db.fetch(q("give_back_dlq_scan"), {"at": claimed})
+    await db.fetch(q("give_back_dlq_scan"), {"at": claimed, "mark": mark})
 
 
 async def dlq_scanned(db: Database, *, unaccounted: int) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from app.services import sweeper
+from app.services import redrive, sweeper
 from app.states import JobState
 from app.worker.engine import Engine
 from tests.conftest import Stack, job_row
@@ -277,3 +277,66 @@ async def test_a_scan_that_is_due_waits_while_a_move_task_runs(stack: Stack, sql
     assert "ListMessageMoveTasks" in during and "ReceiveMessage" not in during
     assert task["Status"] == "COMPLETED" and task["ApproximateNumberOfMessagesMoved"] == foreign
     assert "ReceiveMessage" in later  # the scan was given back, not spent
+
+
+async def moved_by_sqs(stack: Stack, engine: Engine) -> Any:
+    """A queued job whose message SQS moved to the DLQ itself (the redrive policy, after
+    maxReceiveCount receives that never reached a claim): no marker on it."""
+    job_id = await submit(engine, "demo.noop", {})
+    [message] = stack.sqs.receive_message(QueueUrl=stack.settings.queue, WaitTimeSeconds=1)[
+        "Messages"
+    ]
+    stack.sqs.send_message(QueueUrl=stack.settings.dlq, MessageBody=message["Body"])
+    stack.sqs.delete_message(QueueUrl=stack.settings.queue, ReceiptHandle=message["ReceiptHandle"])
+    return job_id
+
+
+@pytest.mark.asyncio
+async def test_a_redrive_of_a_job_sqs_moved_is_not_undone_by_the_next_look(
+    stack: Stack, sql: Any
+) -> None:
+    """Issue 13 item 2 (review): a job the sweeper dead-lettered after SQS moved its
+    message, redriven through the API, left that unmarked message in the DLQ; the next
+    look took the job (queued again) for one SQS had just moved and dead-lettered it again.
+    A message sent before the job's last redrive is stale: deleted, the job left alone."""
+    settings = stack.with_settings(dlq_scan_interval_seconds=1)
+    async with engine_for(settings) as engine:
+        job_id = await moved_by_sqs(stack, engine)
+        report = await sweeper.sweep_once(settings, engine.db, engine.queue)
+        assert report.dead_lettered == 1
+        assert job_row(sql, job_id)["dead_lettered_by"] == "sweeper"
+        await redrive.redrive_job(settings, engine.db, engine.queue, job_id, scope=None)
+        await asyncio.sleep(1.2)  # the scan interval
+        report = await sweeper.sweep_once(settings, engine.db, engine.queue)
+
+    assert (report.dead_lettered, report.stale_dead_letters) == (0, 1)
+    assert job_row(sql, job_id)["state"] == JobState.QUEUED
+    assert dlq_counts(stack) == (0, 0)
+
+
+@pytest.mark.asyncio
+async def test_a_dlq_the_database_seems_to_account_for_is_still_looked_into_now_and_then(
+    stack: Stack, sql: Any
+) -> None:
+    """Issue 13 item 2 (review): dead letters deleted by hand leave the database counting
+    more than the DLQ holds; a message SQS then moved itself looked accounted for, and
+    no sweeper looked for as long as the DLQ's retention. A DLQ that is not empty is
+    looked into once per FULL_LOOK_EVERY scan intervals whatever the count says."""
+    settings = stack.with_settings(dlq_scan_interval_seconds=1)
+    async with engine_for(settings) as engine:
+        await dead_letter_jobs(engine, sql, 1)
+        for letter in dlq_messages(stack, visibility=30):  # purged by hand
+            stack.sqs.delete_message(QueueUrl=settings.dlq, ReceiptHandle=letter["ReceiptHandle"])
+        job_id = await moved_by_sqs(stack, engine)
+        sql.execute("UPDATE sweeper_marks SET at = now() WHERE name = 'dlq_full_look'")
+        await asyncio.sleep(1.2)
+        quiet = await sweeper.sweep_once(settings, engine.db, engine.queue)
+        assert job_row(sql, job_id)["state"] == JobState.QUEUED  # the count hides it…
+        # …until the full look is due (FULL_LOOK_EVERY intervals later).
+        sql.execute("UPDATE sweeper_marks SET at = '-infinity' WHERE name = 'dlq_full_look'")
+        report = await sweeper.sweep_once(settings, engine.db, engine.queue)
+
+    assert quiet.dead_lettered == 0
+    assert report.dead_lettered == 1
+    assert job_row(sql, job_id)["state"] == JobState.DEAD_LETTERED
+    assert dlq_counts(stack) == (1, 0)  # the look left the message visible

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app import errors
+from app import errors, store
 from app.api import create_app
 from app.services import redrive
 from app.states import JobState
@@ -94,7 +94,12 @@ async def test_a_tool_draining_the_dlq_runs_a_permanently_failing_job_only_withi
                 break  # the DLQ is empty: the tool is done
             rounds += 1
             await run_source_queue(stack, engine)
+        # The refused message was its last dead letter: the sweeper counts none for it.
+        accounted = await store.sweeper_marks.dlq_accounted(
+            engine.db, depth=0, retention=settings.dlq_retention_seconds
+        )
 
+    assert accounted == 0
     runs = len(stack.model_calls())
     assert runs == 1 + BUDGET, f"the job's code ran {runs} times"
     assert rounds == BUDGET + 1  # the last moved message was refused, and nothing came back
