@@ -18,7 +18,7 @@ group = typer.Typer(help="Create the queues.", no_args_is_help=True)
 
 def migrate() -> None:
     """Apply the database migrations (forward-only, safe to run concurrently)."""
-    s = runner.settings_or_exit("database_url")
+    s = runner.settings_or_exit("database_url", dev_state=False)
     applied = runner.run(lambda: pool.migrate(secrets.database_url(s)))
     done = ", ".join(applied) if applied else "none (up to date)"
     out.print(f"migrations applied: {escape(done)}")
@@ -31,7 +31,7 @@ def create(
     ] = None,
 ) -> None:
     """Create the source queue and its DLQ with the redrive policy; print their URLs."""
-    s = runner.settings_or_exit()
+    s = runner.settings_or_exit(dev_state=False)
     urls = runner.on_queue(s, lambda queue: queue.create_queues(name or s.queue_name))
     # For `eval "$(tasklease queues create)"`: plain lines, whatever the terminal or pipe.
     render.plain(

@@ -44,7 +44,9 @@ def errors_exit() -> Iterator[None]:
 def settings_or_exit(*needed: str, dev_state: bool = True) -> config.Settings:
     """The settings (with the ones named in ``needed`` set), and logging set up from them.
     With no connection variable set, a running ``make run``'s settings from its state file
-    (``.tasklease/dev.json``) are used, and the command says so on stderr."""
+    (``.tasklease/dev.json``) are used, and the command says so on stderr. Commands that
+    deploy or serve (api, worker, sweep, migrate, queues create) pass ``dev_state=False``:
+    they never join a running stack by accident."""
     if dev_state:
         note = state.apply(os.environ)
         if note:

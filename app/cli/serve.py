@@ -28,7 +28,7 @@ def api(
 
     from app.api import create_app
 
-    s = runner.settings_or_exit()
+    s = runner.settings_or_exit(dev_state=False)
     with runner.errors_exit():
         app = create_app(s)
     uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
@@ -46,7 +46,7 @@ def worker(
     max_batches: Annotated[int | None, typer.Option(help="stop after this many batches")] = None,
 ) -> None:
     """Poll the queue and run jobs (what Lambda's SQS event source mapping does on AWS)."""
-    s = runner.settings_or_exit()
+    s = runner.settings_or_exit(dev_state=False)
     runner.run(lambda: _work(s, concurrency, max_batches))
 
 
@@ -69,7 +69,7 @@ def sweep(
     once: Annotated[bool, typer.Option("--once", help="one pass, then exit")] = False,
 ) -> None:
     """Mark stalled leases, send unsent outbox rows, re-send lost messages."""
-    s = runner.settings_or_exit()
+    s = runner.settings_or_exit(dev_state=False)
     with contextlib.suppress(KeyboardInterrupt):
         runner.on_clients(s, lambda c: _sweep(s, c, once))
 

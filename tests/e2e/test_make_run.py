@@ -415,3 +415,36 @@ def test_make_run_uses_the_same_default_ports_every_run(workdir: Path) -> None:
     assert done.returncode == 0, done.stdout
     assert "API         http://127.0.0.1:8000 " in done.stdout
     assert "SQS         http://127.0.0.1:9324 (moto)" in done.stdout
+
+
+@pytest.mark.parametrize("command", [["migrate"], ["queues", "create"], ["sweep", "--once"]])
+def test_commands_that_deploy_or_serve_never_join_a_running_make_run(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Issue 13 item 6 (review): `eval "$(uv run tasklease queues create)"` for LocalStack
+    from a second shell took the running `make run`'s settings and endpoint instead of the
+    shell's. Only operator commands use .tasklease/dev.json; these ask for their own."""
+    (tmp_path / ".tasklease").mkdir()
+    (tmp_path / ".tasklease" / "dev.json").write_text(
+        json.dumps(
+            {
+                "pid": os.getpid(),  # alive: this test
+                "env": {
+                    "TASKLEASE_DATABASE_URL": "postgresql://x@127.0.0.1:1/gone",
+                    "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:1",
+                },
+            }
+        )
+    )
+    done = subprocess.run(
+        [TASKLEASE, *command],
+        cwd=tmp_path,
+        env={**clean_env(), "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:2"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "using the running `make run`" not in done.stderr
+    assert "127.0.0.1:1" not in done.stdout + done.stderr
+    assert done.returncode != 0
