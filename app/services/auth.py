@@ -213,22 +213,30 @@ class KeyVerifier:
             return Principal(
                 tenant=known.tenant, admin=known.admin, key_id=key_id, revocation_pending=True
             )
+        throttled: errors.TooManyRequests | None = None
         if known is None:
-            # A key not verified here may be a guess: refused unchecked once over the limit.
-            self.throttle.check(key_id, client)
+            # Over the limit, a wrong key is 429; a right one still passes (checking it
+            # costs one HMAC, no more than refusing it), so an attacker who knows a
+            # public key id cannot lock its owner out.
+            try:
+                self.throttle.check(key_id, client)
+            except errors.TooManyRequests as exc:
+                throttled = exc
         row = await store.keys.secret(self.db, key_id)
         if row is None or row.revoked_at is not None:
             self.throttle.failed(key_id if row else None, client)
-            raise invalid_key()
+            raise throttled or invalid_key()
         if known is not None:
             self._verified.move_to_end(key_id)
+        elif throttled is not None and row.scheme != SCHEME_HMAC:
+            raise throttled  # a scrypt check is the cost the throttle is there to spare
         elif await self._matches(row, secret, digest, server):
             self._verified[key_id] = _Verified(digest, row.tenant, row.admin)
             if len(self._verified) > VERIFIED_CACHE:
                 self._verified.popitem(last=False)
         else:
             self.throttle.failed(key_id, client)
-            raise invalid_key()
+            raise throttled or invalid_key()
         return Principal(tenant=row.tenant, admin=row.admin, key_id=key_id)
 
     async def _matches(

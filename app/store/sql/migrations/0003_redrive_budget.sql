@@ -9,9 +9,23 @@ ALTER TABLE jobs
     ADD COLUMN runs        integer       NOT NULL DEFAULT 0 CHECK (runs >= 0),
     ADD COLUMN redriven_at timestamptz[] NOT NULL DEFAULT '{}';
 
+-- Existing jobs: the starts and the redrives (in the default window, 24 h) their
+-- timelines recorded, one pass over job_events, each job row written once, so a job a
+-- tool was already looping keeps no fresh budget after the upgrade.
 UPDATE jobs j
-SET runs = (SELECT count(*) FROM job_events e WHERE e.job_id = j.id AND e.to_state = 'running')
-WHERE EXISTS (SELECT 1 FROM job_events e WHERE e.job_id = j.id AND e.to_state = 'running');
+SET runs = h.runs, redriven_at = h.redriven_at
+FROM (
+    SELECT job_id,
+           count(*) FILTER (WHERE to_state = 'running') AS runs,
+           coalesce(array_agg(at ORDER BY at) FILTER (
+               WHERE from_state = 'dead_lettered' AND to_state <> 'dead_lettered'
+                 AND at > now() - interval '24 hours'), '{}') AS redriven_at
+    FROM job_events
+    WHERE to_state = 'running'
+       OR (from_state = 'dead_lettered' AND at > now() - interval '24 hours')
+    GROUP BY job_id
+) h
+WHERE j.id = h.job_id;
 
 -- Redrives of a job within the window ending now.
 CREATE FUNCTION redrives_within(redriven_at timestamptz[], window_seconds double precision)

@@ -18,7 +18,8 @@ VALUES (decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', 
 -- A scrypt key is re-hashed with HMAC on its next successful check.
 ALTER TABLE api_keys ADD COLUMN scheme text NOT NULL DEFAULT 'scrypt'
     CHECK (scheme IN ('scrypt', 'hmac-sha256'));
-ALTER TABLE api_keys ALTER COLUMN scheme DROP DEFAULT;
+-- The default stays: an API instance still on the earlier version (during a rolling
+-- deploy) inserts scrypt keys without naming the scheme.
 ALTER TABLE api_keys ADD COLUMN hash_secret_id text CHECK (hash_secret_id ~ '^[0-9a-f]{16}$');
 ALTER TABLE api_keys ALTER COLUMN salt DROP NOT NULL;
 ALTER TABLE api_keys ADD CONSTRAINT api_keys_scheme_fields CHECK (
