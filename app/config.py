@@ -126,6 +126,14 @@ class Settings(BaseSettings):
     # only when it holds messages the database does not account for (README "The sweeper
     # and the dead-letter queue").
     dlq_scan_interval_seconds: float = Field(300.0, ge=1, le=86_400)
+    # Waits (README "Jobs that wait"): a wake-up due within this many seconds is sent
+    # with SQS's DelaySeconds (at most 15 minutes); a later one is sent by the sweeper
+    # once it is that close. Tests shorten it to cross the cap without waiting 15 min.
+    max_message_delay_seconds: int = Field(
+        limits.MAX_DELAY_SECONDS, ge=0, le=limits.MAX_DELAY_SECONDS
+    )
+    # A wake-up still not acted on this long after it was due is presumed lost: re-sent.
+    wake_grace_seconds: float = Field(60.0, gt=0, le=86_400)
 
     # Database pool.
     pool_min_size: int = Field(1, ge=0, le=100)

@@ -29,6 +29,12 @@ class Point(enum.StrEnum):
     # A redrive past the job's redrive budget was refused; the message is not deleted yet.
     AFTER_REDRIVE_REFUSED = "after_redrive_refused"
     AFTER_OUTBOX_COMMIT = "after_outbox_commit"  # API: job committed, message not sent
+    # Waits (README "Jobs that wait"):
+    AFTER_SUSPEND = "after_suspend"  # the row says waiting; wake-up not sent, message not deleted
+    AFTER_WAKE_MARKED = "after_wake_marked"  # sweeper: wake-up marked sent, not sent yet
+    AFTER_CALLBACK_ANSWER = "after_callback_answer"  # API: answer committed, job's message not sent
+    # A child's finish committed (its parent woken in that transaction); nothing sent.
+    AFTER_CHILD_FINISHED = "after_child_finished"
 
 
 def _armed() -> frozenset[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class TaskleaseError(Exception):
     """tasklease failed."""
@@ -68,3 +70,25 @@ class TooManyRequests(TaskleaseError):
     def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
         super().__init__(message)
         self.retry_after = max(1, retry_after)
+
+
+class Suspend(BaseException):
+    """The job waits (a timer, a callback, its children): the attempt ends, the job
+    becomes ``waiting`` and holds no worker. A BaseException, so that a kind's
+    ``except Exception`` cannot swallow it."""
+
+    def __init__(self, wait: Any) -> None:  # an app.kinds.waits.Wait
+        super().__init__(wait)
+        self.wait = wait
+
+
+class CallbackFailed(JobError):
+    """The outside party answered the callback with an error."""
+
+
+class CallbackTimedOut(JobError):
+    """No answer came before the callback's deadline."""
+
+
+class GatherFailed(JobError):
+    """Too many child jobs failed for the gather's rule to hold."""

@@ -11,6 +11,7 @@ class JobState(enum.StrEnum):
     RUNNING = "running"
     RETRYING = "retrying"
     STALLED = "stalled"
+    WAITING = "waiting"  # a timer, a callback or child jobs: no worker, no lease
     SUCCEEDED = "succeeded"
     DEAD_LETTERED = "dead_lettered"
     CANCELLED = "cancelled"
@@ -32,6 +33,7 @@ STYLE = {
     JobState.RUNNING: "bold blue",
     JobState.RETRYING: "yellow",
     JobState.STALLED: "magenta",
+    JobState.WAITING: "bright_cyan",
     JobState.SUCCEEDED: "green",
     JobState.DEAD_LETTERED: "bold red",
     JobState.CANCELLED: "dim",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from app import store, transport
@@ -30,10 +31,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
         database, queue = await _get_clients()
         report = await sweeper.sweep_once(settings, database, queue)
-        return {
-            "stalled": report.stalled,
-            "outbox_sent": report.outbox_sent,
-            "resent": report.resent,
-        }
+        return dataclasses.asdict(report)
 
     return runtime.run(go)

@@ -1,5 +1,6 @@
 """What a job kind's code sees: its job's ids and attempt, its dependencies,
-``effect(key, fn)``, ``idempotency_key(key)`` and a logger with the job's fields bound.
+``effect(key, fn)``, ``idempotency_key(key)``, a logger with the job's fields bound, and
+the waits: ``sleep``, ``wait_for_callback``, ``spawn`` and ``gather``.
 
 ``JobContext`` is abstract: where an effect's result is recorded is the runner's
 business (the worker's lease-fenced table in app/worker/context.py, or memory in
@@ -9,18 +10,24 @@ app/kinds/testing.py). Nothing of the lease or the database is reachable from he
 from __future__ import annotations
 
 import abc
+import datetime as dt
 import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from app import bounds, errors
+from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
 
 D = TypeVar("D")
 T = TypeVar("T")
 
 MAX_EFFECT_KEY = bounds.MAX_EFFECT_KEY_CHARS
+# The longest wait a kind may ask for: a sleep, or a callback's timeout.
+MAX_WAIT = dt.timedelta(days=366)
+# The recorded steps of the waits, under these prefixes in the effects table.
+SLEEP, CALLBACK, NOTIFY, SPAWN, GATHER = "sleep:", "callback:", "notify:", "spawn:", "gather:"
 
 
 class JobLogger(logging.LoggerAdapter[logging.Logger]):
@@ -51,6 +58,7 @@ class JobContext(abc.ABC, Generic[D]):
         self._recorded: dict[str, Any] = dict(recorded or {})
         self._replayed: list[str] = []
         self._ran: list[str] = []
+        self._used: set[str] = set()  # keys this run used: a key used twice is an error
         fields = {"job_id": job_id, "kind": kind, "attempt": attempt, **(log_fields or {})}
         self.log = JobLogger(logging.getLogger(f"app.kinds.{kind}"), fields)
 
@@ -81,6 +89,11 @@ class JobContext(abc.ABC, Generic[D]):
             raise errors.PermanentError(
                 f"effect key must be 1 to {MAX_EFFECT_KEY} characters: {key!r}"
             )
+        if key in self._used:
+            # Replay matches steps by key: a second step under one key would replay the
+            # first one's result instead of running.
+            raise errors.PermanentError(f"key {key!r} used twice in one run of {self.kind}")
+        self._used.add(key)
         if key in self._recorded:
             self._replayed.append(key)
             self.log.info("effect replayed", extra={"effect": key})
@@ -98,6 +111,154 @@ class JobContext(abc.ABC, Generic[D]):
         self._recorded[key] = stored
         self._after_effect(key)
         return stored  # type: ignore[no-any-return]
+
+    # --- waits ---------------------------------------------------------------
+
+    def now(self) -> dt.datetime:
+        """The runner's clock (the worker's follows the database's)."""
+        return dt.datetime.now(dt.UTC)
+
+    async def sleep(
+        self, key: str, seconds: float | None = None, *, until: dt.datetime | None = None
+    ) -> None:
+        """Wait ``seconds`` (or until ``until``, an aware datetime), holding no worker.
+
+        The due time is recorded the first time; the job then waits, and its code runs
+        again from the top once the timer is due: this call then returns at once."""
+        if (seconds is None) == (until is None):
+            raise errors.PermanentError(f"sleep {key!r}: give seconds or until, not both")
+
+        async def due() -> str:
+            start = self.now()
+            if until is not None:
+                if until.tzinfo is None:
+                    raise errors.PermanentError(f"sleep {key!r}: until needs a time zone")
+                at = until
+            else:
+                assert seconds is not None
+                if not 0 <= seconds <= MAX_WAIT.total_seconds():
+                    raise errors.PermanentError(
+                        f"sleep {key!r}: seconds must be 0 to {int(MAX_WAIT.total_seconds())}"
+                    )
+                at = start + dt.timedelta(seconds=seconds)
+            if at - start > MAX_WAIT:
+                raise errors.PermanentError(f"sleep {key!r}: {at} is more than a year away")
+            return at.astimezone(dt.UTC).isoformat()
+
+        wake_at = dt.datetime.fromisoformat(await self.effect(SLEEP + key, due))
+        if wake_at > self.now():
+            raise errors.Suspend(Wait("timer", key, wake_at=wake_at))
+
+    async def wait_for_callback(
+        self,
+        key: str,
+        *,
+        timeout: float,  # noqa: ASYNC109 - a deadline for the answer, not for this call
+        notify: Callable[[str], Awaitable[Any]] | None = None,
+    ) -> Any:
+        """Wait for an outside answer: ``POST /v1/callbacks/{token}`` with ``{"result":
+        ...}`` (returned here) or ``{"error": ...}`` (raised as CallbackFailed). No answer
+        within ``timeout`` seconds (a heartbeat pushes the deadline) raises
+        CallbackTimedOut. ``notify(token)`` hands the token to the outside party; it is
+        an effect, run once (its result is recorded under ``notify:{key}``)."""
+        if not 0 < timeout <= MAX_WAIT.total_seconds():
+            raise errors.PermanentError(
+                f"callback {key!r}: timeout must be 1 to {int(MAX_WAIT.total_seconds())} s"
+            )
+        await self.effect(CALLBACK + key, lambda: self._open_callback(key, timeout))
+        if notify is not None:
+            token = await self._callback_token(key)
+            await self.effect(NOTIFY + key, lambda: notify(token))
+        status = await self._callback_status(key)
+        if status.state == "pending" and status.deadline <= self.now():
+            status = await self._time_out_callback(key)
+        if status.state == "succeeded":
+            return status.result
+        if status.state == "failed":
+            raise errors.CallbackFailed(f"callback {key!r} answered with an error: {status.error}")
+        if status.state == "timed_out":
+            raise errors.CallbackTimedOut(f"callback {key!r}: no answer by {status.deadline}")
+        raise errors.Suspend(Wait("callback", key, wake_at=status.deadline))
+
+    async def callback_token(self, key: str) -> str:
+        """The token of this job's callback ``key`` (for a notify that is not a function
+        of the token alone). Only the lease holder's code can learn it."""
+        return await self._callback_token(key)
+
+    async def spawn(self, key: str, kind: str, payload: Any) -> str:
+        """Create a child job (same tenant, listed under this job), once per key; returns
+        its id. The child runs on its own; ``gather`` waits for it."""
+        if not isinstance(kind, str) or not kind:
+            raise errors.PermanentError(f"spawn {key!r}: kind must be a kind's name")
+        child: str = await self.effect(SPAWN + key, lambda: self._spawn(key, kind, payload))
+        return child
+
+    async def gather(
+        self,
+        key: str,
+        children: list[str],
+        *,
+        at_least: int | Literal["all"] = "all",
+        tolerate: int | None = None,
+    ) -> Gathered:
+        """Wait, holding no worker, until the rule over these children holds: ``at_least``
+        of them succeeded (or ``"all"`` finished), with no more than ``tolerate`` failed
+        (default: as many as the rule allows). Raises GatherFailed when it cannot hold.
+        The outcome is recorded: a replay returns the same answer."""
+        rule = Rule.of([str(c) for c in children], at_least, tolerate)
+
+        async def outcome() -> dict[str, Any]:
+            statuses = await self._children(list(rule.children))
+            decided = rule.decide({c.id: c.state for c in statuses})
+            if decided is None:
+                raise errors.Suspend(Wait("children", key, rule=rule))
+            gathered = Gathered(
+                results={c.id: c.result for c in statuses if c.state == "succeeded"},
+                errors={c.id: c.error or "failed" for c in statuses if c.state == "failed"},
+                unfinished=[c.id for c in statuses if c.state == "unfinished"],
+            )
+            return {"ok": decided, **gathered.to_json()}
+
+        recorded = await self.effect(GATHER + key, outcome)
+        gathered = Gathered.from_json(recorded)
+        if not recorded["ok"]:
+            raise errors.GatherFailed(
+                f"gather {key!r}: {len(gathered.errors)} of {len(rule.children)} children "
+                f"failed, more than the rule tolerates ({rule.tolerate}): "
+                + "; ".join(f"{c}: {e}" for c, e in list(gathered.errors.items())[:5])
+            )
+        return gathered
+
+    # --- what each runner provides for the waits --------------------------------
+    # The worker's runner and the in-memory runner implement these; a runner without
+    # waits (a bare test double) refuses them.
+
+    def _no_waits(self) -> errors.PermanentError:
+        return errors.PermanentError(f"{type(self).__name__} does not run waits")
+
+    async def _open_callback(self, key: str, seconds: float) -> dict[str, Any]:
+        """Create this job's callback ``key`` (once) with its deadline; the recorded
+        result says when it was opened (never the token)."""
+        raise self._no_waits()
+
+    async def _callback_token(self, key: str) -> str:
+        """The callback's token, derived again on every call (it is never recorded)."""
+        raise self._no_waits()
+
+    async def _callback_status(self, key: str) -> CallbackStatus:
+        raise self._no_waits()
+
+    async def _time_out_callback(self, key: str) -> CallbackStatus:
+        """Mark a pending callback past its deadline timed out (unless an answer won)."""
+        raise self._no_waits()
+
+    async def _spawn(self, key: str, kind: str, payload: Any) -> str:
+        """Create the child job (idempotent per key) and its message; its id."""
+        raise self._no_waits()
+
+    async def _children(self, ids: list[str]) -> list[ChildStatus]:
+        """These children's states (an id that is not this job's child is an error)."""
+        raise self._no_waits()
 
     @abc.abstractmethod
     async def _record(self, key: str, seq: int, value: Any) -> Any:

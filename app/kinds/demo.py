@@ -63,3 +63,88 @@ class NoopPayload(BaseModel):
 async def noop(ctx: JobContext[None], p: NoopPayload) -> dict[str, Any]:
     """Do nothing; for benchmarks."""
     return {"ok": True}
+
+
+# --- waits (README "Jobs that wait") ---------------------------------------------------
+
+
+class NapPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    seconds: float = Field(1.0, ge=0, le=366 * 86_400, description="how long to wait")
+    naps: int = Field(1, ge=1, le=100, description="waits in a row, each its own timer")
+
+
+@kind("demo.nap")
+async def nap(ctx: JobContext[None], p: NapPayload) -> dict[str, Any]:
+    """Wait ``seconds`` holding no worker, ``naps`` times, with an effect after each."""
+    woke: list[str] = []
+    for i in range(p.naps):
+        await ctx.sleep(f"nap-{i}", p.seconds)
+
+        async def note() -> str:
+            return ctx.now().isoformat()
+
+        woke.append(await ctx.effect(f"woke-{i}", note))
+    return {"naps": p.naps, "woke_at": woke, "runs_replayed": len(ctx.replayed)}
+
+
+class ApprovalPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_seconds: float = Field(3600.0, gt=0, le=366 * 86_400)
+    on_timeout: str = Field("escalate", pattern="^(escalate|fail)$")
+
+
+@kind("demo.approval")
+async def approval(ctx: JobContext[None], p: ApprovalPayload) -> dict[str, Any]:
+    """Wait for an outside answer to the callback ``approve`` (its token is logged by the
+    notify step); on timeout, escalate (succeed saying so) or fail."""
+
+    async def notify(token: str) -> dict[str, str]:
+        ctx.log.info("waiting for approval: POST /v1/callbacks/%s", token)
+        return {"notified": "log"}
+
+    try:
+        answer = await ctx.wait_for_callback("approve", timeout=p.timeout_seconds, notify=notify)
+    except errors.CallbackTimedOut:
+        if p.on_timeout == "fail":
+            raise errors.PermanentError("no approval before the deadline") from None
+        return {"approved": False, "escalated": True}
+    except errors.CallbackFailed as exc:
+        raise errors.PermanentError(str(exc)) from None
+    return {"approved": True, "answer": answer}
+
+
+class FanOutPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    children: int = Field(3, ge=1, le=200)
+    at_least: int | None = Field(None, ge=0, description="successes needed; default: all")
+    tolerate: int | None = Field(None, ge=0)
+    fail: list[int] = Field(default_factory=list, description="children that fail for good")
+    child_seconds: float = Field(0.0, ge=0, le=3600, description="each child naps this long")
+
+
+@kind("demo.fanout")
+async def fanout(ctx: JobContext[None], p: FanOutPayload) -> dict[str, Any]:
+    """Spawn ``children`` child jobs (demo.nap, or demo.flaky for good where ``fail``
+    says), then gather them by the rule."""
+    kids: list[str] = []
+    for i in range(p.children):
+        if i in p.fail:
+            kids.append(await ctx.spawn(f"child-{i}", "demo.flaky", {"permanent": True}))
+        else:
+            kids.append(await ctx.spawn(f"child-{i}", "demo.nap", {"seconds": p.child_seconds}))
+    got = await ctx.gather(
+        "children",
+        kids,
+        at_least=p.at_least if p.at_least is not None else "all",
+        tolerate=p.tolerate,
+    )
+    return {
+        "children": len(kids),
+        "succeeded": len(got.results),
+        "failed": len(got.errors),
+        "unfinished": len(got.unfinished),
+    }

@@ -16,15 +16,17 @@ replays the store, as another worker would.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from app import config
+from app import config, errors
 from app.config import Settings
 from app.kinds.context import JobContext
 from app.kinds.deps import close
 from app.kinds.kind import Kind
+from app.kinds.waits import CallbackStatus, ChildStatus
 
 D = TypeVar("D")
 R = TypeVar("R")
@@ -39,9 +41,34 @@ class SimulatedCrash(BaseException):
 
 @dataclass
 class EffectStore:
-    """One job's recorded effects, as the effects table holds them: key to JSON result."""
+    """One job's recorded effects, as the effects table holds them: key to JSON result;
+    and what its waits see: callbacks (key to CallbackStatus, answer them with
+    ``answer``), children (id to ChildStatus, finish them with ``finish_child``) and a
+    clock (``clock``, advanced by the test)."""
 
     records: dict[str, Any] = field(default_factory=dict)
+    callbacks: dict[str, CallbackStatus] = field(default_factory=dict)
+    children: dict[str, ChildStatus] = field(default_factory=dict)
+    spawned: list[tuple[str, str, Any]] = field(default_factory=list)  # (key, kind, payload)
+    clock: dt.datetime = field(default_factory=lambda: dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+
+    def answer(self, key: str, *, result: Any = None, error: str | None = None) -> None:
+        """The outside party answers callback ``key`` (only a pending one changes)."""
+        cb = self.callbacks[key]
+        if cb.state == "pending":
+            if error is not None:
+                self.callbacks[key] = CallbackStatus("failed", cb.deadline, None, error)
+            else:
+                self.callbacks[key] = CallbackStatus("succeeded", cb.deadline, result)
+
+    def finish_child(self, child: str, *, result: Any = None, error: str | None = None) -> None:
+        if error is not None:
+            self.children[child] = ChildStatus(child, "failed", error=error)
+        else:
+            self.children[child] = ChildStatus(child, "succeeded", result=result)
+
+    def advance(self, seconds: float) -> None:
+        self.clock += dt.timedelta(seconds=seconds)
 
 
 class MemoryContext(JobContext[D]):
@@ -69,6 +96,38 @@ class MemoryContext(JobContext[D]):
     def _after_effect(self, key: str) -> None:
         if self._crash_after == len(self.store.records):
             raise SimulatedCrash(key)
+
+    def now(self) -> dt.datetime:
+        return self.store.clock
+
+    async def _callback_token(self, key: str) -> str:
+        return f"memory-token:{self.job_id}:{key}"
+
+    async def _open_callback(self, key: str, seconds: float) -> dict[str, Any]:
+        deadline = self.now() + dt.timedelta(seconds=seconds)
+        self.store.callbacks.setdefault(key, CallbackStatus("pending", deadline))
+        return {"opened_at": self.now().isoformat()}
+
+    async def _callback_status(self, key: str) -> CallbackStatus:
+        return self.store.callbacks[key]
+
+    async def _time_out_callback(self, key: str) -> CallbackStatus:
+        cb = self.store.callbacks[key]
+        if cb.state == "pending" and cb.deadline <= self.now():
+            self.store.callbacks[key] = CallbackStatus("timed_out", cb.deadline)
+        return self.store.callbacks[key]
+
+    async def _spawn(self, key: str, kind: str, payload: Any) -> str:
+        child = str(uuid.uuid5(self.job_id, key))
+        self.store.spawned.append((key, kind, payload))
+        self.store.children.setdefault(child, ChildStatus(child, "unfinished"))
+        return child
+
+    async def _children(self, ids: list[str]) -> list[ChildStatus]:
+        unknown = [i for i in ids if i not in self.store.children]
+        if unknown:
+            raise errors.PermanentError(f"gather: {unknown[0]} is not a child of this job")
+        return [self.store.children[i] for i in ids]
 
 
 @dataclass(frozen=True)

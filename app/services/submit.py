@@ -89,7 +89,8 @@ async def submit(
     return submitted
 
 
-def _validated(settings: Settings, new: NewJob) -> NewRow:
+def validated(settings: Settings, new: NewJob) -> NewRow:
+    """The job as the insert takes it; BadRequest (or NotFound: no such kind) says why not."""
     k = kinds.get(new.kind)
     problem = unstorable(new.payload)
     if problem:
@@ -176,7 +177,7 @@ def _validated_batch(settings: Settings, jobs: list[NewJob], batch: bool) -> lis
     rows: list[NewRow] = []
     for i, new in enumerate(jobs):
         try:
-            rows.append(_validated(settings, new))
+            rows.append(validated(settings, new))
         except errors.BadRequest as exc:
             raise errors.BadRequest(f"jobs[{i}]: {exc}" if batch else str(exc)) from exc
         first = next(

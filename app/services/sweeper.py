@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from app import aws_limits, store
 from app.config import Settings
-from app.services import outbox
+from app.services import outbox, wakeups
 from app.states import JobState
 from app.store.records import Job
 from app.transport import Message, Transport, codec
@@ -32,11 +32,15 @@ class SweepReport:
     resent: int = 0
     dead_lettered: int = 0
     stale_dead_letters: int = 0
+    wakeups: int = 0  # wake-up messages sent for waiting jobs (due within the cap, or lost)
+    woken: int = 0  # waiting jobs answered but not woken: woken now
+    orphans_cancelled: int = 0  # children of a cancelled parent the cancel missed
 
     def __str__(self) -> str:
         return (
             f"stalled={self.stalled} outbox_sent={self.outbox_sent} resent={self.resent} "
-            f"dead_lettered={self.dead_lettered} stale_dead_letters={self.stale_dead_letters}"
+            f"dead_lettered={self.dead_lettered} stale_dead_letters={self.stale_dead_letters} "
+            f"wakeups={self.wakeups} woken={self.woken} orphans_cancelled={self.orphans_cancelled}"
         )
 
 
@@ -66,7 +70,12 @@ async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -
     report.stalled = len(stalled)
     for job_id in stalled:
         log.warning("lease expired with no heartbeat", extra={"job_id": job_id, "state": "stalled"})
+    report.orphans_cancelled = len(await store.waits.cancel_orphans(db, limit=SWEEP_LIMIT))
+    report.woken = len(
+        await store.waits.wake_answered(db, grace=settings.wake_grace_seconds, limit=SWEEP_LIMIT)
+    )
     report.outbox_sent = await relay_outbox(settings, db, queue)
+    report.wakeups = await wakeups.sweep(settings, db, queue, limit=SWEEP_LIMIT)
     lost = await store.leases.touch_lost(db, age=settings.lost_message_seconds, limit=SWEEP_LIMIT)
     if lost:
         failed = await queue.send_jobs(lost)

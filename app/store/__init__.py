@@ -1,7 +1,7 @@
 """The store: the only package that runs SQL or imports psycopg.
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
-effects, outbox, keys, tenants, dead_letters, sweeper_marks), each a set of small typed functions
+effects, outbox, keys, tenants, dead_letters, sweeper_marks, waits), each a set of small typed functions
 taking the ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's
 transaction) and answering the records of ``store.records``.
 """
@@ -16,6 +16,7 @@ from app.store import (
     records,
     sweeper_marks,
     tenants,
+    waits,
 )
 from app.store.pool import Conn, Database, connect, ensure_database, migrate, redact
 
@@ -35,4 +36,5 @@ __all__ = [
     "redact",
     "sweeper_marks",
     "tenants",
+    "waits",
 ]

@@ -69,6 +69,13 @@ class Job(_Record):
     updated_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
+    parent_id: uuid.UUID | None  # the job that spawned this one
+    spawn_key: str | None
+    wait_kind: str | None  # while waiting: 'timer', 'callback' or 'children'
+    wait_key: str | None
+    wake_at: dt.datetime | None  # a timer's due time, a callback's deadline
+    wait_rule: Any  # a gather's rule: children, need, all, tolerate
+    wake_sent_at: dt.datetime | None
 
     @classmethod
     def from_row(cls, row: Row) -> Self:

@@ -6,13 +6,25 @@ A kind sees only ``app.kinds.JobContext``; the lease and the database stay here.
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import logging
+import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from app import crashpoints, errors, store
 from app.kinds import JobContext
+from app.kinds.waits import CallbackStatus, ChildStatus
+from app.services import server_secret, submit
+from app.services.callbacks import token_hash
+from app.store.records import OutboxRow
+
+# The key callback tokens are derived with (an HMAC of the server secret and this label).
+CALLBACK_TOKEN = b"tasklease/callback-token/v1"
+TOKEN_PREFIX = "tlcb_"  # noqa: S105 - a prefix, not a secret
+
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +43,9 @@ class LeasedContext(JobContext[Any]):
         lease_owner: str,
         db: store.Database,
         recorded: Mapping[str, Any],
+        settings: Any = None,
+        send: Callable[[list[OutboxRow]], Awaitable[object]] | None = None,
+        clock_offset: float = 0.0,
     ) -> None:
         super().__init__(
             job_id=job_id,
@@ -43,6 +58,92 @@ class LeasedContext(JobContext[Any]):
         self._token = lease_token
         self._owner = lease_owner
         self._db = db
+        self._settings = settings
+        self._send = send
+        # The database's clock minus this process's, measured at the claim: a timer the
+        # database found due is due here too.
+        self._offset = dt.timedelta(seconds=clock_offset)
+
+    def now(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC) + self._offset
+
+    # --- callbacks ---------------------------------------------------------------
+
+    async def _callback_token(self, key: str) -> str:
+        """Derived, never stored: HMAC(server secret, job id and key). Only its hash is
+        kept, yet a replay (a notify that must run again) hands out the same token."""
+        secrets = await server_secret.of(self._db).load(self._db)
+        mac = server_secret.derive(secrets.key(CALLBACK_TOKEN), f"{self.job_id}:{key}".encode())
+        return TOKEN_PREFIX + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+
+    async def _open_callback(self, key: str, seconds: float) -> dict[str, Any]:
+        token = await self._callback_token(key)
+        opened = await store.waits.open_callback(
+            self._db,
+            self.job_id,
+            self._token,
+            key=key,
+            token_hash=token_hash(token),
+            timeout_seconds=math.ceil(seconds),
+        )
+        if opened is None:
+            raise errors.LeaseLost()
+        return {"opened_at": opened.isoformat()}
+
+    async def _callback_status(self, key: str) -> CallbackStatus:
+        found = await store.waits.callback_of(self._db, self.job_id, key)
+        if found is None:
+            raise errors.PermanentError(f"callback {key!r} was never opened")
+        return CallbackStatus(found.state, found.deadline, found.result, found.error)  # type: ignore[arg-type]
+
+    async def _time_out_callback(self, key: str) -> CallbackStatus:
+        await store.waits.time_out_callback(self._db, self.job_id, key)
+        return await self._callback_status(key)
+
+    # --- children ------------------------------------------------------------------
+
+    async def _spawn(self, key: str, kind: str, payload: Any) -> str:
+        try:
+            row = submit.validated(self._settings, submit.NewJob(kind, payload))
+        except (errors.BadRequest, errors.NotFound) as exc:
+            raise errors.PermanentError(f"spawn {key!r}: {exc}") from exc
+        spawned = await store.waits.spawn_child(
+            self._db,
+            self.job_id,
+            self._token,
+            key=key,
+            child_id=row.id,
+            kind=row.kind,
+            payload=row.payload,
+            max_attempts=row.max_attempts,
+            timeout_seconds=row.timeout_seconds,
+            request_hash=row.request_hash,
+        )
+        if spawned is None:
+            raise errors.LeaseLost()
+        if spawned.outbox is not None and self._send is not None:
+            # The outbox row commits with the child; the relay sends it if this does not.
+            await self._send([spawned.outbox])
+        return str(spawned.child_id)
+
+    async def _children(self, ids: list[str]) -> list[ChildStatus]:
+        try:
+            wanted = [uuid.UUID(i) for i in ids]
+        except ValueError as exc:
+            raise errors.PermanentError(f"gather: not a job id: {exc}") from exc
+        rows = {str(r.id): r for r in await store.waits.children_states(self._db, wanted)}
+        out: list[ChildStatus] = []
+        for i in ids:
+            row = rows.get(i)
+            if row is None or row.parent_id != self.job_id:
+                raise errors.PermanentError(f"gather: {i} is not a child of this job")
+            if row.state == "succeeded":
+                out.append(ChildStatus(i, "succeeded", result=row.result))
+            elif row.state in ("dead_lettered", "cancelled"):
+                out.append(ChildStatus(i, "failed", error=row.last_error or row.state))
+            else:
+                out.append(ChildStatus(i, "unfinished"))
+        return out
 
     def _fields(self, key: str) -> dict[str, Any]:
         return {

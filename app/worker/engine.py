@@ -20,6 +20,7 @@ from typing import Any
 
 from app import batching, crashpoints, errors, kinds, store, transport
 from app.config import Settings
+from app.services import outbox, wakeups
 from app.states import FINAL_FOR_NOW, JobState
 from app.store import Database
 from app.store.records import Job
@@ -191,6 +192,9 @@ class Engine:
             lease_owner=self.owner,
             db=self.db,
             recorded={k: v for k, v in recorded},
+            settings=self.settings,
+            send=self._send_outbox,
+            clock_offset=job.updated_at.timestamp() - lease.received_at,
         )
         log.info("running", extra={**fields, "state": JobState.RUNNING})
         try:
@@ -202,22 +206,44 @@ class Engine:
             return False
         except errors.HandBack:
             return await self.outcomes.hand_back(lease)
+        except errors.Suspend as suspended:
+            return await self.outcomes.suspend(lease, suspended.wait)
         except errors.Cancelled:
             await self.outcomes.finish(lease, JobState.CANCELLED, detail="cancelled while running")
+            await self.wake_parent(job)
             return True
         except errors.PermanentError as exc:
-            return await self.outcomes.dead_letter(lease, JobState.RUNNING, f"permanent: {exc}")
+            done = await self.outcomes.dead_letter(lease, JobState.RUNNING, f"permanent: {exc}")
+            await self.wake_parent(job)
+            return done
         except (errors.StoreError, errors.QueueError):
             raise
         except Exception as exc:
-            return await self.outcomes.failed(lease, job, exc)
+            done = await self.outcomes.failed(lease, job, exc)
+            await self.wake_parent(job)
+            return done
 
         crashpoints.hit(crashpoints.Point.BEFORE_COMPLETION, **fields)
         if not await self._successes.submit((job_id, token, result)):
             log.warning("completion refused: lease lost", extra=fields)
             return False
         log.info("succeeded", extra={**fields, "state": JobState.SUCCEEDED})
+        await self.wake_parent(job)
         return True
+
+    async def wake_parent(self, job: Job) -> None:
+        """A child finished: its parent, if that woke it (in the finishing transaction, by
+        the database's trigger), gets its message now rather than at the next relay."""
+        if job.parent_id is None:
+            return
+        crashpoints.hit(crashpoints.Point.AFTER_CHILD_FINISHED, job_id=job.id, parent=job.parent_id)
+        rows = await store.waits.unsent_of(self.db, job.parent_id)
+        if rows:
+            await self._send_outbox(rows)
+
+    async def _send_outbox(self, rows: list[store.records.OutboxRow]) -> None:
+        with contextlib.suppress(errors.QueueError):
+            await outbox.send(self.db, self.queue, rows)
 
     async def _not_claimed(self, job_id: uuid.UUID, record: Mapping[str, Any], body: str) -> bool:
         job = await store.jobs.get(self.db, job_id)
@@ -240,6 +266,8 @@ class Engine:
             await store.jobs.cancel_waiting(self.db, job_id, detail="cancelled before it ran")
             log.info("cancelled before it ran", extra=fields)
             return True
+        if state == JobState.WAITING:
+            return await self._early(job_id, fields)
         if state in (JobState.LEASED, JobState.RUNNING) and job.lease_expires_at is not None:
             # A live lease held by another worker: a duplicate delivery. Keep this copy
             # hidden until that lease would expire, so it is the backup if the holder dies.
@@ -251,6 +279,18 @@ class Engine:
             return False
         log.warning("job not claimable; message left", extra=fields)
         return False
+
+    async def _early(self, job_id: uuid.UUID, fields: dict[str, Any]) -> bool:
+        """A message for a job still waiting: its timer is not due (or it waits for an
+        answer). Nothing runs; the message goes, re-sent with the delay left when the due
+        time is within SQS's delay cap (else the sweeper sends it when it is)."""
+        delay = await store.waits.early_wakeup(
+            self.db, job_id, cap=self.settings.max_message_delay_seconds
+        )
+        if delay is not None:
+            await wakeups.send(self.queue, [(job_id, delay)])
+        log.info("early wake-up re-delayed", extra={**fields, "delay": delay})
+        return True
 
     # --- the batched statements ------------------------------------------------
 

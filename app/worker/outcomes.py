@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from typing import Unpack
 
 from app import aws_limits, crashpoints, errors, store
 from app.config import Settings
+from app.kinds.waits import Wait
+from app.services import outbox, wakeups
 from app.states import JobState
 from app.store.records import Job
 from app.transport import Transport
@@ -111,3 +114,36 @@ class Outcomes:
                 )
             log.info("lease handed back", extra={**lease.fields, "state": JobState.QUEUED})
         return False
+
+    async def suspend(self, lease: Lease, wait: Wait) -> bool:
+        """The job waits: running -> waiting (the attempt given back), then the wake-up
+        sent when the timer or deadline is within SQS's delay cap, or the job's message
+        sent at once when its condition was met meanwhile. The message is deleted."""
+        cap = self.settings.max_message_delay_seconds
+        detail = f"waiting for {wait.describe()}"
+        done = await store.waits.suspend(
+            self.db,
+            lease.job_id,
+            lease.token,
+            wait_kind=wait.kind,
+            wait_key=wait.key,
+            wake_at=wait.wake_at,
+            rule=wait.rule.to_json() if wait.rule is not None else None,
+            cap=cap,
+            detail=detail,
+        )
+        if not done.changed:
+            log.warning("suspend refused: lease lost", extra=lease.fields)
+            return False
+        log.info(detail, extra={**lease.fields, "state": JobState.WAITING})
+        crashpoints.hit(crashpoints.Point.AFTER_SUSPEND, **lease.fields)
+        if done.woken:
+            with contextlib.suppress(errors.QueueError):
+                await outbox.send(
+                    self.db, self.queue, await store.waits.unsent_of(self.db, lease.job_id)
+                )
+        elif done.send_now and wait.wake_at is not None:
+            delay = wait.wake_at.timestamp() - time.time()
+            with contextlib.suppress(errors.QueueError):
+                await wakeups.send(self.queue, [(lease.job_id, delay)])
+        return True

@@ -119,10 +119,11 @@ WITH target AS (
 ), done AS (
     UPDATE jobs j
     SET state = 'cancelled', cancel_requested = true, finished_at = now(), updated_at = now(),
-        lease_token = NULL, lease_expires_at = NULL
+        lease_token = NULL, lease_expires_at = NULL,
+        wait_kind = NULL, wait_key = NULL, wake_at = NULL, wait_rule = NULL
     FROM target t
     WHERE j.id = t.id
-      AND (j.state IN ('queued', 'retrying', 'stalled', 'dead_lettered')
+      AND (j.state IN ('queued', 'retrying', 'stalled', 'waiting', 'dead_lettered')
            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now()))
     RETURNING j.id, t.from_state, j.attempt
 ), ev AS (

@@ -7,7 +7,8 @@
 -- name: claim_batch
 -- One statement for a batch of deliveries: claim each job with a fresh fencing token,
 -- count the attempt, write the event. Rows are locked in id order, so two batches that
--- share jobs cannot deadlock. Claimable: queued, retrying, stalled; leased/running with
+-- share jobs cannot deadlock. Claimable: queued, retrying, stalled; waiting with its timer
+-- (or its callback's deadline) due; leased/running with
 -- an expired lease; a dead_lettered job when this delivery is a redrive (then the
 -- attempt budget restarts) and the job's redrive budget is not used up. A redrive past
 -- the budget is refused: the job stays dead_lettered, last_error and an event say why,
@@ -33,6 +34,7 @@ WITH input AS (
                            THEN redriven_now(j.redriven_at, %(redrive_window)s)
                            ELSE j.redriven_at END,
         dead_lettered_by = NULL,
+        wait_kind = NULL, wait_key = NULL, wake_at = NULL, wait_rule = NULL, wake_sent_at = NULL,
         lease_owner = %(owner)s,
         lease_token = i.token,
         lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
@@ -41,6 +43,7 @@ WITH input AS (
     WHERE j.id = t.id AND i.id = t.id
       AND NOT j.cancel_requested
       AND (j.state IN ('queued', 'retrying', 'stalled')
+           OR (j.state = 'waiting' AND j.wake_at <= now())
            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now())
            OR (j.state = 'dead_lettered' AND t.budget_left
                AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')))
@@ -61,7 +64,8 @@ WITH input AS (
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
     SELECT id, from_state, 'leased'::job_state, attempt, lease_owner,
-           CASE WHEN from_state = 'dead_lettered' THEN 'redriven' END
+           CASE WHEN from_state = 'dead_lettered' THEN 'redriven'
+                WHEN from_state = 'waiting' THEN 'woken: due' END
     FROM claimed
     UNION ALL
     SELECT id, 'dead_lettered'::job_state, 'dead_lettered'::job_state, attempt, %(owner)s,

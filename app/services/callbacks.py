@@ -1,0 +1,84 @@
+"""Answering a job's callback: the token is the credential (like Step Functions' task
+tokens); only its SHA-256 is stored. The first answer before the deadline wins and wakes
+the job in the same transaction; a second answer is a Conflict; an unknown or expired
+token is NotFound (the two are not told apart: the token proves nothing else)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from app import crashpoints, errors, store
+from app.services import outbox
+from app.transport import Transport
+
+log = logging.getLogger(__name__)
+
+MAX_TOKEN_CHARS = 200
+MAX_ERROR_CHARS = 2000
+
+
+def token_hash(token: str) -> bytes:
+    """What the callbacks table keeps of a token."""
+    return hashlib.sha256(token.encode()).digest()
+
+
+def _checked(token: str) -> bytes:
+    if not token or len(token) > MAX_TOKEN_CHARS or not token.isascii():
+        raise errors.NotFound("no such callback, or it is past its deadline")
+    return token_hash(token)
+
+
+@dataclass(frozen=True)
+class Answered:
+    job_id: str
+    key: str
+    state: str
+    woken: bool
+
+
+async def answer(
+    db: store.Database,
+    queue: Transport,
+    token: str,
+    *,
+    result: Any = None,
+    error: str | None = None,
+) -> Answered:
+    """Complete the callback with ``result``, or fail it with ``error``."""
+    if error is not None and (not isinstance(error, str) or not error.strip()):
+        raise errors.BadRequest("error must be a non-empty string")
+    digest = _checked(token)
+    state = "failed" if error is not None else "succeeded"
+    done = await store.waits.answer_callback(
+        db, digest, state=state, result=result, error=error[:MAX_ERROR_CHARS] if error else None
+    )
+    if done is None:
+        found = await store.waits.callback_by_token(db, digest)
+        if found is not None and found[0].state != "pending":
+            raise errors.Conflict(f"callback already answered ({found[0].state})")
+        raise errors.NotFound("no such callback, or it is past its deadline")
+    fields = {"job_id": done.job_id, "callback": done.key, "state": state}
+    log.info("callback answered", extra=fields)
+    crashpoints.hit(crashpoints.Point.AFTER_CALLBACK_ANSWER, **fields)
+    if done.woken:
+        # The job's outbox row committed with the answer; the relay sends it if this fails.
+        try:
+            await outbox.send(db, queue, await store.waits.unsent_of(db, done.job_id))
+        except errors.QueueError as exc:
+            log.warning("wake-up not sent (the outbox relay will): %s", exc, extra=fields)
+    return Answered(str(done.job_id), done.key, state, done.woken)
+
+
+async def heartbeat(db: store.Database, token: str) -> dt.datetime:
+    """Push a pending callback's deadline by its timeout; the new deadline."""
+    deadline = await store.waits.heartbeat_callback(db, _checked(token))
+    if deadline is None:
+        found = await store.waits.callback_by_token(db, _checked(token))
+        if found is not None and found[0].state != "pending":
+            raise errors.Conflict(f"callback already answered ({found[0].state})")
+        raise errors.NotFound("no such callback, or it is past its deadline")
+    return deadline

@@ -1,0 +1,184 @@
+-- Waits: suspending a job, waking it, its callbacks and its children.
+-- Named queries of app/store/waits.py. Each starts with "-- name: NAME"; app/store/sql
+-- loads every file of this folder. Parameters are always bound (%(name)s), never
+-- formatted into the text.
+
+-- name: suspend
+-- Fenced: the lease holder's run ends with the job waiting (the attempt given back:
+-- attempts count failures, not waits). wake_sent_at is set when the caller sends the
+-- wake-up now (due within SQS's delay cap).
+WITH done AS (
+    UPDATE jobs j
+    SET state = 'waiting', attempt = j.attempt - 1,
+        wait_kind = %(wait_kind)s, wait_key = %(wait_key)s, wake_at = %(wake_at)s,
+        wait_rule = %(rule)s,
+        wake_sent_at = CASE WHEN %(wake_at)s::timestamptz <= now() + make_interval(secs => %(cap)s)
+                            THEN now() END,
+        lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+    WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state IN ('leased', 'running')
+    RETURNING j.id, j.attempt, j.lease_owner, j.wake_sent_at IS NOT NULL AS send_now
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
+    SELECT id, 'running', 'waiting', attempt, lease_owner, %(detail)s FROM done
+)
+SELECT send_now FROM done;
+
+-- name: wake_if_met
+-- In the suspending transaction, after the row is locked by `suspend`: a condition met
+-- meanwhile (an answer, a child that finished) wakes the job at once.
+SELECT wake_job(j.id, 'woken at once: ' || %(why)s) AS woken
+FROM jobs j
+WHERE j.id = %(id)s AND j.state = 'waiting'
+  AND wait_answered(j);
+
+-- name: unsent_of_job
+SELECT id, job_id FROM outbox WHERE job_id = %(id)s AND sent_at IS NULL ORDER BY id;
+
+-- name: due_wakeups
+-- Waiting jobs that need a wake-up message now: due within SQS's delay cap and none
+-- sent for this due time, or overdue past the grace with the last one lost.
+UPDATE jobs j SET wake_sent_at = now()
+FROM (SELECT id FROM jobs
+      WHERE state = 'waiting' AND wake_at IS NOT NULL AND NOT cancel_requested
+        AND ((wake_sent_at IS NULL AND wake_at <= now() + make_interval(secs => %(cap)s))
+             OR (wake_at < now() - make_interval(secs => %(grace)s)
+                 AND wake_sent_at < now() - make_interval(secs => %(grace)s)))
+      ORDER BY wake_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) due
+WHERE j.id = due.id
+RETURNING j.id, greatest(0, extract(epoch FROM j.wake_at - now()))::float8 AS delay;
+
+-- name: early_wakeup
+-- A wake-up that came before its due time: the caller re-sends it with the delay left
+-- (due within the cap) or leaves it to the sweeper (wake_sent_at cleared).
+UPDATE jobs
+SET wake_sent_at = CASE WHEN wake_at <= now() + make_interval(secs => %(cap)s) THEN now() END
+WHERE id = %(id)s AND state = 'waiting' AND wake_at > now()
+RETURNING wake_sent_at IS NOT NULL AS send_now,
+          greatest(0, extract(epoch FROM wake_at - now()))::float8 AS delay;
+
+-- name: open_callback
+-- Fenced by the lease; once per (job, key): a second open returns the first.
+WITH made AS (
+    INSERT INTO callbacks (token_hash, job_id, key, timeout_seconds, deadline)
+    SELECT %(token_hash)s, j.id, %(key)s, %(timeout)s, now() + make_interval(secs => %(timeout)s)
+    FROM jobs j
+    WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state = 'running'
+    ON CONFLICT (job_id, key) DO NOTHING
+    RETURNING created_at
+)
+SELECT created_at FROM made
+UNION ALL
+SELECT created_at FROM callbacks WHERE job_id = %(id)s AND key = %(key)s;
+
+-- name: callback_of_job
+SELECT * FROM callbacks WHERE job_id = %(id)s AND key = %(key)s;
+
+-- name: time_out_callback
+UPDATE callbacks SET state = 'timed_out', answered_at = now()
+WHERE job_id = %(id)s AND key = %(key)s AND state = 'pending' AND deadline <= now()
+RETURNING *;
+
+-- name: answer_callback
+-- The first answer before the deadline wins; the job waiting on it wakes in the same
+-- transaction (the callback row is locked before the job's).
+WITH answered AS (
+    UPDATE callbacks
+    SET state = %(state)s, result = %(result)s, error = %(error)s, answered_at = now()
+    WHERE token_hash = %(token_hash)s AND state = 'pending' AND deadline > now()
+    RETURNING job_id, key
+)
+SELECT a.job_id, a.key,
+       (SELECT wake_job(j.id, 'callback ' || a.key || ' answered: ' || %(state)s)
+        FROM jobs j
+        WHERE j.id = a.job_id AND j.state = 'waiting' AND j.wait_kind = 'callback'
+          AND j.wait_key = a.key) AS woken
+FROM answered a;
+
+-- name: heartbeat_callback
+-- Push a pending callback's deadline by its timeout; a job waiting on it waits longer
+-- (its early wake-up message is re-delayed when it comes).
+WITH beat AS (
+    UPDATE callbacks
+    SET deadline = now() + make_interval(secs => timeout_seconds), heartbeats = heartbeats + 1
+    WHERE token_hash = %(token_hash)s AND state = 'pending' AND deadline > now()
+    RETURNING job_id, key, deadline
+), job AS (
+    UPDATE jobs j SET wake_at = b.deadline, wake_sent_at = NULL, updated_at = now()
+    FROM beat b
+    WHERE j.id = b.job_id AND j.state = 'waiting' AND j.wait_kind = 'callback'
+      AND j.wait_key = b.key
+)
+SELECT job_id, key, deadline FROM beat;
+
+-- name: callback_by_token
+SELECT c.*, j.tenant FROM callbacks c JOIN jobs j ON j.id = c.job_id
+WHERE c.token_hash = %(token_hash)s;
+
+-- name: spawn_child
+-- Fenced by the parent's lease; once per (parent, key). Same tenant as the parent.
+WITH made AS (
+    INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
+                      request_hash, parent_id, spawn_key)
+    SELECT %(child)s, p.tenant, %(kind)s, %(payload)s, %(max_attempts)s, %(timeout)s,
+           %(request_hash)s, p.id, %(key)s
+    FROM jobs p
+    WHERE p.id = %(id)s AND p.lease_token = %(token)s AND p.state = 'running'
+    ON CONFLICT (parent_id, spawn_key) DO NOTHING
+    RETURNING id, attempt
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
+    SELECT id, NULL, 'queued', 0, 'spawned by ' || %(id)s::text FROM made
+), box AS (
+    INSERT INTO outbox (job_id) SELECT id FROM made RETURNING id, job_id
+)
+SELECT id, job_id, true AS made FROM box
+UNION ALL
+SELECT NULL, id, false FROM jobs WHERE parent_id = %(id)s AND spawn_key = %(key)s;
+
+-- name: children_states
+SELECT id, parent_id, state, result, last_error FROM jobs WHERE id = ANY(%(ids)s::uuid[]);
+
+-- name: children_of
+-- A job's children, oldest first (the API and `jobs show`).
+SELECT * FROM jobs WHERE parent_id = %(id)s ORDER BY created_at, id LIMIT %(limit)s;
+
+-- name: cancel_orphans
+-- Children left unfinished under a cancelled parent (the cancelling trigger skips a
+-- child locked at that moment): cancelled now, or asked to stop under a live lease.
+WITH orphans AS (
+    SELECT c.id, c.state FROM jobs c JOIN jobs p ON p.id = c.parent_id
+    WHERE p.state = 'cancelled'
+      AND c.state NOT IN ('succeeded', 'dead_lettered', 'cancelled')
+      AND NOT (c.cancel_requested AND c.state IN ('leased', 'running'))
+    ORDER BY c.id LIMIT %(limit)s FOR UPDATE OF c SKIP LOCKED
+), done AS (
+    UPDATE jobs j
+    SET state = CASE WHEN j.state IN ('leased', 'running') AND j.lease_expires_at > now()
+                     THEN j.state ELSE 'cancelled' END,
+        cancel_requested = true,
+        finished_at = CASE WHEN j.state IN ('leased', 'running') AND j.lease_expires_at > now()
+                           THEN NULL ELSE now() END,
+        lease_token = CASE WHEN j.state IN ('leased', 'running') AND j.lease_expires_at > now()
+                           THEN j.lease_token END,
+        lease_expires_at = CASE WHEN j.state IN ('leased', 'running') AND j.lease_expires_at > now()
+                                THEN j.lease_expires_at END,
+        wait_kind = NULL, wait_key = NULL, wake_at = NULL, wait_rule = NULL, updated_at = now()
+    FROM orphans o
+    WHERE j.id = o.id
+    RETURNING j.id, o.state AS from_state, j.state AS to_state, j.attempt
+), ev AS (
+    INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
+    SELECT id, from_state, 'cancelled', attempt, 'parent cancelled' FROM done
+    WHERE to_state = 'cancelled'
+)
+SELECT id FROM done;
+
+-- name: stuck_waits
+-- Waiting jobs whose condition is met but which are still waiting past the grace
+-- (a wake lost to a crash between two statements cannot happen; this is the check
+-- the chaos report and the sweeper make): woken now.
+SELECT j.id, wake_job(j.id, 'woken by the sweeper: condition met') AS woken
+FROM jobs j
+WHERE j.state = 'waiting' AND wait_answered(j)
+  AND j.updated_at < now() - make_interval(secs => %(grace)s)
+LIMIT %(limit)s;

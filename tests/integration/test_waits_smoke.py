@@ -1,0 +1,91 @@
+"""Waits through the engine, in this process, against real PostgreSQL and SQS: a timer,
+a callback and a fan-out run to the end, each holding no worker while it waits."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from app.services import callbacks
+from app.states import JobState
+from tests.conftest import Stack, job_row
+from tests.helpers import engine_for, receive_records, submit
+
+pytestmark = pytest.mark.integration
+
+
+async def drain(engine: Any, sql: Any, job_ids: list[Any], *, deadline: float = 30) -> None:
+    """Handle messages until every job is finished (or the deadline passes)."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if all(
+            job_row(sql, j)["state"] in ("succeeded", "dead_lettered", "cancelled") for j in job_ids
+        ):
+            return
+        records = await receive_records(engine, wait=1)
+        if records:
+            await engine.handle({"Records": records}, None)
+
+
+@pytest.mark.asyncio
+async def test_a_nap_waits_without_a_worker_and_resumes(stack: Stack, sql: Any) -> None:
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.nap", {"seconds": 2})
+        await engine.handle({"Records": await receive_records(engine)}, None)
+        row = job_row(sql, job_id)
+        assert row["state"] == JobState.WAITING
+        assert row["wait_kind"] == "timer" and row["lease_token"] is None
+        assert row["attempt"] == 0  # a wait uses no attempt
+        await drain(engine, sql, [job_id])
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.SUCCEEDED, row
+    assert row["attempt"] == 1 and row["runs"] == 2
+
+
+@pytest.mark.asyncio
+async def test_an_approval_waits_for_its_callback(stack: Stack, sql: Any) -> None:
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.approval", {"timeout_seconds": 600})
+        await engine.handle({"Records": await receive_records(engine)}, None)
+        assert job_row(sql, job_id)["state"] == JobState.WAITING
+        token = await engine_context_token(engine, job_id, "approve")
+        done = await callbacks.answer(engine.db, engine.queue, token, result={"ok": 1})
+        assert done.woken
+        with pytest.raises(Exception, match="already answered"):
+            await callbacks.answer(engine.db, engine.queue, token, result={"ok": 2})
+        await drain(engine, sql, [job_id])
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.SUCCEEDED
+    assert row["result"] == {"approved": True, "answer": {"ok": 1}}
+
+
+async def engine_context_token(engine: Any, job_id: Any, key: str) -> str:
+    from app.worker.context import LeasedContext
+
+    ctx = LeasedContext(
+        job_id=job_id,
+        kind="demo.approval",
+        attempt=1,
+        deps=None,
+        lease_token=job_id,
+        lease_owner="test",
+        db=engine.db,
+        recorded={},
+    )
+    return await ctx.callback_token(key)
+
+
+@pytest.mark.asyncio
+async def test_a_fanout_gathers_its_children(stack: Stack, sql: Any) -> None:
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.fanout", {"children": 4, "at_least": 3, "fail": [1]})
+        await drain(engine, sql, [job_id])
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.SUCCEEDED, row
+    assert row["result"] == {"children": 4, "succeeded": 3, "failed": 1, "unfinished": 0} or (
+        row["result"]["succeeded"] >= 3
+    )
+    kids = sql.execute("SELECT state FROM jobs WHERE parent_id = %s", (job_id,)).fetchall()
+    assert len(kids) == 4
