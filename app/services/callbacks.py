@@ -5,20 +5,34 @@ token is NotFound (the two are not told apart: the token proves nothing else).""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import hashlib
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from app import crashpoints, errors, store
-from app.services import outbox
+from app.services import outbox, server_secret
 from app.transport import Transport
 
 log = logging.getLogger(__name__)
 
 MAX_TOKEN_CHARS = 200
 MAX_ERROR_CHARS = 2000
+# The key callback tokens are derived with (an HMAC of the server secret and this label).
+CALLBACK_TOKEN = b"tasklease/callback-token/v1"
+TOKEN_PREFIX = "tlcb_"  # noqa: S105 - a prefix, not a secret
+
+
+async def token_for(db: store.Database, job_id: uuid.UUID, key: str) -> str:
+    """The token of a job's callback ``key``: derived, never stored (HMAC of the server
+    secret, the job id and the key), so a notify that must run again hands out the same
+    token, and an operator's CLI can derive it. Only its hash is kept."""
+    secrets = await server_secret.of(db).load(db)
+    mac = server_secret.derive(secrets.key(CALLBACK_TOKEN), f"{job_id}:{key}".encode())
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
 
 def token_hash(token: str) -> bytes:

@@ -6,7 +6,6 @@ A kind sees only ``app.kinds.JobContext``; the lease and the database stay here.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import logging
 import math
@@ -17,14 +16,8 @@ from typing import Any
 from app import crashpoints, errors, store
 from app.kinds import JobContext
 from app.kinds.waits import CallbackStatus, ChildStatus
-from app.services import server_secret, submit
-from app.services.callbacks import token_hash
+from app.services import callbacks, submit
 from app.store.records import OutboxRow
-
-# The key callback tokens are derived with (an HMAC of the server secret and this label).
-CALLBACK_TOKEN = b"tasklease/callback-token/v1"
-TOKEN_PREFIX = "tlcb_"  # noqa: S105 - a prefix, not a secret
-
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +63,7 @@ class LeasedContext(JobContext[Any]):
     # --- callbacks ---------------------------------------------------------------
 
     async def _callback_token(self, key: str) -> str:
-        """Derived, never stored: HMAC(server secret, job id and key). Only its hash is
-        kept, yet a replay (a notify that must run again) hands out the same token."""
-        secrets = await server_secret.of(self._db).load(self._db)
-        mac = server_secret.derive(secrets.key(CALLBACK_TOKEN), f"{self.job_id}:{key}".encode())
-        return TOKEN_PREFIX + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+        return await callbacks.token_for(self._db, self.job_id, key)
 
     async def _open_callback(self, key: str, seconds: float) -> dict[str, Any]:
         token = await self._callback_token(key)
@@ -83,7 +72,7 @@ class LeasedContext(JobContext[Any]):
             self.job_id,
             self._token,
             key=key,
-            token_hash=token_hash(token),
+            token_hash=callbacks.token_hash(token),
             timeout_seconds=math.ceil(seconds),
         )
         if opened is None:

@@ -50,7 +50,7 @@ async def test_an_approval_waits_for_its_callback(stack: Stack, sql: Any) -> Non
         job_id = await submit(engine, "demo.approval", {"timeout_seconds": 600})
         await engine.handle({"Records": await receive_records(engine)}, None)
         assert job_row(sql, job_id)["state"] == JobState.WAITING
-        token = await engine_context_token(engine, job_id, "approve")
+        token = await callbacks.token_for(engine.db, job_id, "approve")
         done = await callbacks.answer(engine.db, engine.queue, token, result={"ok": 1})
         assert done.woken
         with pytest.raises(Exception, match="already answered"):
@@ -59,22 +59,6 @@ async def test_an_approval_waits_for_its_callback(stack: Stack, sql: Any) -> Non
     row = job_row(sql, job_id)
     assert row["state"] == JobState.SUCCEEDED
     assert row["result"] == {"approved": True, "answer": {"ok": 1}}
-
-
-async def engine_context_token(engine: Any, job_id: Any, key: str) -> str:
-    from app.worker.context import LeasedContext
-
-    ctx = LeasedContext(
-        job_id=job_id,
-        kind="demo.approval",
-        attempt=1,
-        deps=None,
-        lease_token=job_id,
-        lease_owner="test",
-        db=engine.db,
-        recorded={},
-    )
-    return await ctx.callback_token(key)
 
 
 @pytest.mark.asyncio
