@@ -124,6 +124,7 @@ class Engine:
             return True
 
         token = uuid.uuid4()
+        asked = time.time()  # before the claim: the database's clock is read after this
         verdict = await self._claims.submit(Claim(job_id, token, codec.redrive_generation(record)))
         if verdict is None:
             return await self._not_claimed(job_id, record, body)
@@ -153,6 +154,9 @@ class Engine:
             received_at=time.time(),
             generation=job.redrives,
             fields=fields,
+            # The database's clock minus ours, measured from before the claim so never
+            # under-estimated: a timer the claim found due is due for the kind's code too.
+            clock_offset=job.updated_at.timestamp() - asked,
         )
 
         if job.attempt > job.max_attempts:
@@ -194,7 +198,7 @@ class Engine:
             recorded={k: v for k, v in recorded},
             settings=self.settings,
             send=self._send_outbox,
-            clock_offset=job.updated_at.timestamp() - lease.received_at,
+            clock_offset=lease.clock_offset,
         )
         log.info("running", extra={**fields, "state": JobState.RUNNING})
         try:
