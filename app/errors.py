@@ -82,13 +82,17 @@ class Suspend(BaseException):
         self.wait = wait
 
 
-class CallbackFailed(JobError):
-    """The outside party answered the callback with an error."""
+class CallbackFailed(PermanentError):
+    """The outside party answered the callback with an error.
+
+    The three wait failures are permanent: the answer (or its absence, or the children's
+    outcome) is recorded, so another attempt would fail the same way. A kind that wants
+    to go on catches them."""
 
 
-class CallbackTimedOut(JobError):
+class CallbackTimedOut(PermanentError):
     """No answer came before the callback's deadline."""
 
 
-class GatherFailed(JobError):
+class GatherFailed(PermanentError):
     """Too many child jobs failed for the gather's rule to hold."""
