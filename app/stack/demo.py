@@ -76,16 +76,20 @@ def research_payload(stack: DevStack) -> dict[str, Any]:
 
 
 def _label(job: dict[str, Any]) -> str:
-    return RESEARCH if job["kind"] == "agent.research" else str(job["payload"].get("ticket_id", ""))
+    return (
+        RESEARCH
+        if job.get("kind") == "agent.research"
+        else str(job["payload"].get("ticket_id", ""))
+    )
 
 
 def _outcome(job: dict[str, Any]) -> str:
     result = job["result"]
     if job["state"] == JobState.SUCCEEDED and isinstance(result, dict):
-        if job["kind"] == "agent.research":
+        if job.get("kind") == "agent.research":
             return f"{result.get('status')}: {result.get('answered')} of 3 sub-queries"
         return f"{result.get('category')} / {result.get('priority')}"
-    if job["kind"] == "agent.research" and job["state"] == JobState.WAITING:
+    if job.get("kind") == "agent.research" and job["state"] == JobState.WAITING:
         return "waiting (children, approval or the quiet hour)"
     return str(job["last_error"] or "")[:70]
 
@@ -199,7 +203,7 @@ class Follow:
             result = job["result"] if isinstance(job["result"], dict) else {}
             status = f": {result.get('status')}" if result.get("status") else ""
             console.print(
-                f"research job {escape(self.job_id)} is {styled(JobState(self.state))}"
+                f"research job {escape(self.job_id)}: {styled(JobState(self.state))}"
                 f"{escape(status)}",
                 highlight=False,
             )
