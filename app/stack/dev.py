@@ -28,7 +28,7 @@ from app import errors, kinds, store, transport
 from app.config import Settings
 from app.services import auth
 from app.stack import embedded, state
-from app.stack.demo import console, submit_demo, watch
+from app.stack.demo import Approval, Follow, console, submit_demo, watch
 from app.stack.stack import Stack
 from app.transport import secrets
 
@@ -71,6 +71,8 @@ class DevStack(Stack):
         self.api_port = api_port
         self.sqs_port = sqs_port
         self.api_key = ""
+        self.hook_url = ""  # the local webhook receiver (its deliveries at /deliveries)
+        self.runtime_settings = settings  # with this run's database and queues, once started
         self.state_env: dict[str, str] = {}  # what `tasklease env` prints
 
     def ports(self) -> dict[int, str]:
@@ -120,7 +122,7 @@ class DevStack(Stack):
         env.setdefault("TASKLEASE_FAKE_MODEL_LOG", str(self.data_dir / "model-calls.jsonl"))
         self.env = {**os.environ, **env}
         os.environ.update(env)
-        self.start_webhook(hook_port, self.data_dir / "webhook-deliveries.jsonl")
+        self.hook_url = self.start_webhook(hook_port, self.data_dir / "webhook-deliveries.jsonl")
         self.start_api(self.api_port)
         console.print(f"[green]✓[/] API         {self.api_url}   docs {self.api_url}/docs")
         console.print(
@@ -138,7 +140,8 @@ class DevStack(Stack):
         )
         self._write_state(env)
         update = {"queue_url": queue_url, "dlq_url": dlq_url, "database_url": database_url}
-        resent = asyncio.run(_resend_waiting(s.model_copy(update=update)))
+        self.runtime_settings = s.model_copy(update=update)
+        resent = asyncio.run(_resend_waiting(self.runtime_settings))
         if resent:
             console.print(
                 f"[yellow]↻[/] {resent} unfinished jobs from an earlier run sent to the new queue"
@@ -288,10 +291,16 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _run(stack: DevStack, *, demo: bool, exit_when_done: bool) -> int:
+    approval: Approval | None = None
     if demo:
-        ids = submit_demo(stack)
-        console.print(f"submitted {len(ids)} support.triage jobs through POST /v1/jobs")
-        if not watch(stack, ids):
+        ids, research = submit_demo(stack)
+        console.print(
+            f"submitted {len(ids)} support.triage jobs and 1 agent.research job "
+            "(it fans out 3 child jobs, then waits for approval) through POST /v1/jobs",
+            soft_wrap=True,
+        )
+        approval = Approval(stack, research, answer_it=exit_when_done)
+        if not watch(stack, [*ids, research], approval):
             dead = stack.check()
             console.print(
                 f"[red]the demo jobs did not settle[/]{' (exited: ' + ', '.join(dead) + ')' if dead else ''}"
@@ -299,7 +308,13 @@ def _run(stack: DevStack, *, demo: bool, exit_when_done: bool) -> int:
             return 1
         console.print(
             "[green]all demo jobs settled.[/] One retried after a transient model failure; "
-            "one was dead-lettered (see [bold]tasklease jobs list --state dead_lettered[/])."
+            "one was dead-lettered (see [bold]tasklease jobs list --state dead_lettered[/]); "
+            + (
+                "the research job was approved, slept until its quiet hour and posted."
+                if exit_when_done
+                else "the research job waits for approval (the lines above answer it)."
+            ),
+            soft_wrap=True,
         )
     elif stack.wait_for_workers():
         console.print(f"[green]✓[/] {stack.workers} worker processes polling the queue")
@@ -322,7 +337,10 @@ def _run(stack: DevStack, *, demo: bool, exit_when_done: bool) -> int:
         markup=False,
         soft_wrap=True,
     )
+    follow = Follow(stack, approval.job_id) if approval is not None else None
     while True:
+        if follow is not None:
+            follow.poll()
         dead = stack.check()
         if dead:
             console.print(

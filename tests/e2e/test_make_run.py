@@ -373,13 +373,22 @@ def _make_run_piped(cwd: Path, *ports: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_make_run_piped_ends_its_table_before_the_next_sentence(workdir: Path) -> None:
+@pytest.fixture(scope="module")
+def piped() -> Iterator[subprocess.CompletedProcess[str]]:
+    """One `make run ARGS=--exit-when-done | tee` for the tests that read its output."""
+    with checkout_dir() as path:
+        ports = ["--api-port", str(embedded.free_port()), "--sqs-port", str(embedded.free_port())]
+        yield _make_run_piped(path, *ports)
+
+
+def test_make_run_piped_ends_its_table_before_the_next_sentence(
+    piped: subprocess.CompletedProcess[str],
+) -> None:
     """Issue 13 items 9 and 8: piped into tee, the final table's border ran into the next
     sentence (`…┘all demo jobs settled.`) and every run printed `RuntimeDirWarning:
     XDG_RUNTIME_DIR is not set`; the workers are reported when they poll, and the jobs
     waited for them meanwhile."""
-    ports = ["--api-port", str(embedded.free_port()), "--sqs-port", str(embedded.free_port())]
-    done = _make_run_piped(workdir, *ports)
+    done = piped
     assert done.returncode == 0, done.stdout
     lines = done.stdout.splitlines()
     assert "RuntimeDirWarning" not in done.stdout
@@ -394,6 +403,37 @@ def test_make_run_piped_ends_its_table_before_the_next_sentence(workdir: Path) -
             workers_said = line
         if " running (attempt" in line:
             assert workers_said and "(0/2 polling)" not in workers_said, done.stdout
+
+
+TOKEN = r"tlcb_[A-Za-z0-9_-]{20,}"
+APPROVAL_LINES = re.compile(
+    r"^⏸ the research job (?P<job>[0-9a-f-]{36}) waits for approval .*\n"
+    rf"^  curl -X POST http://127\.0\.0\.1:\d+/v1/callbacks/(?P<token>{TOKEN}) "
+    r"-H 'content-type: application/json' -d '\{\"result\": \{\"approved\": true\}\}'\n"
+    r"^  or\n"
+    r"^  uv run tasklease callbacks complete (?P=token) --result '\{\"approved\": true\}'$",
+    re.MULTILINE,
+)
+
+
+def test_make_run_shows_a_job_waiting_for_approval_and_the_lines_that_approve_it(
+    piped: subprocess.CompletedProcess[str],
+) -> None:
+    """Issue 14: the demo's agent.research job waits for a person; once its notice reaches
+    the webhook receiver, the curl and CLI lines that approve it are printed, whole, one
+    line each. With --exit-when-done nobody answers, so the demo approves it itself (it
+    does not hang) and the job goes on to succeed: slept until its quiet hour, posted."""
+    out = piped.stdout
+    assert piped.returncode == 0, out
+    found = APPROVAL_LINES.search(out)
+    assert found, out
+    lines = out.splitlines()
+    assert "research succeeded (attempt 1/3)" in lines, out
+    row = next(line for line in lines if line.startswith(f"│ {found['job']} │ research"))
+    assert "succeeded" in row and "posted: " in row, out
+    # the approval came before the job succeeded, and the research job did wait
+    assert out.index(found.group(0)) < out.index("research succeeded"), out
+    assert "research waiting (attempt" in out, out
 
 
 def test_make_run_uses_the_same_default_ports_every_run(workdir: Path) -> None:

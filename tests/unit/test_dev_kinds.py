@@ -80,3 +80,31 @@ def test_a_deployment_named_in_the_environment_wins_over_the_state_file(tmp_path
     assert shell["TASKLEASE_DATABASE_URL"] == "postgresql://dev/db"
     assert shell["AWS_ENDPOINT_URL_SQS"] == "http://127.0.0.1:9324"
     assert shell["TASKLEASE_API_KEY"] == "mine"  # the caller's own key is kept
+
+
+def test_the_approval_lines_are_pasteable_and_printed_as_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 14: the lines that approve the demo's research job come from the webhook's
+    notice (outside text): printed whole and escaped, quoted for a shell."""
+    from app.stack import demo
+
+    url = "http://127.0.0.1:8000/v1/callbacks/tlcb_abc-_1"
+    curl, cli = demo.approve_lines(url, "tlcb_abc-_1")
+    assert curl == (
+        "curl -X POST http://127.0.0.1:8000/v1/callbacks/tlcb_abc-_1 "
+        """-H 'content-type: application/json' -d '{"result": {"approved": true}}'"""
+    )
+    assert (
+        cli == """uv run tasklease callbacks complete tlcb_abc-_1 --result '{"approved": true}'"""
+    )
+    odd = demo.approve_lines("http://h/v1/callbacks/[red]x y", "[red]x y")
+    assert "'http://h/v1/callbacks/[red]x y'" in odd[0] and "'[red]x y'" in odd[1]
+
+    screen = Console(width=60, record=True)
+    monkeypatch.setattr(demo, "console", screen)
+    demo.print_approval("job-[bold]1", "http://h/v1/callbacks/[red]x", "[red]x")
+    text = screen.export_text()
+    assert "the research job job-[bold]1 waits for approval" in text
+    assert "  curl -X POST 'http://h/v1/callbacks/[red]x' -H" in text  # whole, not wrapped
+    assert "  uv run tasklease callbacks complete '[red]x' --result" in text

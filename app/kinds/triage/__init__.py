@@ -58,6 +58,25 @@ class WebhookError(errors.JobError):
     """The webhook did not take the delivery."""
 
 
+async def deliver(deps: TriageDeps, doc: dict[str, Any], *, idempotency_key: str) -> dict[str, Any]:
+    """POST ``doc`` to the configured webhook with an Idempotency-Key (a receiver can drop
+    a second delivery under one key). A 5xx, a 429 or no answer is retried; another 4xx
+    is permanent. With no webhook configured: ``{"delivered": False, ...}``."""
+    if not deps.webhook_url:
+        return {"delivered": False, "reason": "no webhook configured"}
+    try:
+        resp = await deps.http.post(
+            deps.webhook_url, json=doc, headers={"Idempotency-Key": idempotency_key}
+        )
+    except httpx.HTTPError as exc:
+        raise WebhookError(f"webhook unreachable: {type(exc).__name__}") from exc
+    if resp.status_code >= 500 or resp.status_code == 429:
+        raise WebhookError(f"webhook answered {resp.status_code}")
+    if resp.status_code >= 400:
+        raise errors.PermanentError(f"webhook refused the delivery: {resp.status_code}")
+    return {"delivered": True, "status": resp.status_code}
+
+
 @kind("support.triage", timeout_seconds=300, deps=build_deps)
 async def triage(ctx: JobContext[TriageDeps], ticket: Ticket) -> TriageResult:
     """Classify a support ticket with a model, draft a reply, post it to a webhook."""
@@ -69,21 +88,8 @@ async def triage(ctx: JobContext[TriageDeps], ticket: Ticket) -> TriageResult:
     )
 
     async def post() -> dict[str, Any]:
-        url = ctx.deps.webhook_url
-        if not url:
-            return {"delivered": False, "reason": "no webhook configured"}
         doc = {"job_id": str(ctx.job_id), "ticket_id": ticket.ticket_id, "triage": answer}
-        try:
-            resp = await ctx.deps.http.post(
-                url, json=doc, headers={"Idempotency-Key": ctx.idempotency_key("post")}
-            )
-        except httpx.HTTPError as exc:
-            raise WebhookError(f"webhook unreachable: {type(exc).__name__}") from exc
-        if resp.status_code >= 500 or resp.status_code == 429:
-            raise WebhookError(f"webhook answered {resp.status_code}")
-        if resp.status_code >= 400:
-            raise errors.PermanentError(f"webhook refused the delivery: {resp.status_code}")
-        return {"delivered": True, "status": resp.status_code}
+        return await deliver(ctx.deps, doc, idempotency_key=ctx.idempotency_key("post"))
 
     delivery: dict[str, Any] = await ctx.effect("post", post)
     return TriageResult(
