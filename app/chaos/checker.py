@@ -400,7 +400,8 @@ def _odd_fanout(
         counts["errors"],
     ) or sum(counts.values()) != n:
         found.append(f"its result {result} disagrees with its gather {counts} of {n}")
-    need = n if p.get("at_least") is None else int(p["at_least"])
+    # "all" (no at_least) holds with every child finished and no more than tolerate failed.
+    need = n - int(p.get("tolerate") or 0) if p.get("at_least") is None else int(p["at_least"])
     if not gathered.get("ok") or counts["results"] < need:
         found.append(f"succeeded with {counts['results']} of {need} children needed")
     now = {c["id"]: c["state"] for c in world.children.get(job["id"], [])}
