@@ -52,6 +52,7 @@ def check(
     answers: Mapping[str, Mapping[str, Any]] | None = None,
     now: dt.datetime | None = None,
     grace: float = 0.0,
+    delay_cap: float | None = None,
 ) -> dict[str, Any]:
     """Jepsen's queue checker, for tasklease's invariants. Pure: facts in, report out.
 
@@ -149,7 +150,7 @@ def check(
         "duplicated_effect_rows": duplicated_effect_rows,
         "duplicated_deliveries": duplicated,
         "redriven": len(redriven),
-        "waits": _wait_stats(jobs, events, callbacks, answers),
+        "waits": _wait_stats(jobs, events, effects, callbacks, answers, delay_cap),
         "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
         "model_calls": _model_call_stats(model_calls, calls_of, succeeded, kills),
         "effect_window_repeats_by_cause": dict(window_causes),
@@ -220,12 +221,24 @@ def stuck_wait(
 def _wait_stats(
     jobs: Sequence[Mapping[str, Any]],
     events: Sequence[Mapping[str, Any]],
+    effects: Sequence[Mapping[str, Any]],
     callbacks: Sequence[Mapping[str, Any]],
     answers: Mapping[str, Mapping[str, Any]],
+    delay_cap: float | None,
 ) -> dict[str, Any]:
     cb_states = Counter(str(c["state"]) for c in callbacks)
     seconds = [a.get("second") for a in answers.values() if "second" in a]
+    timers = [
+        (when(f["result"]) - when(f["recorded_at"])).total_seconds()
+        for f in effects
+        if str(f["key"]).startswith("sleep:") and isinstance(f.get("result"), str)
+    ]
     return {
+        "timers": len(timers),
+        # Longer than the message delay cap: their wake-up was the sweeper's to send.
+        "timers_past_the_delay_cap": sum(1 for t in timers if t > delay_cap)
+        if delay_cap is not None
+        else None,
         "suspensions": sum(1 for e in events if e["to_state"] == JobState.WAITING),
         # waiting -> leased: a due timer or a passed deadline, claimed from its message.
         "woken_when_due": sum(
@@ -238,6 +251,10 @@ def _wait_stats(
             1
             for e in events
             if e["from_state"] == JobState.WAITING and e["to_state"] == JobState.QUEUED
+        ),
+        # An answer or a child's finish that came while the job was suspending.
+        "woken_at_once": sum(
+            1 for e in events if str(e.get("detail") or "").startswith("woken at once")
         ),
         "callbacks_opened": len(callbacks),
         "callbacks_answered": cb_states["succeeded"] + cb_states["failed"],

@@ -51,8 +51,12 @@ def render(report: dict[str, Any]) -> Table:
     w = report["waits"]
     row("waits (suspensions)", w["suspensions"])
     row(
-        "wake-ups: when due / by an answer or children",
-        f"{w['woken_when_due']} / {w['woken_by_answer_or_children']}",
+        "wake-ups: when due / by an answer or children (at once)",
+        f"{w['woken_when_due']} / {w['woken_by_answer_or_children']} ({w.get('woken_at_once', 0)})",
+    )
+    row(
+        "timers / past the delay cap (sweeper's)",
+        f"{w.get('timers', 0)} / {w.get('timers_past_the_delay_cap')}",
     )
     row(
         "callbacks answered / duplicates refused / timed out",

@@ -27,7 +27,12 @@ from app.chaos.checker import FINAL, cause, check, violated
 from app.chaos.config import Config, Run, err, out
 from app.chaos.faults import inject_faults
 from app.chaos.report import render
-from app.chaos.stack import WAKE_GRACE_SECONDS, ChaosStack, Unavailable
+from app.chaos.stack import (
+    MAX_MESSAGE_DELAY_SECONDS,
+    WAKE_GRACE_SECONDS,
+    ChaosStack,
+    Unavailable,
+)
 from app.chaos.workload import submit_all, workload
 from app.states import JobState
 from app.store import audit
@@ -153,6 +158,7 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         answers=run.answers,
         # A wake-up lost is re-sent after the grace; the re-sent one gets as long again.
         grace=2 * WAKE_GRACE_SECONDS,
+        delay_cap=MAX_MESSAGE_DELAY_SECONDS,
         **facts,
     )
     report["dead_letters_after_first_drain"] = first

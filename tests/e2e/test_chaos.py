@@ -83,6 +83,7 @@ def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> Non
     waits = report["waits"]
     assert waits["suspensions"] > 0, waits
     assert waits["woken_when_due"] > 0, waits  # timers, and deadlines passed
+    assert waits["timers_past_the_delay_cap"] > 0, waits  # woken through the sweeper
     assert waits["woken_by_answer_or_children"] > 0, waits
     assert waits["callbacks_answered"] > 0, waits
     assert waits["duplicate_answers_refused"] > 0, waits

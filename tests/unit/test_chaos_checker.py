@@ -121,6 +121,7 @@ def facts() -> dict[str, Any]:
         "answers": {"W-1": {"first": "answered", "result": {"a": 1}, "second": "conflict"}},
         "now": at(60),
         "grace": 6,
+        "delay_cap": 2,
     }
 
 
@@ -131,6 +132,7 @@ def test_a_run_with_every_wait_as_it_should_be_is_valid() -> None:
     assert report["waits"]["suspensions"] == 4
     assert report["waits"]["duplicate_answers_refused"] == 1
     assert report["waits"]["children_spawned"] == 2
+    assert (report["waits"]["timers"], report["waits"]["timers_past_the_delay_cap"]) == (2, 1)
     assert not violated(report)
 
 
