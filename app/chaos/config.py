@@ -18,6 +18,9 @@ EXIT_OK, EXIT_VIOLATED, EXIT_UNAVAILABLE, EXIT_ABORTED, EXIT_INTERRUPTED = 0, 1,
 @dataclasses.dataclass(frozen=True)
 class Config:
     jobs: int = 200
+    # This share of the jobs is waiting work (naps, approvals, fan-outs: workload.py);
+    # the rest are support.triage tickets.
+    waiting: float = 0.3
     workers: int = 3
     sqs: str = "moto"  # moto | localstack
     transient_rate: float = 0.2
@@ -43,7 +46,9 @@ class Run:
 
     started: float = dataclasses.field(default_factory=time.monotonic)
     phase: str = "starting"
-    acked: dict[str, str] = dataclasses.field(default_factory=dict)  # ticket_id -> job id
+    acked: dict[str, str] = dataclasses.field(default_factory=dict)  # ref -> job id
+    # The harness's answers to approvals: ref -> what happened (callbacks.py).
+    answers: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     submit_retries: int = 0
     rejected: list[str] = dataclasses.field(default_factory=list)
     kills: list[dict[str, Any]] = dataclasses.field(default_factory=list)

@@ -1,6 +1,7 @@
 """The chaos run's verdict as a table for the terminal. Every value is ``Text``, never rich
 markup: a lost job's state or an unexpected job's reason (which may quote a ticket's
-``[permanent]`` tag) is shown as written."""
+``[permanent]`` tag) is shown as written. Besides Jepsen's counts, the waits: how many
+suspensions, wake-ups, callbacks answered / refused / timed out, children spawned."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ def render(report: dict[str, Any]) -> Table:
 
     for name in ("submitted", "acknowledged", "succeeded", "dead_lettered", "cancelled"):
         row(name, report[name])
-    for name in ("lost", "duplicated_effects", "duplicated_completions", "unexpected"):
+    for name in ("lost", "duplicated_effects", "duplicated_completions", "stuck_waits"):
         row(name, report[name], bad=bool(report[name]))
+    row("unexpected", report["unexpected"], bad=bool(report["unexpected"]))
     row("  effect rows recorded twice", report["duplicated_effect_rows"])
     row("  webhook deliveries duplicated", report["duplicated_deliveries"])
     row("effect window repeats (documented)", report["effect_window_repeats"])
@@ -46,6 +48,25 @@ def render(report: dict[str, Any]) -> Table:
         f"{mc['ok_repeats_after_a_kill']} / {mc['ok_repeats_otherwise']}",
         bad=bool(mc["ok_repeats_otherwise"]),
     )
+    w = report["waits"]
+    row("waits (suspensions)", w["suspensions"])
+    row(
+        "wake-ups: when due / by an answer or children (at once)",
+        f"{w['woken_when_due']} / {w['woken_by_answer_or_children']} ({w.get('woken_at_once', 0)})",
+    )
+    row(
+        "timers / past the delay cap (sweeper's)",
+        f"{w.get('timers', 0)} / {w.get('timers_past_the_delay_cap')}",
+    )
+    row(
+        "callbacks answered / duplicates refused / timed out",
+        f"{w['callbacks_answered']} / {w['duplicate_answers_refused']} / "
+        f"{w['callbacks_timed_out']}",
+    )
+    if w["duplicate_answers_accepted"]:
+        row("  duplicate answers accepted", w["duplicate_answers_accepted"], bad=True)
+    row("children spawned", w["children_spawned"])
+    row("jobs by kind and state", report["by_kind"])
     row("dead letters after first drain", report["dead_letters_after_first_drain"])
     row(
         "redriven, then",
@@ -62,7 +83,9 @@ def render(report: dict[str, Any]) -> Table:
     row("time to drain after the last fault", f"{t.get('time_to_drain_after_last_fault', '?')} s")
     row("total", f"{t.get('total', '?')} s")
     for u in report["unexpected_jobs"][:10]:
-        row("  unexpected", f"{u['ticket']} {u['job_id']}: {u['why']}", bad=True)
+        row("  unexpected", f"{u['ref']} {u['job_id']}: {u['why']}", bad=True)
     for lost in report["lost_jobs"][:10]:
         row("  lost", f"{lost['job_id']} ({lost['state']})", bad=True)
+    for s in report["stuck_wait_jobs"][:10]:
+        row("  stuck wait", f"{s['job_id']}: {s['why']}", bad=True)
     return table

@@ -22,12 +22,18 @@ from rich.table import Table
 
 from app import errors, transport
 from app.chaos import config as exits
+from app.chaos.answers import answer_all
 from app.chaos.checker import FINAL, cause, check, violated
 from app.chaos.config import Config, Run, err, out
 from app.chaos.faults import inject_faults
 from app.chaos.report import render
-from app.chaos.stack import ChaosStack, Unavailable
-from app.chaos.workload import submit_all, tickets
+from app.chaos.stack import (
+    MAX_MESSAGE_DELAY_SECONDS,
+    WAKE_GRACE_SECONDS,
+    ChaosStack,
+    Unavailable,
+)
+from app.chaos.workload import submit_all, workload
 from app.states import JobState
 from app.store import audit
 from app.store.pool import Database
@@ -42,12 +48,14 @@ async def poll_counts(database: Database, run: Run) -> None:
 async def drain(
     database: Database, stack: ChaosStack, run: Run, ids: list[str], within: float
 ) -> bool:
-    """Wait until every job in ``ids`` is succeeded, dead_lettered or cancelled."""
+    """Wait until every job in ``ids``, and every job they spawned, is succeeded,
+    dead_lettered or cancelled."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         with contextlib.suppress(errors.StoreError, TimeoutError):
             done = await asyncio.wait_for(audit.count_in_states(database, ids, FINAL), 5)
-            if done == len(ids):
+            left = await asyncio.wait_for(audit.count_unfinished(database, FINAL), 5)
+            if done == len(ids) and not left:
                 return True
         for dead in stack.exited_unbidden():
             run.exits.append(dead)
@@ -65,6 +73,7 @@ def display(cfg: Config, run: Run) -> Group:
     faults = (
         f"acked {len(run.acked)}/{cfg.jobs}   kills {len(run.kills)}   "
         f"sqs restarts {run.sqs_restarts}   pg restarts {run.pg_restarts}   "
+        f"approvals answered {len(run.answers)}   "
         f"elapsed {time.monotonic() - run.started:.0f} s"
     )
     return Group(counts, faults)
@@ -89,8 +98,8 @@ async def progress(cfg: Config, database: Database, run: Run, stop: asyncio.Even
 
 
 async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any]:
-    payloads, tags = tickets(cfg)
-    database = Database(stack.database_url, min_size=1, max_size=3)
+    items, tags = workload(cfg)
+    database = Database(stack.database_url, min_size=1, max_size=4)
     await database.open()
     stop_display = asyncio.Event()
     shown = asyncio.create_task(progress(cfg, database, run, stop_display))
@@ -99,13 +108,19 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         run.mark("faults_started")
         submitted = asyncio.Event()
         faults = asyncio.create_task(inject_faults(cfg, stack, run, submitted))
-        await submit_all(cfg, stack, run, payloads)
-        submitted.set()
-        run.mark("submitted")
-        run.note(f"{len(run.acked)} of {cfg.jobs} jobs acknowledged ({run.submit_retries} retries)")
-        run.phase = "faults continue"
-        await faults
-        run.mark("faults_ended")
+        async with transport.connect(stack.settings()) as queue:
+            answering = asyncio.create_task(answer_all(cfg, run, database, queue, items, submitted))
+            await submit_all(cfg, stack, run, items)
+            submitted.set()
+            run.mark("submitted")
+            run.note(
+                f"{len(run.acked)} of {cfg.jobs} jobs acknowledged ({run.submit_retries} retries)"
+            )
+            run.phase = "faults continue"
+            await faults
+            run.mark("faults_ended")
+            await answering
+        run.note(f"the harness answered {len(run.answers)} approvals")
         run.phase = "draining"
         ids = list(run.acked.values())
         drained = await drain(database, stack, run, ids, cfg.drain_timeout)
@@ -134,7 +149,17 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         await shown
         await database.close()
     report = check(
-        submitted=cfg.jobs, acked=run.acked, tags=tags, redriven=redriven, kills=run.kills, **facts
+        submitted=cfg.jobs,
+        acked=run.acked,
+        tags=tags,
+        redriven=redriven,
+        kills=run.kills,
+        plans={i.ref: i.plan for i in items if i.plan},
+        answers=run.answers,
+        # A wake-up lost is re-sent after the grace; the re-sent one gets as long again.
+        grace=2 * WAKE_GRACE_SECONDS,
+        delay_cap=MAX_MESSAGE_DELAY_SECONDS,
+        **facts,
     )
     report["dead_letters_after_first_drain"] = first
     return report

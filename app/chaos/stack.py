@@ -24,6 +24,11 @@ from app.stack.stack import Process, Stack
 from app.transport import QueueUrls
 
 MARKER = ".tasklease-chaos"  # only a directory holding this file is ever wiped
+# Waits on a short clock: a timer longer than this delay cap is woken through the
+# sweeper (as one longer than SQS's 15 minutes is on AWS), and a wake-up lost with the
+# broker is re-sent this long after it was due.
+MAX_MESSAGE_DELAY_SECONDS = 2
+WAKE_GRACE_SECONDS = 3.0
 
 
 class Unavailable(errors.TaskleaseError):
@@ -127,6 +132,8 @@ class ChaosStack(Stack):
             "TASKLEASE_LOST_MESSAGE_SECONDS": "8",
             # A message SQS moves to the DLQ itself is reconciled within the run.
             "TASKLEASE_DLQ_SCAN_INTERVAL_SECONDS": "5",
+            "TASKLEASE_MAX_MESSAGE_DELAY_SECONDS": str(MAX_MESSAGE_DELAY_SECONDS),
+            "TASKLEASE_WAKE_GRACE_SECONDS": str(WAKE_GRACE_SECONDS),
             "TASKLEASE_MODEL_PROVIDER": "fake",
             "TASKLEASE_FAKE_MODEL_LOG": str(self.dir / "model-calls.jsonl"),
             "TASKLEASE_FAKE_MODEL_LATENCY_MS": "50",

@@ -146,7 +146,11 @@ def env(
 
 
 def chaos(
-    jobs: Annotated[int, typer.Option(min=1, help="support.triage jobs to submit")] = 200,
+    jobs: Annotated[int, typer.Option(min=1, help="jobs to submit")] = 200,
+    waiting: Annotated[
+        float,
+        typer.Option(min=0, max=1, help="share of the jobs that wait: naps, approvals, fan-outs"),
+    ] = 0.3,
     workers: Annotated[int, typer.Option(min=1, max=16, help="worker processes")] = 3,
     sqs: Annotated[str, typer.Option(help="moto (started here) or localstack")] = "moto",
     transient_rate: Annotated[float, typer.Option(min=0, max=1, help="fake model")] = 0.2,
@@ -177,6 +181,7 @@ def chaos(
     code = chaos_mod.main(
         chaos_mod.Config(
             jobs=jobs,
+            waiting=waiting,
             workers=workers,
             sqs=sqs,
             transient_rate=transient_rate,

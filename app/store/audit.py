@@ -24,6 +24,12 @@ async def count_in_states(database: Database, ids: Sequence[str], states: Sequen
     return int(row["n"]) if row else 0
 
 
+async def count_unfinished(database: Database, final: Sequence[str]) -> int:
+    """How many jobs (submitted or spawned) are in none of the ``final`` states."""
+    row = await database.fetch_one(q("audit_count_unfinished"), {"states": list(final)})
+    return int(row["n"]) if row else 0
+
+
 async def dead_letter_errors(database: Database) -> list[str | None]:
     """The last error of every dead-lettered job."""
     return [r["last_error"] for r in await database.fetch(q("audit_dead_letter_errors"))]
@@ -35,9 +41,13 @@ async def transient_dead_letter_ids(database: Database) -> list[Any]:
 
 
 async def witnesses(database: Database) -> dict[str, Any]:
-    """Every job, event and effect, and the effect rows recorded twice: the checker's input."""
+    """Every job, event, effect and callback, the effect rows recorded twice, and the
+    database's clock when they were read: the checker's input."""
+    now = await database.fetch_one(q("audit_now"))
     return {
+        "now": now["now"] if now else None,
         "jobs": await database.fetch(q("audit_jobs")),
+        "callbacks": await database.fetch(q("audit_callbacks")),
         "events": await database.fetch(q("audit_events")),
         "effects": await database.fetch(q("audit_effects")),
         "duplicated_effect_rows": len(await database.fetch(q("audit_duplicated_effects"))),

@@ -153,7 +153,7 @@ def chaos_report(why: str) -> dict[str, Any]:
     )
     return {
         **counts,
-        **dict.fromkeys(("lost", "duplicated_effects", "duplicated_completions"), 0),
+        **dict.fromkeys(("lost", "duplicated_effects", "duplicated_completions", "stuck_waits"), 0),
         "unexpected": 1,
         "duplicated_effect_rows": 0,
         "duplicated_deliveries": 0,
@@ -167,13 +167,25 @@ def chaos_report(why: str) -> dict[str, Any]:
             "ok_repeats_after_a_kill": 0,
             "ok_repeats_otherwise": 0,
         },
+        "waits": {
+            "suspensions": 0,
+            "woken_when_due": 0,
+            "woken_by_answer_or_children": 0,
+            "callbacks_answered": 0,
+            "duplicate_answers_refused": 0,
+            "duplicate_answers_accepted": 0,
+            "callbacks_timed_out": 0,
+            "children_spawned": 0,
+        },
+        "by_kind": {},
         "dead_letters_after_first_drain": 0,
         "redriven": 0,
         "dead_lettered_by_cause": {},
         "faults": {"kills": 0, "sqs_restarts": 0, "pg_restarts": 0, "unbidden_exits": []},
         "timings": {},
-        "unexpected_jobs": [{"ticket": "C-[b]1", "job_id": "j", "why": why}],
+        "unexpected_jobs": [{"ref": "C-[b]1", "job_id": "j", "why": why}],
         "lost_jobs": [],
+        "stuck_wait_jobs": [],
     }
 
 

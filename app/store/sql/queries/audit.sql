@@ -15,9 +15,13 @@ SELECT last_error FROM jobs WHERE state = 'dead_lettered';
 SELECT id FROM jobs
 WHERE state = 'dead_lettered' AND coalesce(last_error, '') NOT LIKE 'permanent:%%';
 
+-- name: audit_count_unfinished
+SELECT count(*) AS n FROM jobs WHERE state::text <> ALL(%(states)s);
+
 -- name: audit_jobs
-SELECT id::text AS id, state::text AS state, attempt, max_attempts, payload, result,
-       last_error, redrives
+SELECT id::text AS id, kind, state::text AS state, attempt, max_attempts, payload, result,
+       last_error, redrives, parent_id::text AS parent_id, spawn_key, wait_kind, wait_key,
+       wake_at, wait_rule
 FROM jobs;
 
 -- name: audit_events
@@ -26,7 +30,13 @@ SELECT job_id::text AS job_id, at, from_state::text AS from_state,
 FROM job_events ORDER BY job_id, id;
 
 -- name: audit_effects
-SELECT job_id::text AS job_id, key, attempt, recorded_at FROM effects;
+SELECT job_id::text AS job_id, key, attempt, result, recorded_at FROM effects;
+
+-- name: audit_callbacks
+SELECT job_id::text AS job_id, key, state, result, error, deadline, answered_at FROM callbacks;
+
+-- name: audit_now
+SELECT now() AS now;
 
 -- name: audit_duplicated_effects
 SELECT job_id, key FROM effects GROUP BY job_id, key HAVING count(*) > 1;
