@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +74,24 @@ async def receive_records(
 ) -> list[dict[str, Any]]:
     messages = await engine.queue.receive(max_messages=max_messages, wait_seconds=wait)
     return [eventsource.to_record(m, queue_arn=QUEUE_ARN, region="us-east-1") for m in messages]
+
+
+FINISHED = ("succeeded", "dead_lettered", "cancelled")
+
+
+async def drain(engine: Engine, sql: Any, job_ids: list[Any], *, deadline: float = 30) -> None:
+    """Handle messages in this process until every job is finished (or the deadline passes:
+    the caller's assertions then say what is not)."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        states = sql.execute(
+            "SELECT state FROM jobs WHERE id = ANY(%s::uuid[])", ([str(j) for j in job_ids],)
+        ).fetchall()
+        if len(states) == len(job_ids) and all(r["state"] in FINISHED for r in states):
+            return
+        records = await receive_records(engine, wait=1)
+        if records:
+            await engine.handle({"Records": records}, None)
 
 
 async def submit(engine: Engine, kind: str, payload: dict[str, Any], **kw: Any) -> Any:
