@@ -211,6 +211,14 @@ async def test_a_callback_answered_before_its_timeout_wakes_the_job_with_the_ans
     check_invariants(sql, stack, [job_id])
 
 
+async def refused_as_expired(engine: Engine, token: str) -> None:
+    """An answer and a heartbeat are both NotFound (404): the token has expired."""
+    with pytest.raises(errors.NotFound, match="past its deadline"):
+        await callbacks.answer(engine.db, engine.queue, token, result="late")
+    with pytest.raises(errors.NotFound, match="past its deadline"):
+        await callbacks.heartbeat(engine.db, token)
+
+
 @pytest.mark.asyncio
 async def test_a_callback_answered_after_its_timeout_is_not_found_and_the_code_escalates(
     stack: Stack, sql: Any
@@ -219,19 +227,13 @@ async def test_a_callback_answered_after_its_timeout_is_not_found_and_the_code_e
         job_id, token = await waiting_for_approval(engine, sql, 1)
         wait_until_db_passes(sql, callback_row(sql, job_id)["deadline"])
         # Past the deadline, before the job's code has seen it: expired, 404.
-        with pytest.raises(errors.NotFound):
-            await callbacks.answer(engine.db, engine.queue, token, result="late")
-        with pytest.raises(errors.NotFound):
-            await callbacks.heartbeat(engine.db, token)
+        await refused_as_expired(engine, token)
         await drain(engine, sql, [job_id])
         row = job_row(sql, job_id)
         assert row["result"] == {"approved": False, "escalated": True}, describe(sql, job_id)
         assert callback_row(sql, job_id)["state"] == "timed_out"
         # And once the code timed it out: still expired (404), not "answered" (409).
-        with pytest.raises(errors.NotFound):
-            await callbacks.answer(engine.db, engine.queue, token, result="later still")
-        with pytest.raises(errors.NotFound):
-            await callbacks.heartbeat(engine.db, token)
+        await refused_as_expired(engine, token)
     assert callback_row(sql, job_id)["result"] is None
     check_invariants(sql, stack, [job_id])
 
@@ -372,6 +374,38 @@ async def test_twenty_children_at_least_fifteen_with_three_failing_for_good_succ
 
 
 @pytest.mark.asyncio
+async def test_a_spawn_run_again_after_its_record_was_lost_makes_no_second_child(
+    stack: Stack, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent's attempt ends between the child's insert and the spawn's record (as a
+    crash there would): the next attempt spawns under the same key and gets that child."""
+    record = store.effects.record
+    lost: list[str] = []
+
+    async def lost_once(db: Any, **kw: Any) -> Any:
+        if kw["key"].startswith("spawn:") and not lost:
+            lost.append(kw["key"])
+            raise errors.LeaseLost()  # the attempt stops here, writing nothing more
+        return await record(db, **kw)
+
+    monkeypatch.setattr(store.effects, "record", lost_once)
+    async with engine_for(stack.settings) as engine:
+        parent = await submit(engine, "demo.fanout", {"children": 1})
+        await drain(engine, sql, [parent])
+    assert lost == ["spawn:child-0"]
+    row = job_row(sql, parent)
+    assert row["state"] == JobState.SUCCEEDED, describe(sql, parent)
+    kids = children_of(sql, parent)
+    assert [k["spawn_key"] for k in kids] == ["child-0"], kids
+    assert row["attempt"] == 2 and row["result"]["succeeded"] == 1, describe(sql, parent)
+    spawned = sql.execute(
+        "SELECT result FROM effects WHERE job_id = %s AND key = 'spawn:child-0'", (parent,)
+    ).fetchone()
+    assert spawned["result"] == str(kids[0]["id"])
+    check_invariants(sql, stack, [parent, kids[0]["id"]])
+
+
+@pytest.mark.asyncio
 async def test_cancelling_a_parent_mid_gather_cancels_its_unfinished_children(
     stack: Stack, sql: Any
 ) -> None:
@@ -448,3 +482,20 @@ async def test_the_sql_gather_rule_agrees_with_the_python_one(stack: Stack, sql:
         assert row["d"] == (in_python is not None), (r, as_seen, in_python)
         outcomes.add(in_python)
     assert outcomes == {True, False, None}  # every outcome was met
+
+
+@pytest.mark.asyncio
+async def test_the_invariants_pass_a_waiting_job_but_not_one_whose_answer_came(
+    stack: Stack, sql: Any
+) -> None:
+    """A checker that cannot fail proves nothing: forge an answer that woke nobody."""
+    async with engine_for(stack.settings) as engine:
+        job_id, _ = await waiting_for_approval(engine, sql, 600)
+    check_invariants(sql, stack, [job_id], settled=False)  # waiting: on its way
+    with pytest.raises(pytest.fail.Exception, match="1: state waiting after the drain"):
+        check_invariants(sql, stack, [job_id])  # but not settled
+
+    sql.execute("UPDATE callbacks SET state = 'succeeded' WHERE job_id = %s", (job_id,))
+    with pytest.raises(pytest.fail.Exception) as failed:
+        check_invariants(sql, stack, [job_id], settled=False)
+    assert "still waiting for callback 'approve' whose condition is met" in str(failed.value)
