@@ -91,7 +91,18 @@ async def drain(engine: Engine, sql: Any, job_ids: list[Any], *, deadline: float
             return
         records = await receive_records(engine, wait=1)
         if records:
-            await engine.handle({"Records": records}, None)
+            await handle_and_ack(engine, records)
+
+
+async def handle_and_ack(engine: Engine, records: list[dict[str, Any]]) -> None:
+    """Handle a batch and delete the messages it did not report as failures, as the event
+    source mapping (Lambda's, or the worker's) does: a message the engine is done with must
+    not come back after its visibility timeout as an extra wake-up."""
+    response = await engine.handle({"Records": records}, None)
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    done = [r["receiptHandle"] for r in records if r["messageId"] not in failed]
+    if done:
+        await engine.queue.delete_batch(done)
 
 
 async def submit(engine: Engine, kind: str, payload: dict[str, Any], **kw: Any) -> Any:

@@ -20,7 +20,7 @@ from app.services import callbacks, jobs, sweeper
 from app.states import JobState
 from app.worker.engine import Engine
 from tests.conftest import Stack, job_row
-from tests.helpers import drain, engine_for, receive_records, submit
+from tests.helpers import drain, engine_for, handle_and_ack, receive_records, submit
 from tests.invariants import check_invariants, describe, timeline
 
 pytestmark = pytest.mark.integration
@@ -33,7 +33,7 @@ async def handle_next(engine: Engine, sql: Any, *job_ids: Any, deadline: float =
     while left and time.monotonic() < end:
         records = await receive_records(engine, wait=1)
         if records:
-            await engine.handle({"Records": records}, None)
+            await handle_and_ack(engine, records)
             left -= {j for j in left if any(j in r["body"] for r in records)}
     if left:
         pytest.fail(
@@ -499,3 +499,33 @@ async def test_the_invariants_pass_a_waiting_job_but_not_one_whose_answer_came(
     with pytest.raises(pytest.fail.Exception) as failed:
         check_invariants(sql, stack, [job_id], settled=False)
     assert "still waiting for callback 'approve' whose condition is met" in str(failed.value)
+
+
+@pytest.mark.asyncio
+async def test_a_wake_up_that_raced_its_due_time_is_sent_again_at_once(
+    stack: Stack, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim read the clock a moment before the timer was due, the look after it a
+    moment after: the message must not be dropped (only the sweeper's grace, a minute by
+    default, would wake the job then)."""
+    async with engine_for(stack.settings) as engine:
+        job_id = await submit(engine, "demo.nap", {"seconds": 1})
+        await handle_next(engine, sql, job_id)
+        wait_until_db_passes(sql, job_row(sql, job_id)["wake_at"])
+        claim = store.leases.claim_batch
+        missed: list[int] = []
+
+        async def too_early(db: Any, **kw: Any) -> Any:
+            if not missed:
+                missed.append(len(kw["job_ids"]))
+                return {}
+            return await claim(db, **kw)
+
+        monkeypatch.setattr(store.leases, "claim_batch", too_early)
+        await handle_next(engine, sql, job_id)
+        assert missed == [1] and job_row(sql, job_id)["state"] == JobState.WAITING
+        await drain(engine, sql, [job_id], deadline=10)
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.SUCCEEDED, describe(sql, job_id)
+    assert row["runs"] == 2, describe(sql, job_id)
+    check_invariants(sql, stack, [job_id])
