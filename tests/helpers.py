@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +74,35 @@ async def receive_records(
 ) -> list[dict[str, Any]]:
     messages = await engine.queue.receive(max_messages=max_messages, wait_seconds=wait)
     return [eventsource.to_record(m, queue_arn=QUEUE_ARN, region="us-east-1") for m in messages]
+
+
+FINISHED = ("succeeded", "dead_lettered", "cancelled")
+
+
+async def drain(engine: Engine, sql: Any, job_ids: list[Any], *, deadline: float = 30) -> None:
+    """Handle messages in this process until every job is finished (or the deadline passes:
+    the caller's assertions then say what is not)."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        states = sql.execute(
+            "SELECT state FROM jobs WHERE id = ANY(%s::uuid[])", ([str(j) for j in job_ids],)
+        ).fetchall()
+        if len(states) == len(job_ids) and all(r["state"] in FINISHED for r in states):
+            return
+        records = await receive_records(engine, wait=1)
+        if records:
+            await handle_and_ack(engine, records)
+
+
+async def handle_and_ack(engine: Engine, records: list[dict[str, Any]]) -> None:
+    """Handle a batch and delete the messages it did not report as failures, as the event
+    source mapping (Lambda's, or the worker's) does: a message the engine is done with must
+    not come back after its visibility timeout as an extra wake-up."""
+    response = await engine.handle({"Records": records}, None)
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    done = [r["receiptHandle"] for r in records if r["messageId"] not in failed]
+    if done:
+        await engine.queue.delete_batch(done)
 
 
 async def submit(engine: Engine, kind: str, payload: dict[str, Any], **kw: Any) -> Any:

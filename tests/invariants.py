@@ -7,7 +7,9 @@ test that kills something ends with ``check_invariants``; a test that dead-lette
 a job ends with ``redrive_and_check`` (invariant 4).
 
 1. A job accepted with 202 is never lost: it ends succeeded, dead_lettered or
-   cancelled, or (``settled=False``) is still visibly on its way.
+   cancelled, or (``settled=False``) is still visibly on its way; a ``waiting`` job is
+   on its way (it says what for and holds no lease), unless what it waits for has come
+   (its callback answered, its gather decided): then nothing would ever wake it.
 2. No effect recorded twice; no job completed twice; the model asked once per
    triage; the webhook delivered once per idempotency key. The one documented
    window (DESIGN.md "Effects" 4: the outside call returned, the process died
@@ -151,7 +153,7 @@ def check_invariants(
         outbox = sql.execute(
             "SELECT count(*) AS n FROM outbox WHERE job_id = %s", (job_id,)
         ).fetchone()["n"]
-        problems[job_id] += checker.job_violations(
+        found = checker.job_violations(
             job_id,
             row,
             timeline(sql, job_id),
@@ -160,6 +162,7 @@ def check_invariants(
             outside,
             settled=settled,
         )
+        problems[job_id] += _with_waits(sql, row, found, settled=settled)
     for key, found in checker.delivery_violations(outside):
         problems[_job_of(key)].append(found)
 
@@ -171,6 +174,27 @@ def check_invariants(
             if job_id is not None:
                 report.append(describe(sql, job_id))
         pytest.fail("invariants violated:\n" + "\n".join(report), pytrace=False)
+
+
+def _with_waits(
+    sql: Any, row: dict[str, Any] | None, found: list[str], *, settled: bool
+) -> list[str]:
+    """Invariant 1 with waits: a waiting job is on its way (the checker's own list of
+    states on their way may not know it) unless its condition is met."""
+    if row is None or row["state"] != JobState.WAITING:
+        return found
+    if not settled:
+        found = [f for f in found if not f.startswith("1: state waiting")]
+    if row["wait_kind"] is None:
+        found.append("1: waiting, but for nothing: nothing would ever wake it")
+    if row["lease_token"] is not None:
+        found.append("1: waiting but still holds a lease token")
+    met = sql.execute("SELECT wait_answered(j) AS met FROM jobs j WHERE id = %s", (row["id"],))
+    if met.fetchone()["met"]:
+        found.append(
+            f"1: still waiting for {row['wait_kind']} {row['wait_key']!r} whose condition is met"
+        )
+    return found
 
 
 def _job_of(key: str) -> uuid.UUID | None:

@@ -12,6 +12,17 @@ first attempt once its N-th effect is recorded (the AFTER_EFFECT crash point);
 ``crash_inside_effect=N`` once the N-th effect's function returned but before it
 is recorded (INSIDE_EFFECT: that function runs again). A second attempt then
 replays the store, as another worker would.
+
+A kind that waits ends the run with ``KindSuspended`` (its ``wait`` says for what);
+answer its callback, finish its children or advance the clock on ``store``, then
+``resume`` it: its code runs again from the top, replaying what was recorded.
+
+```python
+with pytest.raises(KindSuspended) as waiting:
+    await run_kind(approval, {"timeout_seconds": 60})
+waiting.value.store.answer("approve", result={"ok": True})
+run = await waiting.value.resume(approval, {"timeout_seconds": 60})
+```
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from app.config import Settings
 from app.kinds.context import JobContext
 from app.kinds.deps import close
 from app.kinds.kind import Kind
-from app.kinds.waits import CallbackStatus, ChildStatus
+from app.kinds.waits import CallbackStatus, ChildStatus, Wait
 
 D = TypeVar("D")
 R = TypeVar("R")
@@ -130,6 +141,35 @@ class MemoryContext(JobContext[D]):
         return [self.store.children[i] for i in ids]
 
 
+class KindSuspended(errors.Suspend):
+    """The run ended with the job waiting, as the worker would leave it ``waiting``:
+    ``wait`` says for what. ``resume`` runs it again on the same store and job id (the
+    attempt is not used up: a wait gives it back)."""
+
+    def __init__(
+        self,
+        wait: Wait,
+        *,
+        store: EffectStore,
+        job_id: uuid.UUID,
+        attempt: int,
+        ran: list[str],
+        replayed: list[str],
+    ) -> None:
+        super().__init__(wait)
+        self.store = store
+        self.job_id = job_id
+        self.attempt = attempt
+        self.ran = ran  # effects whose function ran in this call, over every attempt
+        self.replayed = replayed  # effects the suspended attempt returned from the record
+
+    async def resume(self, kind: Kind[D, Any, R], payload: Any, **options: Any) -> KindRun[R]:
+        """Run the kind again after the wait (it may suspend again)."""
+        return await run_kind(
+            kind, payload, store=self.store, job_id=self.job_id, attempt=self.attempt, **options
+        )
+
+
 @dataclass(frozen=True)
 class KindRun(Generic[R]):
     """What running a kind to its end did."""
@@ -158,7 +198,8 @@ async def run_kind(
     """Run ``kind`` on ``payload`` (a dict or its model), with a replay after a
     simulated crash when one is asked for. Without ``deps``, the kind's factory builds
     them from ``settings`` (default: the environment's), and they are closed after.
-    The kind's own exceptions (Retry, PermanentError, ...) propagate."""
+    The kind's own exceptions (Retry, PermanentError, ...) propagate; a kind that waits
+    raises KindSuspended (resume it on the same ``store`` and ``job_id``)."""
     store = store if store is not None else EffectStore()
     job_id = job_id or uuid.uuid4()
     parsed = kind.parse(payload)
@@ -185,6 +226,15 @@ async def run_kind(
                 crash = {}  # the next attempt runs to its end
                 attempt += 1
                 continue
+            except errors.Suspend as waits:
+                raise KindSuspended(
+                    waits.wait,
+                    store=store,
+                    job_id=job_id,
+                    attempt=attempt,
+                    ran=[*ran, *ctx.ran],
+                    replayed=ctx.replayed,
+                ) from None
             finally:
                 ran.extend(ctx.ran)
             result = kind.check_result(value)

@@ -11,7 +11,7 @@ import hashlib
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from app import crashpoints, errors, store
 from app.services import outbox, server_secret
@@ -71,10 +71,7 @@ async def answer(
         db, digest, state=state, result=result, error=error[:MAX_ERROR_CHARS] if error else None
     )
     if done is None:
-        found = await store.waits.callback_by_token(db, digest)
-        if found is not None and found[0].state != "pending":
-            raise errors.Conflict(f"callback already answered ({found[0].state})")
-        raise errors.NotFound("no such callback, or it is past its deadline")
+        await _refused(db, digest)
     fields = {"job_id": done.job_id, "callback": done.key, "state": state}
     log.info("callback answered", extra=fields)
     crashpoints.hit(crashpoints.Point.AFTER_CALLBACK_ANSWER, **fields)
@@ -91,8 +88,18 @@ async def heartbeat(db: store.Database, token: str) -> dt.datetime:
     """Push a pending callback's deadline by its timeout; the new deadline."""
     deadline = await store.waits.heartbeat_callback(db, _checked(token))
     if deadline is None:
-        found = await store.waits.callback_by_token(db, _checked(token))
-        if found is not None and found[0].state != "pending":
-            raise errors.Conflict(f"callback already answered ({found[0].state})")
-        raise errors.NotFound("no such callback, or it is past its deadline")
+        await _refused(db, _checked(token))
     return deadline
+
+
+# An answer or a heartbeat refused: answered already is a Conflict (409); unknown or past
+# its deadline (timed out by the job's code or not yet) is NotFound (404), like the issue
+# says of an expired token.
+ANSWERED = ("succeeded", "failed")
+
+
+async def _refused(db: store.Database, digest: bytes) -> NoReturn:
+    found = await store.waits.callback_by_token(db, digest)
+    if found is not None and found[0].state in ANSWERED:
+        raise errors.Conflict(f"callback already answered ({found[0].state})")
+    raise errors.NotFound("no such callback, or it is past its deadline")

@@ -79,8 +79,9 @@ async def due_wakeups(
 
 
 async def early_wakeup(db: Database, job_id: uuid.UUID, *, cap: float) -> float | None:
-    """A wake-up that came early: the delay to re-send it with, or None when the sweeper
-    will send it (further away than the cap) or the job no longer waits on a time."""
+    """A wake-up that came early: the delay to re-send it with (0 when it is due by now:
+    it raced its due time), or None when the sweeper will send it (further away than the
+    cap) or the job no longer waits on a time."""
     row = await db.fetch_one(q("early_wakeup"), {"id": job_id, "cap": cap})
     if row is None or not row["send_now"]:
         return None

@@ -106,7 +106,19 @@ AT_DEATH: dict[Point, tuple[JobState, int, list[str], int]] = {
 }
 
 
-@pytest.mark.parametrize("point", list(Point), ids=[p.value for p in Point])
+# The waits' crash points have their own tests (tests/e2e/test_wait_crash_points.py).
+WAIT_POINTS = frozenset(
+    {
+        Point.AFTER_SUSPEND,
+        Point.AFTER_WAKE_MARKED,
+        Point.AFTER_CALLBACK_ANSWER,
+        Point.AFTER_CHILD_FINISHED,
+    }
+)
+HERE = [p for p in Point if p not in WAIT_POINTS]
+
+
+@pytest.mark.parametrize("point", HERE, ids=[p.value for p in HERE])
 @pytest.mark.asyncio
 async def test_a_process_killed_at_a_crash_point_leaves_every_invariant_standing(
     stack: Stack, sql: Any, point: Point

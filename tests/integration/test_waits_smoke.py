@@ -3,7 +3,6 @@ a callback and a fan-out run to the end, each holding no worker while it waits."
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -11,22 +10,9 @@ import pytest
 from app.services import callbacks
 from app.states import JobState
 from tests.conftest import Stack, job_row
-from tests.helpers import engine_for, receive_records, submit
+from tests.helpers import drain, engine_for, receive_records, submit
 
 pytestmark = pytest.mark.integration
-
-
-async def drain(engine: Any, sql: Any, job_ids: list[Any], *, deadline: float = 30) -> None:
-    """Handle messages until every job is finished (or the deadline passes)."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        if all(
-            job_row(sql, j)["state"] in ("succeeded", "dead_lettered", "cancelled") for j in job_ids
-        ):
-            return
-        records = await receive_records(engine, wait=1)
-        if records:
-            await engine.handle({"Records": records}, None)
 
 
 @pytest.mark.asyncio

@@ -49,10 +49,12 @@ RETURNING j.id, greatest(0, extract(epoch FROM j.wake_at - now()))::float8 AS de
 
 -- name: early_wakeup
 -- A wake-up that came before its due time: the caller re-sends it with the delay left
--- (due within the cap) or leaves it to the sweeper (wake_sent_at cleared).
+-- (due within the cap) or leaves it to the sweeper (wake_sent_at cleared). One that raced
+-- the due time (the claim's clock just before it, this one's just after) is re-sent at
+-- once (delay 0), not dropped.
 UPDATE jobs
 SET wake_sent_at = CASE WHEN wake_at <= now() + make_interval(secs => %(cap)s) THEN now() END
-WHERE id = %(id)s AND state = 'waiting' AND wake_at > now()
+WHERE id = %(id)s AND state = 'waiting' AND wake_at IS NOT NULL AND NOT cancel_requested
 RETURNING wake_sent_at IS NOT NULL AS send_now,
           greatest(0, extract(epoch FROM wake_at - now()))::float8 AS delay;
 
