@@ -46,6 +46,13 @@ def _checked(token: str) -> bytes:
     return token_hash(token)
 
 
+def _conflict_if_answered(found: tuple[store.waits.Callback, str] | None) -> None:
+    """Conflict for a callback answered already. One that timed out is expired, as one
+    past its deadline and not yet marked is: NotFound, like an unknown token."""
+    if found is not None and found[0].state in ("succeeded", "failed"):
+        raise errors.Conflict(f"callback already answered ({found[0].state})")
+
+
 @dataclass(frozen=True)
 class Answered:
     job_id: str
@@ -71,9 +78,7 @@ async def answer(
         db, digest, state=state, result=result, error=error[:MAX_ERROR_CHARS] if error else None
     )
     if done is None:
-        found = await store.waits.callback_by_token(db, digest)
-        if found is not None and found[0].state != "pending":
-            raise errors.Conflict(f"callback already answered ({found[0].state})")
+        _conflict_if_answered(await store.waits.callback_by_token(db, digest))
         raise errors.NotFound("no such callback, or it is past its deadline")
     fields = {"job_id": done.job_id, "callback": done.key, "state": state}
     log.info("callback answered", extra=fields)
@@ -91,8 +96,6 @@ async def heartbeat(db: store.Database, token: str) -> dt.datetime:
     """Push a pending callback's deadline by its timeout; the new deadline."""
     deadline = await store.waits.heartbeat_callback(db, _checked(token))
     if deadline is None:
-        found = await store.waits.callback_by_token(db, _checked(token))
-        if found is not None and found[0].state != "pending":
-            raise errors.Conflict(f"callback already answered ({found[0].state})")
+        _conflict_if_answered(await store.waits.callback_by_token(db, _checked(token)))
         raise errors.NotFound("no such callback, or it is past its deadline")
     return deadline
