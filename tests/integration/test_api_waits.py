@@ -123,9 +123,15 @@ def test_a_callback_answered_by_its_token_wakes_the_job_once_without_an_api_key(
     assert cb["state"] == "succeeded" and cb["result"] == {"ok": 1} and cb["answered_at"]
 
 
-def test_an_error_answer_fails_the_callback(api: Any, stack: Stack, sql: Any) -> None:
+def test_an_error_answer_fails_the_callback_also_behind_an_authorizer(
+    api: Any, api_with: Any, stack: Stack, sql: Any
+) -> None:
+    """Under TASKLEASE_AUTH_MODE=authorizer (API Gateway checked the caller) the callback
+    routes still need no identity: their route has no authorizer, and the token is it."""
     job_id, token = waiting_approval(api, stack, sql)
-    resp = api.post(f"/v1/callbacks/{token}", json={"error": "rejected by Sam"})
+    behind = api_with(auth_mode="authorizer").client
+    assert behind.get("/v1/jobs").status_code == 401  # no authorizer context: no caller
+    resp = behind.post(f"/v1/callbacks/{token}", json={"error": "rejected by Sam"})
     assert resp.status_code == 200, resp.text
     assert resp.json()["state"] == "failed" and resp.json()["woken"] is True
     (cb,) = api.get(f"/v1/jobs/{job_id}/callbacks").json()
