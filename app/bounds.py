@@ -25,5 +25,8 @@ MAX_IDEMPOTENCY_KEY_CHARS = 200
 TENANT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}"
 # An API key's name (api_keys.name CHECK).
 MAX_KEY_NAME_CHARS = 100
+# How far ahead a job may be submitted to run (POST /v1/jobs run_at and delay_seconds,
+# `tasklease submit --delay/--run-at`): a year, like the longest wait a kind may ask for.
+MAX_DELAY_SECONDS = 366 * 24 * 3600
 # One page of GET /v1/jobs and GET /v1/dead-letters.
 MAX_PAGE = 200

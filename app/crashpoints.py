@@ -28,7 +28,8 @@ class Point(enum.StrEnum):
     WHILE_DEAD_LETTERING = "while_dead_lettering"  # DLQ message sent, row not yet marked
     # A redrive past the job's redrive budget was refused; the message is not deleted yet.
     AFTER_REDRIVE_REFUSED = "after_redrive_refused"
-    AFTER_OUTBOX_COMMIT = "after_outbox_commit"  # API: job committed, message not sent
+    # API: job committed, message not sent (a delayed job: its wake-up not marked nor sent)
+    AFTER_OUTBOX_COMMIT = "after_outbox_commit"
     # Waits (README "Jobs that wait"):
     AFTER_SUSPEND = "after_suspend"  # the row says waiting; wake-up not sent, message not deleted
     AFTER_WAKE_MARKED = "after_wake_marked"  # sweeper: wake-up marked sent, not sent yet

@@ -105,6 +105,25 @@ resource "aws_apigatewayv2_route" "default" {
   )
 }
 
+# The callback routes take no API key and no authorizer, whatever api_auth_mode says: the
+# token in the path is their credential (like Step Functions' task tokens), handed to an
+# outside party (a person, a tool's webhook) that has no tenant's key. The app answers
+# them without the key check (app/api/routes/callbacks.py); an unknown or expired token
+# is 404. More specific than $default, so API Gateway picks these for the two paths.
+resource "aws_apigatewayv2_route" "callbacks" {
+  #checkov:skip=CKV_AWS_309:open on purpose in every api_auth_mode: the callback token in the path is the credential (a 256-bit HMAC only its hash is stored of); an authorizer would ask the outside party for a key it does not have
+  for_each = toset(local.callback_routes)
+
+  api_id             = aws_apigatewayv2_api.http.id
+  route_key          = each.value
+  target             = "integrations/${aws_apigatewayv2_integration.api.id}"
+  authorization_type = "NONE"
+}
+
+locals {
+  callback_routes = ["POST /v1/callbacks/{token}", "POST /v1/callbacks/{token}/heartbeat"]
+}
+
 resource "aws_cloudwatch_log_group" "api_access" {
   #checkov:skip=CKV_AWS_158:encrypted by CloudWatch Logs' own key; a customer-managed KMS key needs an account-specific key policy, left to the operator (infra/README.md)
   name              = "/aws/apigateway/${var.name}-api"

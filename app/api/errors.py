@@ -63,6 +63,13 @@ SUBMIT: dict[int | str, dict[str, Any]] = {
     },
 }
 CONFLICT: dict[int | str, dict[str, Any]] = {409: {"model": Problem}, **COMMON}
+# The callback routes: the token is the credential, so no 401 (nor the key throttle's 429).
+OPEN: dict[int | str, dict[str, Any]] = {
+    **UNPARSEABLE,
+    404: {"model": Problem, "description": "no such callback, or it is past its deadline"},
+    409: {"model": Problem, "description": "the callback was answered already"},
+    **{code: COMMON[code] for code in (413, 415, 422, 503)},
+}
 
 # Pydantic's error types for a body that is not JSON: it never reached validation.
 _NOT_JSON = {"json_invalid", "json_type"}
@@ -74,6 +81,7 @@ _RANGES: dict[str, tuple[int, int]] = {
     "body.timeout_seconds": TIMEOUT_SECONDS,
     "query.limit": (1, bounds.MAX_PAGE),
     "body.limit": (1, redrive.MAX_LIST),
+    "body.delay_seconds": (0, bounds.MAX_DELAY_SECONDS),
 }
 
 

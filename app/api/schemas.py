@@ -8,10 +8,10 @@ import datetime as dt
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from app import bounds
-from app.services import redrive
+from app.services import callbacks, jobs, redrive
 from app.services import submit as service
 from app.states import JobState
 
@@ -44,6 +44,25 @@ class JobCreate(BaseModel):
     )
     max_attempts: int | None = Field(None, ge=MAX_ATTEMPTS[0], le=MAX_ATTEMPTS[1])
     timeout_seconds: int | None = Field(None, ge=TIMEOUT_SECONDS[0], le=TIMEOUT_SECONDS[1])
+    run_at: AwareDatetime | None = Field(
+        None,
+        description="run the job at this time (ISO 8601 with a time zone, at most a year "
+        "ahead; a time past runs now). The job waits meanwhile (state waiting, on a timer).",
+        examples=["2026-12-24T18:00:00Z"],
+    )
+    delay_seconds: float | None = Field(
+        None,
+        ge=0,
+        le=bounds.MAX_DELAY_SECONDS,
+        allow_inf_nan=False,
+        description="run the job this many seconds from now (not with run_at)",
+    )
+
+    @model_validator(mode="after")
+    def _one_time(self) -> JobCreate:
+        if self.run_at is not None and self.delay_seconds is not None:
+            raise ValueError("give run_at or delay_seconds, not both")
+        return self
 
 
 class JobBatchItem(JobCreate):
@@ -61,6 +80,8 @@ class JobBatchItem(JobCreate):
             max_attempts=self.max_attempts,
             timeout_seconds=self.timeout_seconds,
             idempotency_key=self.idempotency_key,
+            run_at=self.run_at,
+            delay_seconds=self.delay_seconds,
         )
 
 
@@ -68,6 +89,24 @@ class JobBatchCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     jobs: list[JobBatchItem] = Field(min_length=1, max_length=service.MAX_SUBMIT_BATCH)
+
+
+class WaitRule(BaseModel):
+    need: int | None = Field(description="children that must succeed (None: all)")
+    all: bool
+    tolerate: int | None = Field(description="failed children the gather tolerates")
+    count: int = Field(description="children gathered")
+
+
+class WaitingFor(BaseModel):
+    kind: Literal["timer", "callback", "children"]
+    key: str | None = Field(
+        description="the wait's key in the kind's code ('run_at' for a delayed submission)"
+    )
+    until: dt.datetime | None = Field(
+        description="a timer's due time, a callback's deadline (none for children)"
+    )
+    rule: WaitRule | None = Field(description="children only: the gather's rule")
 
 
 class JobPublic(BaseModel):
@@ -95,10 +134,100 @@ class JobPublic(BaseModel):
     updated_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
+    parent_id: uuid.UUID | None = Field(description="the job that spawned this one")
+    waiting_for: WaitingFor | None = Field(description="while waiting: what for, until when")
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> JobPublic:
-        return cls.model_validate({k: row[k] for k in cls.model_fields})
+        return cls.model_validate(cls.fields_of(row))
+
+    @classmethod
+    def fields_of(cls, row: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **{k: row[k] for k in JobPublic.model_fields if k != "waiting_for"},
+            "waiting_for": jobs.waiting_for(row),
+        }
+
+
+class ChildPublic(BaseModel):
+    id: uuid.UUID
+    kind: str
+    state: JobState
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+
+
+class JobDetail(JobPublic):
+    children: list[ChildPublic] = Field(
+        description=f"the jobs it spawned, oldest first (the first {jobs.MAX_CHILDREN_SHOWN})"
+    )
+    children_count: int = Field(description="how many jobs it spawned, in all")
+
+    @classmethod
+    def with_children(
+        cls, row: dict[str, Any], children: list[dict[str, Any]], count: int
+    ) -> JobDetail:
+        return cls.model_validate(
+            {
+                **cls.fields_of(row),
+                "children": [{k: c[k] for k in ChildPublic.model_fields} for c in children],
+                "children_count": count,
+            }
+        )
+
+
+class CallbackPublic(BaseModel):
+    """A job's callback as its owner sees it: never its token."""
+
+    key: str
+    state: Literal["pending", "succeeded", "failed", "timed_out"]
+    timeout_seconds: int
+    deadline: dt.datetime
+    heartbeats: int
+    created_at: dt.datetime
+    answered_at: dt.datetime | None
+    error: str | None
+    result: Any  # last: the one field of any size
+
+
+# --- callbacks (the token is the credential) -------------------------------------
+
+
+class CallbackAnswer(BaseModel):
+    """Exactly one of ``result`` (any JSON, null included) or ``error``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    result: Any = Field(None, examples=[{"approved": True}])
+    error: Annotated[str | None, Storable] = Field(
+        None, min_length=1, max_length=callbacks.MAX_ERROR_CHARS, examples=["rejected"]
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> CallbackAnswer:
+        given = self.model_fields_set & {"result", "error"}
+        if given == {"result", "error"}:
+            raise ValueError("give result or error, not both")
+        if not given:
+            raise ValueError("give result (any JSON) or error (a message)")
+        if "error" in given and (self.error is None or not self.error.strip()):
+            raise ValueError("error must be a non-empty message")
+        if "result" in given:
+            problem = service.unstorable(self.result)
+            if problem:
+                raise ValueError(f"result: {problem}")
+        return self
+
+
+class CallbackAnswered(BaseModel):
+    job_id: uuid.UUID
+    key: str
+    state: Literal["succeeded", "failed"]
+    woken: bool = Field(description="whether the answer woke the job (it was waiting on it)")
+
+
+class CallbackHeartbeat(BaseModel):
+    deadline: dt.datetime = Field(description="the callback's new deadline")
 
 
 class JobBatchPublic(BaseModel):

@@ -673,8 +673,16 @@ def _nothing_half_written(row: Row, events: Sequence[Row], outbox_rows: int) -> 
     found = [
         f"5: the row has no {c}" for c in ("kind", "payload", "request_hash") if row[c] is None
     ]
-    if outbox_rows < 1:
+    # A delayed submission (run_at / delay_seconds) is accepted waiting on its timer, with
+    # no outbox row: the sweeper sends a wake-up nobody marked sent (wake_sent_at).
+    delayed = bool(events) and (events[0]["from_state"], events[0]["to_state"]) == (
+        None,
+        "waiting",
+    )
+    if outbox_rows < 1 and not delayed:
         found.append("5: no outbox row: a failed first send would never be retried")
-    if not events or (events[0]["from_state"], events[0]["to_state"]) != (None, "queued"):
+    if not events or (
+        (events[0]["from_state"], events[0]["to_state"]) != (None, "queued") and not delayed
+    ):
         found.append("5: the timeline does not start with the job's acceptance (-> queued)")
     return found

@@ -3,6 +3,7 @@ every tenant unless one is named)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from typing import Annotated, Any, NamedTuple
@@ -44,6 +45,18 @@ def submit(
     tenant: Annotated[str, typer.Option(help="the tenant the job belongs to")] = (
         service.DEFAULT_TENANT
     ),
+    delay: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            max=bounds.MAX_DELAY_SECONDS,
+            help="run it this many seconds from now (it waits meanwhile)",
+        ),
+    ] = None,
+    run_at: Annotated[
+        str | None,
+        typer.Option(help="run it at this time: ISO 8601 with a time zone (2026-12-24T18:00Z)"),
+    ] = None,
 ) -> None:
     """Submit a job (the same path as POST /v1/jobs, limits included) and print its id."""
     s = runner.settings_or_exit()
@@ -52,6 +65,10 @@ def submit(
     except ValueError as exc:
         err.print(f"[red]--payload is not valid JSON:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
+    if delay is not None and run_at is not None:
+        err.print("[red]give --delay or --run-at, not both[/]")
+        raise typer.Exit(2)
+    when_ = _run_at_or_exit(run_at) if run_at is not None else None
     submitted = runner.on_clients(
         s,
         lambda c: service.submit(
@@ -64,6 +81,8 @@ def submit(
             timeout_seconds=timeout_seconds,
             idempotency_key=idempotency_key,
             tenant=auth.check_tenant(tenant),
+            run_at=when_,
+            delay_seconds=delay,
         ),
     )
     render.plain(str(submitted.job["id"]))
@@ -71,30 +90,57 @@ def submit(
         err.print("(an earlier submission with this idempotency key)")
 
 
+def _run_at_or_exit(text: str) -> dt.datetime:
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError as exc:
+        err.print(f"[red]--run-at is not an ISO 8601 time:[/] {escape(repr(text))}")
+        raise typer.Exit(2) from exc
+    if value.tzinfo is None:
+        err.print(
+            "[red]--run-at needs a time zone:[/] add Z or an offset, "
+            f"e.g. {escape(text)}Z or {escape(text)}+01:00"
+        )
+        raise typer.Exit(2)
+    return value
+
+
 class JobView(NamedTuple):
     job: dict[str, Any]
     events: list[dict[str, Any]]
     effects: list[dict[str, Any]]
+    children: list[dict[str, Any]]
+    children_count: int
+    callbacks: list[dict[str, Any]]
 
 
 async def _view(database: Database, job_id: uuid.UUID) -> JobView:
     # The operator's view: every tenant.
+    children, count = await jobs.children(database, job_id, scope=None)
     return JobView(
         await jobs.get_job(database, job_id, scope=None),
         await jobs.events(database, job_id, scope=None),
         await jobs.effects(database, job_id, scope=None),
+        children,
+        count,
+        await jobs.callbacks(database, job_id, scope=None),
     )
 
 
 @group.command("show")
 def show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
-    """A job, its timeline and its recorded effects."""
+    """A job (what it waits for, its parent), its timeline, its recorded effects, its
+    callbacks and its children."""
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
     view = runner.on_database(s, lambda database: _view(database, jid))
-    out.print(render.job(jid, view.job))
+    out.print(render.job(jid, view.job, jobs.waiting_for(view.job)))
     out.print(render.timeline(view.events))
     out.print(render.effects(view.effects))
+    if view.callbacks:
+        out.print(render.callbacks(view.callbacks))
+    if view.children_count:
+        render.print_listing(render.children(view.children, view.children_count))
 
 
 @group.command("list")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import dead_letters, jobs, keys, limits, queues, serve
+from app.cli import callbacks, dead_letters, jobs, keys, limits, queues, serve
 
 cli = typer.Typer(
     help="Durable asynchronous jobs for long AI work on SQS, Lambda and PostgreSQL.",
@@ -24,6 +24,7 @@ cli.command()(dead_letters.redrive)
 cli.command()(serve.chaos)
 cli.add_typer(queues.group, name="queues")
 cli.add_typer(jobs.group, name="jobs")
+cli.add_typer(callbacks.group, name="callbacks")
 cli.add_typer(dead_letters.group, name="dlq")
 cli.add_typer(keys.group, name="keys")
 cli.add_typer(limits.group, name="limits")

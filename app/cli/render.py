@@ -112,13 +112,56 @@ def clock(value: datetime.datetime) -> str:
     return value.strftime("%H:%M:%S.%f")[:-3]
 
 
-def job(job_id: object, row: dict[str, Any]) -> Table:
+def job(job_id: object, row: dict[str, Any], waiting_for: dict[str, Any] | None = None) -> Table:
     table = PlainTable(show_header=False, title=f"job {job_id}")
     for key in JOB_FIELDS:
         table.add_row(key, state(row[key]) if key == "state" else row[key])
+        if key == "state" and waiting_for is not None:
+            table.add_row("waiting for", waiting(waiting_for))
+    if row.get("parent_id") is not None:
+        table.add_row("parent", row["parent_id"])
     result = row["result"]
     table.add_row("result", json.dumps(result) if result is not None else "")
     return table
+
+
+def waiting(w: dict[str, Any]) -> str:
+    """What a waiting job waits for, in one line: ``timer run_at until 2026-…``,
+    ``callback approve until …``, ``children fan (at least 3 of 5, tolerating 1)``."""
+    text = f"{w['kind']} {w['key'] or ''}".rstrip()
+    rule = w.get("rule")
+    if rule:
+        need = (
+            f"all {rule['count']}" if rule["all"] else f"at least {rule['need']} of {rule['count']}"
+        )
+        text += f" ({need}, tolerating {rule['tolerate']})"
+    if w.get("until") is not None:
+        text += f" until {when(w['until'])}"
+    return text
+
+
+def callbacks(rows: list[dict[str, Any]]) -> Table:
+    table = PlainTable(
+        "key", "state", "deadline", "heartbeats", "answered", "error", title="callbacks"
+    )
+    for c in rows:
+        table.add_row(
+            c["key"],
+            c["state"],
+            when(c["deadline"]),
+            c["heartbeats"],
+            when(c["answered_at"]),
+            short(c["error"]),
+        )
+    return table
+
+
+def children(rows: list[dict[str, Any]], total: int) -> IdListing:
+    shown = f"{total} children" if len(rows) == total else f"{total} children, first {len(rows)}"
+    listing = IdListing(shown, ("kind", "state", "created"), wrap=frozenset({"created"}))
+    for r in rows:
+        listing.add(r["id"], cell(r["kind"]), state(r["state"]), cell(when(r["created_at"])))
+    return listing
 
 
 def timeline(events: list[dict[str, Any]]) -> Table:

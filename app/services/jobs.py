@@ -122,6 +122,65 @@ async def effects(
     return [effect.to_dict() for effect in await store.effects.of_job(db, job_id)]
 
 
+def waiting_for(job: dict[str, Any]) -> dict[str, Any] | None:
+    """What a waiting job waits for, as the API and the CLI show it (None unless it waits):
+    a timer until ``until`` (a delayed submission's key is 'run_at'), a callback (until its
+    deadline) or children (their rule: how many are needed, or all, how many failures are
+    tolerated, of how many)."""
+    if job["state"] != JobState.WAITING or job["wait_kind"] is None:
+        return None
+    rule = None
+    if job["wait_kind"] == "children" and isinstance(job["wait_rule"], dict):
+        r = job["wait_rule"]
+        rule = {
+            "need": r.get("need"),
+            "all": bool(r.get("all")),
+            "tolerate": r.get("tolerate"),
+            "count": len(r.get("children") or []),
+        }
+    return {
+        "kind": job["wait_kind"],
+        "key": job["wait_key"],
+        "until": job["wake_at"],
+        "rule": rule,
+    }
+
+
+# How many of a job's children `GET /v1/jobs/{id}` and `jobs show` list (the count is whole).
+MAX_CHILDREN_SHOWN = 100
+
+
+async def children(
+    db: store.Database, job_id: uuid.UUID, *, scope: str | None, limit: int = MAX_CHILDREN_SHOWN
+) -> tuple[list[dict[str, Any]], int]:
+    """A job's first ``limit`` children (oldest first), and how many it has in all."""
+    await find(db, job_id, scope=scope)
+    shown = await store.waits.children_of(db, job_id, limit=limit)
+    total = len(shown) if len(shown) < limit else await store.waits.count_children(db, job_id)
+    return [child.to_dict() for child in shown], total
+
+
+async def callbacks(
+    db: store.Database, job_id: uuid.UUID, *, scope: str | None
+) -> list[dict[str, Any]]:
+    """A job's callbacks: key, state, deadline, heartbeats, the answer; never a token."""
+    await find(db, job_id, scope=scope)
+    return [
+        {
+            "key": c.key,
+            "state": c.state,
+            "timeout_seconds": c.timeout_seconds,
+            "deadline": c.deadline,
+            "heartbeats": c.heartbeats,
+            "created_at": c.created_at,
+            "answered_at": c.answered_at,
+            "result": c.result,
+            "error": c.error,
+        }
+        for c in await store.waits.callbacks_of(db, job_id)
+    ]
+
+
 async def cancel(db: store.Database, job_id: uuid.UUID, *, scope: str | None) -> dict[str, Any]:
     """Cancel a job: at once when no live lease holds it; otherwise ask its worker, whose
     heartbeat stops the job and marks it cancelled. A finished job is a Conflict."""

@@ -8,6 +8,7 @@ Reading and cancelling jobs live in ``app.services.jobs``, the send path in
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -18,7 +19,7 @@ from typing import Any
 
 from app import bounds, crashpoints, errors, kinds, store
 from app.config import Settings
-from app.services import auth, outbox
+from app.services import auth, outbox, wakeups
 from app.store.jobs import NewRow
 from app.store.records import Admission, OutboxRow
 from app.transport import Transport
@@ -51,20 +52,55 @@ class NewJob:
     max_attempts: int | None = None
     timeout_seconds: int | None = None
     idempotency_key: str | None = None
+    run_at: dt.datetime | None = None  # with a time zone; at most a year ahead
+    delay_seconds: float | None = None  # 0 to a year; not both
 
 
-def request_hash(kind: str, payload: Any, max_attempts: int, timeout_seconds: int) -> str:
-    canonical = json.dumps(
-        {
-            "kind": kind,
-            "payload": payload,
-            "max_attempts": max_attempts,
-            "timeout": timeout_seconds,
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-    )
+def request_hash(
+    kind: str,
+    payload: Any,
+    max_attempts: int,
+    timeout_seconds: int,
+    *,
+    run_at: dt.datetime | None = None,
+    delay_seconds: float | None = None,
+) -> str:
+    """What an Idempotency-Key is bound to. When the job should run is part of the request
+    (the same key asking for another time is a 409), added only when asked for, so the
+    hashes of requests without it are the ones stored before it existed."""
+    request: dict[str, Any] = {
+        "kind": kind,
+        "payload": payload,
+        "max_attempts": max_attempts,
+        "timeout": timeout_seconds,
+    }
+    if run_at is not None:
+        request["run_at"] = run_at.astimezone(dt.UTC).isoformat()
+    if delay_seconds is not None:
+        request["delay_seconds"] = delay_seconds
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _check_timing(new: NewJob) -> None:
+    """run_at or delay_seconds, not both, within a year; run_at with its time zone."""
+    if new.run_at is not None and new.delay_seconds is not None:
+        raise errors.BadRequest("give run_at or delay_seconds, not both")
+    if new.delay_seconds is not None and not (
+        math.isfinite(new.delay_seconds) and 0 <= new.delay_seconds <= bounds.MAX_DELAY_SECONDS
+    ):
+        raise errors.BadRequest(
+            f"delay_seconds must be between 0 and {bounds.MAX_DELAY_SECONDS} (a year)"
+        )
+    if new.run_at is not None:
+        if new.run_at.tzinfo is None or new.run_at.utcoffset() is None:
+            raise errors.BadRequest(
+                "run_at needs a time zone (ISO 8601 with Z or an offset, e.g. "
+                "2026-12-24T18:00:00+01:00)"
+            )
+        latest = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=bounds.MAX_DELAY_SECONDS)
+        if new.run_at > latest:
+            raise errors.BadRequest("run_at must be at most a year from now")
 
 
 async def submit(
@@ -80,9 +116,14 @@ async def submit(
     tenant: str = DEFAULT_TENANT,
     sender: outbox.OutboxSender | None = None,
     key_id: str | None = None,
+    run_at: dt.datetime | None = None,
+    delay_seconds: float | None = None,
 ) -> Submitted:
-    """Validate, write the job and its outbox row in one statement, commit, then send."""
-    new = NewJob(kind, payload, max_attempts, timeout_seconds, idempotency_key)
+    """Validate, write the job and its outbox row in one statement, commit, then send
+    (a delayed job: written waiting on its timer, its wake-up sent delayed)."""
+    new = NewJob(
+        kind, payload, max_attempts, timeout_seconds, idempotency_key, run_at, delay_seconds
+    )
     (submitted,) = await submit_many(
         settings, db, queue, [new], tenant=tenant, sender=sender, key_id=key_id
     )
@@ -91,6 +132,7 @@ async def submit(
 
 def validated(settings: Settings, new: NewJob) -> NewRow:
     """The job as the insert takes it; BadRequest (or NotFound: no such kind) says why not."""
+    _check_timing(new)
     k = kinds.get(new.kind)
     problem = unstorable(new.payload)
     if problem:
@@ -112,8 +154,25 @@ def validated(settings: Settings, new: NewJob) -> NewRow:
     if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
         raise errors.BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
     stored_payload = parsed.model_dump(mode="json", exclude_unset=True)
-    digest = request_hash(new.kind, stored_payload, attempts, timeout)
-    return NewRow(uuid.uuid4(), new.kind, stored_payload, attempts, timeout, key, digest)
+    digest = request_hash(
+        new.kind,
+        stored_payload,
+        attempts,
+        timeout,
+        run_at=new.run_at,
+        delay_seconds=new.delay_seconds,
+    )
+    return NewRow(
+        uuid.uuid4(),
+        new.kind,
+        stored_payload,
+        attempts,
+        timeout,
+        key,
+        digest,
+        run_at=new.run_at,
+        delay_seconds=new.delay_seconds,
+    )
 
 
 async def submit_many(
@@ -169,6 +228,8 @@ async def submit_many(
         out.append(Submitted(job=existing.to_dict(), created=False))
     if written.outbox:
         await _send_after_commit(db, queue, written.outbox, sender)
+    if written.delayed:
+        await _send_delayed(settings, db, queue, written.delayed)
     return out
 
 
@@ -217,6 +278,28 @@ async def _send_after_commit(
             "fast-path send failed; the outbox relay will send it: %s",
             exc,
             extra={"job_id": rows[0].job_id, "count": len(rows)},
+        )
+
+
+async def _send_delayed(
+    settings: Settings, db: store.Database, queue: Transport, job_ids: list[uuid.UUID]
+) -> None:
+    """The delayed jobs are committed, waiting on their timers: the wake-ups due within
+    SQS's delay cap go now with their delay; later ones are the sweeper's, as is any this
+    process dies before sending (their wake_sent_at is NULL until marked here)."""
+    for job_id in job_ids:
+        crashpoints.hit(crashpoints.Point.AFTER_OUTBOX_COMMIT, job_id=job_id)
+    try:
+        due = await store.jobs.mark_delayed_wakeups(
+            db, job_ids, cap=settings.max_message_delay_seconds
+        )
+        if due:
+            await wakeups.send(queue, due)
+    except errors.TaskleaseError as exc:
+        log.warning(
+            "delayed wake-up not sent; the sweeper will send it: %s",
+            exc,
+            extra={"job_id": job_ids[0], "count": len(job_ids)},
         )
 
 

@@ -26,6 +26,10 @@ class NewRow:
     timeout_seconds: int
     idempotency_key: str | None
     request_hash: str
+    # When to run it: at ``run_at``, or ``delay_seconds`` after the insert (the database's
+    # clock); neither, or a time already past: now.
+    run_at: dt.datetime | None = None
+    delay_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -39,11 +43,13 @@ class Limits:
 
 @dataclass(frozen=True)
 class Insertion:
-    """What insert_jobs answered: its verdict, and the jobs it wrote with their outbox rows."""
+    """What insert_jobs answered: its verdict, and the jobs it wrote with their outbox rows
+    (a delayed job, written waiting on its timer, has none: ``delayed`` lists them)."""
 
     admission: Admission
     jobs: list[Job]
     outbox: list[OutboxRow]
+    delayed: list[uuid.UUID]
 
 
 async def insert(
@@ -67,6 +73,8 @@ async def insert(
             "timeouts": [r.timeout_seconds for r in rows],
             "idempotency_keys": [r.idempotency_key for r in rows],
             "request_hashes": [r.request_hash for r in rows],
+            "run_ats": [r.run_at for r in rows],
+            "delays": [r.delay_seconds for r in rows],
             "rate": limits.rate_per_second,
             "burst": limits.burst,
             "max_in_flight": limits.max_in_flight,
@@ -78,8 +86,23 @@ async def insert(
         # The statement answers its verdict on every row, and one row when it wrote none.
         admission=Admission.from_row(written[0]),
         jobs=[Job.from_row(row) for row in made],
-        outbox=[OutboxRow(id=row["outbox_id"], job_id=row["id"]) for row in made],
+        outbox=[
+            OutboxRow(id=row["outbox_id"], job_id=row["id"])
+            for row in made
+            if row["outbox_id"] is not None
+        ],
+        delayed=[row["id"] for row in made if row["outbox_id"] is None],
     )
+
+
+async def mark_delayed_wakeups(
+    db: Database, job_ids: Sequence[uuid.UUID], *, cap: float
+) -> list[tuple[uuid.UUID, float]]:
+    """Of these delayed jobs, mark and return (job id, delay) for each due within ``cap``
+    seconds whose wake-up nobody sent yet: the caller sends them now. The others are
+    left to the sweeper (their wake_sent_at stays NULL)."""
+    rows = await db.fetch(q("mark_delayed_wakeups"), {"ids": list(job_ids), "cap": cap})
+    return [(row["id"], float(row["delay"])) for row in rows]
 
 
 async def by_idempotency_keys(db: Database, tenant: str, keys: Sequence[str]) -> list[Job]:

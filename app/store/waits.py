@@ -139,6 +139,12 @@ async def callback_of(db: Database, job_id: uuid.UUID, key: str) -> Callback | N
     return Callback.from_row(row) if row else None
 
 
+async def callbacks_of(db: Database, job_id: uuid.UUID, *, limit: int = 100) -> list[Callback]:
+    """A job's callbacks, oldest first."""
+    rows = await db.fetch(q("callbacks_of_job"), {"id": job_id, "limit": limit})
+    return [Callback.from_row(row) for row in rows]
+
+
 async def time_out_callback(db: Database, job_id: uuid.UUID, key: str) -> None:
     await db.fetch(q("time_out_callback"), {"id": job_id, "key": key})
 
@@ -247,6 +253,11 @@ async def children_states(db: Database, ids: list[uuid.UUID]) -> list[ChildRow]:
 async def children_of(db: Database, job_id: uuid.UUID, *, limit: int = 100) -> list[Job]:
     rows = await db.fetch(q("children_of"), {"id": job_id, "limit": limit})
     return [Job.from_row(row) for row in rows]
+
+
+async def count_children(db: Database, job_id: uuid.UUID) -> int:
+    row = await db.fetch_one(q("count_children"), {"id": job_id})
+    return int(row["n"]) if row else 0
 
 
 # --- the sweeper's backstops -------------------------------------------------------

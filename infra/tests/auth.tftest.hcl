@@ -219,3 +219,24 @@ run "limits_outside_the_apps_ranges_are_refused" {
     var.api_max_body_bytes,
   ]
 }
+
+run "the_callback_routes_are_open_in_every_mode" {
+  command = plan
+
+  variables {
+    api_auth_mode                  = "lambda"
+    lambda_authorizer_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:tenant-authorizer"
+  }
+
+  assert {
+    condition = (
+      toset(keys(aws_apigatewayv2_route.callbacks)) == toset(["POST /v1/callbacks/{token}", "POST /v1/callbacks/{token}/heartbeat"]) &&
+      alltrue([for r in aws_apigatewayv2_route.callbacks : r.authorization_type == "NONE" && r.authorizer_id == null])
+    )
+    error_message = "The callback routes must be open (their token is the credential), even with an authorizer on $default."
+  }
+  assert {
+    condition     = aws_apigatewayv2_route.default.authorization_type == "CUSTOM"
+    error_message = "lambda: every other route keeps the authorizer."
+  }
+}

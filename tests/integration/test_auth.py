@@ -49,6 +49,7 @@ ROUTES = [
     Route("GET", "/v1/jobs/{job}", None, 200),
     Route("GET", "/v1/jobs/{job}/events", None, 200),
     Route("GET", "/v1/jobs/{job}/effects", None, 200),
+    Route("GET", "/v1/jobs/{job}/callbacks", None, 200),
     Route("POST", "/v1/jobs/{job}/redrive", None, 202),
     Route("POST", "/v1/jobs/{job}/cancel", None, 200),
     Route("GET", "/v1/dead-letters", None, 200),
@@ -56,6 +57,9 @@ ROUTES = [
     Route("GET", "/v1/me", None, 200),
 ]
 JOB_ROUTES = [r for r in ROUTES if "{job}" in r.path]
+# The /v1 routes whose credential is a callback token in the path, not an API key
+# (tests/integration/test_api_waits.py; the Terraform routes them past any authorizer).
+TOKEN_ROUTES = {("POST", "/v1/callbacks/{token}"), ("POST", "/v1/callbacks/{token}/heartbeat")}
 
 
 def call(
@@ -157,7 +161,21 @@ def test_the_table_names_every_v1_route() -> None:
         for method in operations
     }
     table = {(r.method, r.path.replace("{job}", "{job_id}")) for r in ROUTES}
-    assert served == table
+    assert served == table | TOKEN_ROUTES
+
+
+def test_the_token_routes_need_no_key_and_ignore_a_bad_one(tenants: Tenants, sql: Any) -> None:
+    """An unknown token is 404 whatever the Authorization header says: no key is asked for,
+    and a bad key is not what is wrong."""
+    before = snapshot(sql)
+    for method, path in TOKEN_ROUTES:
+        for headers in ({}, bearer(wrong_secret(tenants.acme))):
+            resp = tenants.client.request(
+                method, path.format(token="tlcb_unknown"), json={"result": 1}, headers=headers
+            )
+            assert resp.status_code == 404, (path, resp.text)
+            assert "WWW-Authenticate" not in resp.headers
+    assert snapshot(sql) == before
 
 
 # --- no valid key -----------------------------------------------------------------------

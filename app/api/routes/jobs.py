@@ -13,11 +13,13 @@ from app.api.deps import Db, JobQueue, Sender, Settings
 from app.api.errors import COMMON, CONFLICT, SUBMIT
 from app.api.schemas import (
     TENANT_PATTERN,
+    CallbackPublic,
     EffectPublic,
     EventPublic,
     JobBatchCreate,
     JobBatchPublic,
     JobCreate,
+    JobDetail,
     JobPage,
     JobPublic,
     Problem,
@@ -45,7 +47,9 @@ async def create_job(
     ] = None,
 ) -> JobPublic:
     """Accept a job: it is durable when this answers 202, and runs later. The job
-    belongs to the caller's tenant; so does its Idempotency-Key."""
+    belongs to the caller's tenant; so does its Idempotency-Key. With ``run_at`` or
+    ``delay_seconds`` it is ``waiting`` on a timer until then (any length up to a year);
+    when it runs is part of what its Idempotency-Key is bound to."""
     submitted = await service.submit(
         settings,
         db,
@@ -58,6 +62,8 @@ async def create_job(
         tenant=caller.tenant,
         sender=sender,
         key_id=caller.key_id,
+        run_at=body.run_at,
+        delay_seconds=body.delay_seconds,
     )
     response.headers["Location"] = f"/v1/jobs/{submitted.job['id']}"
     if not submitted.created:
@@ -127,9 +133,13 @@ async def list_jobs(
     return JobPage(items=[JobPublic.of(r) for r in rows], next_cursor=next_cursor)
 
 
-@router.get("/v1/jobs/{job_id}", response_model=JobPublic, responses=COMMON)
-async def get_job(job_id: uuid.UUID, caller: Caller, db: Db) -> JobPublic:
-    return JobPublic.of(await jobs.get_job(db, job_id, scope=caller.scope))
+@router.get("/v1/jobs/{job_id}", response_model=JobDetail, responses=COMMON)
+async def get_job(job_id: uuid.UUID, caller: Caller, db: Db) -> JobDetail:
+    """The job, what it waits for while ``waiting``, its parent and its children (the
+    first 100, oldest first, and how many in all)."""
+    job = await jobs.get_job(db, job_id, scope=caller.scope)
+    children, count = await jobs.children(db, job_id, scope=caller.scope)
+    return JobDetail.with_children(job, children, count)
 
 
 @router.get("/v1/jobs/{job_id}/events", response_model=list[EventPublic], responses=COMMON)
@@ -142,6 +152,14 @@ async def get_events(job_id: uuid.UUID, caller: Caller, db: Db) -> list[EventPub
 async def get_effects(job_id: uuid.UUID, caller: Caller, db: Db) -> list[EffectPublic]:
     effects = await jobs.effects(db, job_id, scope=caller.scope)
     return [EffectPublic.model_validate(e) for e in effects]
+
+
+@router.get("/v1/jobs/{job_id}/callbacks", response_model=list[CallbackPublic], responses=COMMON)
+async def get_callbacks(job_id: uuid.UUID, caller: Caller, db: Db) -> list[CallbackPublic]:
+    """The job's callbacks, oldest first: key, state, deadline, heartbeats, the answer.
+    Never a token: the party that answers got it from the job's notify."""
+    found = await jobs.callbacks(db, job_id, scope=caller.scope)
+    return [CallbackPublic.model_validate(c) for c in found]
 
 
 @router.post("/v1/jobs/{job_id}/cancel", response_model=JobPublic, responses=CONFLICT)

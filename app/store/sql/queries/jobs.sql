@@ -16,6 +16,10 @@
 -- verdict columns say why. `key_id`, when set, is the caller's API key, verified from
 -- the process's memory: the statement reads its row and writes nothing for a revoked
 -- key (key_ok false; the caller answers 401), which spares the request a round trip.
+-- A job asked to run later (run_at, or delay_seconds from the database's clock) is
+-- written `waiting` on a timer (wait_key 'run_at') with no outbox row: the caller sends
+-- its delayed wake-up after the commit, or the sweeper does (wake_sent_at is NULL). A
+-- due time already past runs now, as any job.
 WITH caller AS (
     SELECT %(key_id)s::text IS NULL
            OR EXISTS (SELECT 1 FROM api_keys k
@@ -28,14 +32,19 @@ WITH caller AS (
 ), input AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(kinds)s::text[], %(payloads)s::jsonb[],
                          %(max_attempts)s::int[], %(timeouts)s::int[],
-                         %(idempotency_keys)s::text[], %(request_hashes)s::text[])
+                         %(idempotency_keys)s::text[], %(request_hashes)s::text[],
+                         %(run_ats)s::timestamptz[], %(delays)s::float8[])
         WITH ORDINALITY AS t(id, kind, payload, max_attempts, timeout_seconds,
-                             idempotency_key, request_hash, ord)
+                             idempotency_key, request_hash, run_at, delay, ord)
+), timed AS (
+    SELECT i.*, w.wake_at, coalesce(w.wake_at > now(), false) AS delayed
+    FROM input i,
+         LATERAL (SELECT coalesce(i.run_at, now() + make_interval(secs => i.delay)) AS wake_at) w
 ), replay AS (
     SELECT i.ord, j.request_hash = i.request_hash AS same FROM input i
     JOIN jobs j ON j.tenant = %(tenant)s AND j.idempotency_key = i.idempotency_key
 ), fresh AS (
-    SELECT * FROM input WHERE ord NOT IN (SELECT ord FROM replay)
+    SELECT * FROM timed WHERE ord NOT IN (SELECT ord FROM replay)
 ), recent AS (
     -- The tenant's newest `burst` jobs inside the window (an index range scan).
     SELECT j.created_at FROM jobs j
@@ -67,9 +76,12 @@ WITH caller AS (
     FROM lim, flight, counts, caller
 ), job AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
-                      idempotency_key, request_hash)
+                      idempotency_key, request_hash, state, wait_kind, wait_key, wake_at)
     SELECT f.id, %(tenant)s, f.kind, f.payload, f.max_attempts, f.timeout_seconds,
-           f.idempotency_key, f.request_hash
+           f.idempotency_key, f.request_hash,
+           CASE WHEN f.delayed THEN 'waiting' ELSE 'queued' END::job_state,
+           CASE WHEN f.delayed THEN 'timer' END, CASE WHEN f.delayed THEN 'run_at' END,
+           CASE WHEN f.delayed THEN f.wake_at END
     FROM fresh f, verdict v
     WHERE v.key_ok AND v.rate_ok AND v.flight_ok AND v.conflict_ord IS NULL
     ORDER BY f.ord
@@ -77,13 +89,26 @@ WITH caller AS (
     RETURNING *
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
-    SELECT id, NULL, 'queued', 0, 'accepted' FROM job
+    SELECT id, NULL, state, 0,
+           CASE WHEN state = 'waiting' THEN 'accepted: runs at ' || wake_at::text
+                ELSE 'accepted' END
+    FROM job
 ), box AS (
-    INSERT INTO outbox (job_id) SELECT id FROM job RETURNING id, job_id
+    INSERT INTO outbox (job_id) SELECT id FROM job WHERE state = 'queued' RETURNING id, job_id
 )
 SELECT v.key_ok, v.rate_ok, v.wait_seconds, v.rate, v.burst, v.wanted, v.flight_ok,
        v.max_in_flight, v.conflict_ord, job.*, box.id AS outbox_id
-FROM verdict v LEFT JOIN (job JOIN box ON box.job_id = job.id) ON true;
+FROM verdict v LEFT JOIN (job LEFT JOIN box ON box.job_id = job.id) ON true;
+
+-- name: mark_delayed_wakeups
+-- After the commit of delayed jobs: those due within SQS's delay cap whose wake-up nobody
+-- sent yet (the sweeper may have, meanwhile) are marked sent, with their delay; the
+-- caller sends them. The others are the sweeper's (wake_sent_at stays NULL).
+UPDATE jobs SET wake_sent_at = now()
+WHERE id = ANY(%(ids)s::uuid[]) AND state = 'waiting' AND wait_kind = 'timer'
+  AND wake_sent_at IS NULL AND NOT cancel_requested
+  AND wake_at <= now() + make_interval(secs => %(cap)s)
+RETURNING id, greatest(0, extract(epoch FROM wake_at - now()))::float8 AS delay;
 
 -- name: jobs_by_idempotency_keys
 SELECT * FROM jobs WHERE tenant = %(tenant)s AND idempotency_key = ANY(%(idempotency_keys)s::text[]);

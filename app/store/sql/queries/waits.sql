@@ -184,3 +184,10 @@ FROM jobs j
 WHERE j.state = 'waiting' AND wait_answered(j)
   AND j.updated_at < now() - make_interval(secs => %(grace)s)
 LIMIT %(limit)s;
+
+-- name: callbacks_of_job
+-- A job's callbacks, oldest first (the API and `jobs show`; never their token hashes).
+SELECT * FROM callbacks WHERE job_id = %(id)s ORDER BY created_at, key LIMIT %(limit)s;
+
+-- name: count_children
+SELECT count(*) AS n FROM jobs WHERE parent_id = %(id)s;

@@ -1,0 +1,52 @@
+"""/v1/callbacks/{token}: answering a job's callback, and its heartbeat.
+
+The token is the credential of these two routes (like Step Functions' task tokens): they
+take no API key, and the deployment routes them past any API Gateway authorizer
+(infra/apigateway.tf). A token is unguessable (an HMAC of the server secret) and only its
+hash is stored; an unknown token and an expired one get the same 404, so the answer tells
+a caller nothing it did not already know."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from app.api.deps import Db, JobQueue
+from app.api.errors import OPEN
+from app.api.schemas import CallbackAnswer, CallbackAnswered, CallbackHeartbeat
+from app.services import callbacks
+
+router = APIRouter()
+
+Token = Annotated[
+    str,
+    Path(
+        max_length=callbacks.MAX_TOKEN_CHARS,
+        description="the callback's token, as the job's notify handed it out",
+    ),
+]
+
+
+@router.post("/v1/callbacks/{token}", response_model=CallbackAnswered, responses=OPEN)
+async def answer_callback(
+    token: Token, body: CallbackAnswer, db: Db, queue: JobQueue
+) -> CallbackAnswered:
+    """Answer the callback: ``{"result": <any JSON>}`` completes it, ``{"error": "..."}``
+    fails it (the kind's code gets CallbackFailed). The first answer before the deadline
+    wins and wakes the job; a second answer is 409; an unknown or expired token is 404."""
+    done = await callbacks.answer(
+        db,
+        queue,
+        token,
+        result=body.result,
+        error=body.error if "error" in body.model_fields_set else None,
+    )
+    return CallbackAnswered.model_validate(done, from_attributes=True)
+
+
+@router.post("/v1/callbacks/{token}/heartbeat", response_model=CallbackHeartbeat, responses=OPEN)
+async def heartbeat_callback(token: Token, db: Db) -> CallbackHeartbeat:
+    """Push the callback's deadline by its timeout (the party is still working on it).
+    409 once it was answered; 404 for an unknown or expired token."""
+    return CallbackHeartbeat(deadline=await callbacks.heartbeat(db, token))

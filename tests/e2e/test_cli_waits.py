@@ -1,0 +1,138 @@
+"""The waits at the command line, as an operator runs them against the test's database and
+queues: `submit --delay/--run-at`, `jobs show` and `jobs list --state waiting` of waiting
+jobs, and `callbacks complete|heartbeat` by token or by job and key."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from typing import Any
+
+import pytest
+
+from app.services import callbacks
+from app.states import JobState
+from tests.conftest import Stack, job_row
+from tests.e2e.test_auth_cli import cli, finish, start
+from tests.helpers import engine_for, receive_records
+
+pytestmark = pytest.mark.e2e
+
+
+def ok_id(answer: tuple[int, str, str]) -> str:
+    code, out, err = answer
+    assert code == 0, err
+    return str(uuid.UUID(out.strip()))
+
+
+def submitted(stack: Stack, *args: str) -> str:
+    return ok_id(cli(stack, "submit", *args))
+
+
+async def handle_once(stack: Stack) -> None:
+    async with engine_for(stack.settings) as engine:
+        records = await receive_records(engine, wait=2)
+        await engine.handle({"Records": records}, None)
+
+
+def test_an_operator_sees_a_waiting_job_and_answers_its_callback_by_job_and_key(
+    stack: Stack, sql: Any
+) -> None:
+    job_id = submitted(stack, "demo.approval", "--payload", '{"timeout_seconds": 600}')
+    asyncio.run(handle_once(stack))
+    assert job_row(sql, job_id)["state"] == JobState.WAITING
+    # Refused before anything is looked up: exit 2, saying what is wrong.
+    usage = [
+        start(stack, "callbacks", "complete", "--result", "1"),
+        start(stack, "callbacks", "complete", "tok", "--job", job_id, "--key", "approve"),
+        start(stack, "callbacks", "complete", "--job", job_id, "--key", "approve"),
+        start(
+            stack, "callbacks", "complete", "--job", job_id, "--key", "approve", "--result", "{nope"
+        ),
+        start(stack, "callbacks", "complete", "--job", "not-an-id", "--key", "k", "--result", "1"),
+    ]
+    unknown = [
+        start(stack, "callbacks", "complete", callbacks.TOKEN_PREFIX + "nope", "--result", "1"),
+        start(stack, "callbacks", "heartbeat", callbacks.TOKEN_PREFIX + "nope"),
+    ]
+
+    show = start(stack, "jobs", "show", job_id)
+    listing = start(stack, "jobs", "list", "--state", "waiting")
+    code, out, err = cli(stack, "callbacks", "heartbeat", "--job", job_id, "--key", "approve")
+    assert code == 0, err
+    assert "new deadline:" in out
+    code, out, err = finish(show)
+    assert code == 0, err
+    assert "waiting for" in out and "callback approve until" in out
+    assert "callbacks" in out and "pending" in out
+    code, out, err = finish(listing)
+    assert code == 0, err
+    assert job_id in out and "1 jobs" in out
+    code, out, err = cli(
+        stack, "callbacks", "complete", "--job", job_id, "--key", "approve", "--result", '{"ok":1}'
+    )
+    assert code == 0, err
+    assert out.strip() == f"callback approve of job {job_id}: succeeded, the job is woken"
+    assert job_row(sql, job_id)["state"] == JobState.QUEUED
+    code, out, err = cli(
+        stack, "callbacks", "complete", "--job", job_id, "--key", "approve", "--error", "late"
+    )
+    assert code == 1 and out == ""
+    assert "callback already answered (succeeded)" in err
+
+    expected = [
+        "give the callback's TOKEN, or --job ID and --key KEY",
+        "give a TOKEN, or --job and --key, not both",
+        "give --result JSON or --error MESSAGE (exactly one)",
+        "--result is not valid JSON",
+        "not a job id: 'not-an-id'",
+    ]
+    for proc, says in zip(usage, expected, strict=True):
+        code, _, err = finish(proc)
+        assert code == 2 and says in err, (says, err)
+    for proc in unknown:
+        code, _, err = finish(proc)
+        assert code == 1 and "no such callback, or it is past its deadline" in err, err
+    (cb,) = sql.execute("SELECT state, heartbeats, result FROM callbacks").fetchall()
+    assert (cb["state"], cb["heartbeats"], cb["result"]) == ("succeeded", 1, {"ok": 1})
+
+
+def test_delayed_submission_and_a_parents_children_at_the_command_line(
+    stack: Stack, sql: Any
+) -> None:
+    bad = [
+        start(stack, "submit", "demo.noop", "--run-at", "2030-01-01T00:00:00"),
+        start(stack, "submit", "demo.noop", "--delay", "5", "--run-at", "2030-01-01T00:00:00Z"),
+    ]
+    run_at = (dt.datetime.now(dt.UTC) + dt.timedelta(days=30)).replace(microsecond=0)
+    fanout = '{"children": 2, "at_least": 1, "child_seconds": 60}'
+    submits = [
+        start(stack, "submit", "demo.noop", "--delay", "600"),
+        start(stack, "submit", "demo.noop", "--run-at", run_at.isoformat()),
+        start(stack, "submit", "demo.fanout", "--payload", fanout),
+    ]
+    later, at, parent = (ok_id(finish(proc)) for proc in submits)
+    asyncio.run(handle_once(stack))
+    rows = {j: job_row(sql, j) for j in (later, at, parent)}
+    assert all(r["state"] == JobState.WAITING for r in rows.values()), rows
+    assert rows[later]["wake_sent_at"] is not None and rows[at]["wake_sent_at"] is None
+
+    kids = [r["id"] for r in sql.execute("SELECT id FROM jobs WHERE parent_id = %s", (parent,))]
+    shows = [start(stack, "jobs", "show", j) for j in (at, parent, str(kids[0]))]
+    code, out, err = finish(shows[0])
+    assert code == 0, err
+    assert f"timer run_at until {run_at:%Y-%m-%d %H:%M:%S}" in out
+    code, out, err = finish(shows[1])
+    assert code == 0, err
+    assert "children (at least 1 of 2" in out and "2 children" in out
+    assert len(kids) == 2 and all(str(k) in out for k in kids)
+    code, out, err = finish(shows[2])
+    assert code == 0, err
+    assert "parent" in out and parent in out
+
+    expected = ["needs a time zone", "not both"]
+    for proc, says in zip(bad, expected, strict=True):
+        code, _, err = finish(proc)
+        assert code == 2 and says in err, (says, err)
+    assert sql.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 5  # 3 + 2 kids
