@@ -1,9 +1,10 @@
 """The outside party of the chaos run's approvals: it answers each demo.approval job's
 callback ``approve`` at a random moment (at once, even before the job has suspended, or
 seconds later), answers some a second time (that answer must be refused: a Conflict, as
-the route's 409), and leaves some unanswered to time out and escalate. It answers
-through app.services.callbacks, the code behind ``POST /v1/callbacks/{token}``, under
-the same broker and database restarts as everything else, retrying until it knows.
+the route's 409), and leaves some unanswered to time out and escalate. It answers over
+HTTP, ``POST /v1/callbacks/{token}`` on the run's API with no API key (the token, derived
+as an operator's CLI derives it, is the credential), under the same broker and database
+restarts as everything else, retrying until it knows.
 What happened goes into ``Run.answers``, for the checker."""
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import time
 import uuid
 from typing import Any
 
+import httpx
+
 from app import errors, store
 from app.chaos.config import Config, Run
 from app.chaos.workload import Item
 from app.services import callbacks
-from app.transport import Transport
 
 KEY = "approve"  # demo.approval's callback
 RETRY = 0.3
@@ -32,7 +34,7 @@ async def answer_all(
     cfg: Config,
     run: Run,
     database: store.Database,
-    queue: Transport,
+    api_url: str,
     items: list[Item],
     submitted: asyncio.Event,
 ) -> None:
@@ -40,25 +42,36 @@ async def answer_all(
     rng = random.Random(cfg.seed + 3)  # noqa: S311 - reproducible moments, not secrets
     todo = {i.ref: i for i in items if i.plan in ("answer", "answer twice")}
     started: list[asyncio.Task[None]] = []
+    async with httpx.AsyncClient(base_url=api_url, timeout=10) as api:
+        await _answer_each(rng, run, database, api, todo, submitted, started)
+        await asyncio.gather(*started)
+
+
+async def _answer_each(
+    rng: random.Random,
+    run: Run,
+    database: store.Database,
+    api: httpx.AsyncClient,
+    todo: dict[str, Item],
+    submitted: asyncio.Event,
+    started: list[asyncio.Task[None]],
+) -> None:
     while todo:
         for ref in [r for r in todo if r in run.acked]:
             item = todo.pop(ref)
             # A third at once (often before the job suspends), the rest within 3 s.
             delay = 0.0 if rng.random() < 1 / 3 else rng.uniform(0.2, 3.0)
             again = rng.uniform(0.0, 2.0)
-            started.append(
-                asyncio.create_task(answer_one(run, database, queue, item, delay, again))
-            )
+            started.append(asyncio.create_task(answer_one(run, database, api, item, delay, again)))
         if submitted.is_set() and not any(r in run.acked for r in todo):
             break  # the rest were never acknowledged: nothing to answer
         await asyncio.sleep(0.2)
-    await asyncio.gather(*started)
 
 
 async def answer_one(
     run: Run,
     database: store.Database,
-    queue: Transport,
+    api: httpx.AsyncClient,
     item: Item,
     delay: float,
     again: float,
@@ -77,17 +90,17 @@ async def answer_one(
         await asyncio.sleep(RETRY)
     await asyncio.sleep(delay)
     result = {"approved_by": "chaos", "ref": item.ref}
-    record["first"] = await _answer(database, queue, job_id, result, deadline, first=True)
+    record["first"] = await _answer(database, api, job_id, result, deadline, first=True)
     record["result"] = result
     if item.plan == "answer twice":
         await asyncio.sleep(again)
         second = {"approved_by": "chaos, again", "ref": item.ref}
-        record["second"] = await _answer(database, queue, job_id, second, deadline, first=False)
+        record["second"] = await _answer(database, api, job_id, second, deadline, first=False)
 
 
 async def _answer(
     database: store.Database,
-    queue: Transport,
+    api: httpx.AsyncClient,
     job_id: uuid.UUID,
     result: dict[str, Any],
     deadline: float,
@@ -95,20 +108,21 @@ async def _answer(
     first: bool,
 ) -> str:
     """``answered``, ``conflict``, ``not found`` or ``gave up``. A first answer that meets
-    a Conflict after a failed try was the harness's own (the commit went through, the
-    reply did not): ``answered``."""
+    a 409 after a failed try was the harness's own (the commit went through, the reply
+    did not): ``answered``."""
     tried = False
     while time.monotonic() < deadline:
         try:
             token = await callbacks.token_for(database, job_id, KEY)
-            await callbacks.answer(database, queue, token, result=result)
-        except errors.Conflict:
+            resp = await api.post(f"/v1/callbacks/{token}", json={"result": result})
+        except (*TRANSIENT, httpx.HTTPError):
+            resp = None
+        if resp is not None and resp.status_code == 200:
+            return "answered"
+        if resp is not None and resp.status_code == 409:
             return "answered" if first and tried else "conflict"
-        except errors.NotFound:
+        if resp is not None and resp.status_code == 404:
             return "not found"
-        except TRANSIENT:
-            tried = True
-            await asyncio.sleep(RETRY)
-            continue
-        return "answered"
+        tried = True  # the database or the API is restarting: try again
+        await asyncio.sleep(RETRY)
     return "gave up"

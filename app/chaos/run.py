@@ -108,18 +108,17 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         run.mark("faults_started")
         submitted = asyncio.Event()
         faults = asyncio.create_task(inject_faults(cfg, stack, run, submitted))
-        async with transport.connect(stack.settings()) as queue:
-            answering = asyncio.create_task(answer_all(cfg, run, database, queue, items, submitted))
-            await submit_all(cfg, stack, run, items)
-            submitted.set()
-            run.mark("submitted")
-            run.note(
-                f"{len(run.acked)} of {cfg.jobs} jobs acknowledged ({run.submit_retries} retries)"
-            )
-            run.phase = "faults continue"
-            await faults
-            run.mark("faults_ended")
-            await answering
+        answering = asyncio.create_task(
+            answer_all(cfg, run, database, stack.api_url, items, submitted)
+        )
+        await submit_all(cfg, stack, run, items)
+        submitted.set()
+        run.mark("submitted")
+        run.note(f"{len(run.acked)} of {cfg.jobs} jobs acknowledged ({run.submit_retries} retries)")
+        run.phase = "faults continue"
+        await faults
+        run.mark("faults_ended")
+        await answering
         run.note(f"the harness answered {len(run.answers)} approvals")
         run.phase = "draining"
         ids = list(run.acked.values())

@@ -7,9 +7,7 @@ or the webhook is escaped: a ticket is a tenant's text, never markup."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 import shlex
 import time
 from dataclasses import dataclass
@@ -21,10 +19,8 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Column, Table
 
-from app import store, transport
-from app.services import callbacks
+from app import errors
 from app.states import FINAL_FOR_NOW, JobState, styled
-from app.transport import secrets
 
 if TYPE_CHECKING:
     from app.stack.dev import DevStack
@@ -169,7 +165,7 @@ class Approval:
                 highlight=False,
                 soft_wrap=True,
             )
-            asyncio.run(answer(self.stack, self.token))
+            answer(self.stack, self.token)
 
     def _notice(self) -> dict[str, Any] | None:
         with httpx.Client(base_url=self.stack.hook_url, timeout=10) as client:
@@ -232,23 +228,15 @@ def print_approval(job_id: str, approve_url: str, token: str) -> None:
     console.print()
 
 
-async def answer(stack: DevStack, token: str) -> None:
-    """Approve the callback as the curl line would. Through services.callbacks.answer,
-    the function the route POST /v1/callbacks/{token} calls (the route is not in this
-    branch yet: switch to an HTTP POST of ``{"result": APPROVE}`` to the approve URL)."""
-    s = stack.runtime_settings
-    async with (
-        store.connect(secrets.database_url(s), min_size=1, max_size=1) as database,
-        transport.connect(s) as queue,
-    ):
-        # Its "callback answered" log line is the API's to write, not make run's screen's.
-        quiet = logging.getLogger(callbacks.__name__)
-        level = quiet.level
-        quiet.setLevel(logging.WARNING)
-        try:
-            await callbacks.answer(database, queue, token, result=APPROVE)
-        finally:
-            quiet.setLevel(level)
+def answer(stack: DevStack, token: str) -> None:
+    """Approve the callback as the curl line does: POST /v1/callbacks/{token} on the API,
+    with no API key (the token is the credential)."""
+    with httpx.Client(base_url=stack.api_url, timeout=30) as client:
+        resp = client.post(f"/v1/callbacks/{token}", json={"result": APPROVE})
+    if resp.status_code != 200:
+        raise errors.TaskleaseError(
+            f"approving the research job: {resp.status_code} {resp.text[:200]}"
+        )
 
 
 class _Workers:

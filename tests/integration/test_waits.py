@@ -211,6 +211,18 @@ async def test_a_callback_answered_before_its_timeout_wakes_the_job_with_the_ans
     check_invariants(sql, stack, [job_id])
 
 
+@pytest.mark.asyncio
+async def test_a_callback_of_a_cancelled_job_takes_no_answer(stack: Stack, sql: Any) -> None:
+    """Nobody would read it: the answer is 404 and the callback stays as it was."""
+    async with engine_for(stack.settings) as engine:
+        job_id, token = await waiting_for_approval(engine, sql, 600)
+        await jobs.cancel(engine.db, job_id, scope=None)
+        await refused_as_expired(engine, token)
+    assert job_row(sql, job_id)["state"] == JobState.CANCELLED
+    assert callback_row(sql, job_id)["state"] == "pending"
+    check_invariants(sql, stack, [job_id])
+
+
 async def refused_as_expired(engine: Engine, token: str) -> None:
     """An answer and a heartbeat are both NotFound (404): the token has expired."""
     with pytest.raises(errors.NotFound, match="past its deadline"):

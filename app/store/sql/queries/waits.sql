@@ -82,12 +82,15 @@ RETURNING *;
 
 -- name: answer_callback
 -- The first answer before the deadline wins; the job waiting on it wakes in the same
--- transaction (the callback row is locked before the job's).
+-- transaction (the callback row is locked before the job's). A callback of a job that
+-- ended (succeeded, cancelled) takes no answer: nobody would read it.
 WITH answered AS (
-    UPDATE callbacks
+    UPDATE callbacks c
     SET state = %(state)s, result = %(result)s, error = %(error)s, answered_at = now()
-    WHERE token_hash = %(token_hash)s AND state = 'pending' AND deadline > now()
-    RETURNING job_id, key
+    WHERE c.token_hash = %(token_hash)s AND c.state = 'pending' AND c.deadline > now()
+      AND EXISTS (SELECT 1 FROM jobs j
+                  WHERE j.id = c.job_id AND j.state NOT IN ('succeeded', 'cancelled'))
+    RETURNING c.job_id, c.key
 )
 SELECT a.job_id, a.key,
        (SELECT wake_job(j.id, 'callback ' || a.key || ' answered: ' || %(state)s)
@@ -100,10 +103,12 @@ FROM answered a;
 -- Push a pending callback's deadline by its timeout; a job waiting on it waits longer
 -- (its early wake-up message is re-delayed when it comes).
 WITH beat AS (
-    UPDATE callbacks
-    SET deadline = now() + make_interval(secs => timeout_seconds), heartbeats = heartbeats + 1
-    WHERE token_hash = %(token_hash)s AND state = 'pending' AND deadline > now()
-    RETURNING job_id, key, deadline
+    UPDATE callbacks c
+    SET deadline = now() + make_interval(secs => c.timeout_seconds), heartbeats = c.heartbeats + 1
+    WHERE c.token_hash = %(token_hash)s AND c.state = 'pending' AND c.deadline > now()
+      AND EXISTS (SELECT 1 FROM jobs j
+                  WHERE j.id = c.job_id AND j.state NOT IN ('succeeded', 'cancelled'))
+    RETURNING c.job_id, c.key, c.deadline
 ), job AS (
     UPDATE jobs j SET wake_at = b.deadline, wake_sent_at = NULL, updated_at = now()
     FROM beat b
