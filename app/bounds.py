@@ -27,3 +27,7 @@ TENANT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}"
 MAX_KEY_NAME_CHARS = 100
 # One page of GET /v1/jobs and GET /v1/dead-letters.
 MAX_PAGE = 200
+# A schedule's cron expression, name and time zone name (schedules CHECKs).
+MAX_CRON_CHARS = 100
+MAX_SCHEDULE_NAME_CHARS = 100
+MAX_TIMEZONE_CHARS = 100
