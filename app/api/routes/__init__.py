@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from app.api.routes import dead_letters, health, jobs, me
+from app.api.routes import dead_letters, health, jobs, me, schedules
 
-ROUTERS = (jobs.router, dead_letters.router, me.router, health.router)
+ROUTERS = (jobs.router, dead_letters.router, schedules.router, me.router, health.router)
