@@ -180,15 +180,18 @@ def killed_after_the_outbox_commit(stack: Stack, sql: Any, webhook_up: Callable[
     assert len(rows) == 1, rows
     assert rows[0]["state"] == JobState.QUEUED
     assert rows[0]["sent_at"] is None, "the message was sent before the crash point"
-    job_id = str(rows[0]["id"])
+    relayed_once_and_succeeded(stack, sql, str(rows[0]["id"]), webhook_up)
 
-    # When a worker runs and the sweeper relays the outbox once.
+
+def relayed_once_and_succeeded(
+    stack: Stack, sql: Any, job_id: str, webhook_up: Callable[[], None]
+) -> None:
+    """A committed job whose message was never sent: a worker runs and the sweeper
+    relays the outbox once; the job is sent once and succeeds once."""
     webhook_up()
     stack.worker(name="worker")
     sweep = stack.spawn("sweep", "--once", name="sweep")
     assert sweep.wait(60) == 0, sweep.log_path.read_text()  # type: ignore[attr-defined]
-
-    # Then the job is sent once and succeeds once.
     row = wait_for_state(sql, job_id, JobState.SUCCEEDED, timeout=60)
     assert row["attempt"] == 1
     sent = sql.execute("SELECT sent_at FROM outbox WHERE job_id = %s", (job_id,)).fetchall()
@@ -378,17 +381,7 @@ def killed_after_a_schedule_materialised(
     assert schedule["last_job_id"] == made["id"]
     assert made["idempotency_key"] == slot_key(schedule["id"], schedule["last_slot"])
     assert schedule["next_slot"] > schedule["last_slot"]
-    job_id = str(made["id"])
 
     # Then another sweep sends its message and makes no second job; a worker runs it once.
-    webhook_up()
-    stack.worker(name="worker")
-    sweep = stack.spawn("sweep", "--once", name="sweep")
-    assert sweep.wait(60) == 0, sweep.log_path.read_text()  # type: ignore[attr-defined]
-    row = wait_for_state(sql, job_id, JobState.SUCCEEDED, timeout=60)
-    assert row["attempt"] == 1
+    relayed_once_and_succeeded(stack, sql, str(made["id"]), webhook_up)
     assert sql.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 1
-    sent = sql.execute("SELECT sent_at FROM outbox WHERE job_id = %s", (job_id,)).fetchall()
-    assert [r["sent_at"] is not None for r in sent] == [True]
-    assert deliveries(stack) == {f"{job_id}:post": 1}
-    check_invariants(sql, stack, [job_id])
