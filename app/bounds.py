@@ -30,3 +30,7 @@ MAX_KEY_NAME_CHARS = 100
 MAX_DELAY_SECONDS = 366 * 24 * 3600
 # One page of GET /v1/jobs and GET /v1/dead-letters.
 MAX_PAGE = 200
+# A schedule's cron expression, name and time zone name (schedules CHECKs).
+MAX_CRON_CHARS = 100
+MAX_SCHEDULE_NAME_CHARS = 100
+MAX_TIMEZONE_CHARS = 100

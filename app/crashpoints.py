@@ -36,6 +36,9 @@ class Point(enum.StrEnum):
     AFTER_CALLBACK_ANSWER = "after_callback_answer"  # API: answer committed, job's message not sent
     # A child's finish committed (its parent woken in that transaction); nothing sent.
     AFTER_CHILD_FINISHED = "after_child_finished"
+    # Sweeper: a schedule's slot made its job and moved next_slot (committed together);
+    # the job's message is not sent, the sweep not done.
+    AFTER_SCHEDULE_MATERIALISED = "after_schedule_materialised"
 
 
 def _armed() -> frozenset[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import callbacks, dead_letters, jobs, keys, limits, queues, serve
+from app.cli import callbacks, dead_letters, jobs, keys, limits, queues, schedules, serve
 
 cli = typer.Typer(
     help="Durable asynchronous jobs for long AI work on SQS, Lambda and PostgreSQL.",
@@ -26,6 +26,7 @@ cli.add_typer(queues.group, name="queues")
 cli.add_typer(jobs.group, name="jobs")
 cli.add_typer(callbacks.group, name="callbacks")
 cli.add_typer(dead_letters.group, name="dlq")
+cli.add_typer(schedules.group, name="schedules")
 cli.add_typer(keys.group, name="keys")
 cli.add_typer(limits.group, name="limits")
 

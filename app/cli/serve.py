@@ -68,7 +68,8 @@ async def _sweep(s: config.Settings, c: runner.Clients, once: bool) -> None:
 def sweep(
     once: Annotated[bool, typer.Option("--once", help="one pass, then exit")] = False,
 ) -> None:
-    """Mark stalled leases, send unsent outbox rows, re-send lost messages."""
+    """Make schedules' due jobs, mark stalled leases, send unsent outbox rows, re-send lost
+    messages."""
     s = runner.settings_or_exit(dev_state=False)
     with contextlib.suppress(KeyboardInterrupt):
         runner.on_clients(s, lambda c: _sweep(s, c, once))

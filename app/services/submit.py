@@ -131,7 +131,8 @@ async def submit(
 
 
 def validated(settings: Settings, new: NewJob) -> NewRow:
-    """The job as the insert takes it; BadRequest (or NotFound: no such kind) says why not."""
+    """The job checked (kind, payload, bounds, key, timing) and ready for the insert, or
+    BadRequest naming what is wrong; a spawned child and a schedule's job go through here too."""
     _check_timing(new)
     k = kinds.get(new.kind)
     problem = unstorable(new.payload)
@@ -194,12 +195,9 @@ async def submit_many(
         raise errors.BadRequest(f"a batch holds 1 to {MAX_SUBMIT_BATCH} jobs, not {len(jobs)}")
     batch = len(jobs) > 1
     rows = _validated_batch(settings, jobs, batch)
-    limits = store.jobs.Limits(
-        rate_per_second=settings.rate_limit_per_second,
-        burst=settings.rate_limit_burst,
-        max_in_flight=settings.max_jobs_in_flight,
+    written = await store.jobs.insert(
+        db, rows, tenant=tenant, limits=limits(settings), key_id=key_id
     )
-    written = await store.jobs.insert(db, rows, tenant=tenant, limits=limits, key_id=key_id)
     verdict = written.admission
     if not verdict.key_ok:
         raise auth.invalid_key()  # revoked since this process verified it: no replay either
@@ -227,10 +225,19 @@ async def submit_many(
             _conflict(i, batch)
         out.append(Submitted(job=existing.to_dict(), created=False))
     if written.outbox:
-        await _send_after_commit(db, queue, written.outbox, sender)
+        await send_after_commit(db, queue, written.outbox, sender)
     if written.delayed:
         await _send_delayed(settings, db, queue, written.delayed)
     return out
+
+
+def limits(settings: Settings) -> store.jobs.Limits:
+    """The deployment's default limits (a tenant's overrides win over them in the insert)."""
+    return store.jobs.Limits(
+        rate_per_second=settings.rate_limit_per_second,
+        burst=settings.rate_limit_burst,
+        max_in_flight=settings.max_jobs_in_flight,
+    )
 
 
 def _validated_batch(settings: Settings, jobs: list[NewJob], batch: bool) -> list[NewRow]:
@@ -261,7 +268,7 @@ def _conflict(index: int, batch: bool) -> None:
     )
 
 
-async def _send_after_commit(
+async def send_after_commit(
     db: store.Database, queue: Transport, rows: list[OutboxRow], sender: outbox.OutboxSender | None
 ) -> None:
     """The fast path: the jobs are committed; send their messages now. A failed send is

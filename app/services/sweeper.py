@@ -1,4 +1,5 @@
-"""The sweeper: stalled leases, unsent outbox rows, lost messages, the DLQ's reconciliation.
+"""The sweeper: schedules' due slots, stalled leases, unsent outbox rows, lost messages,
+the DLQ's reconciliation.
 
 Runs on a schedule (EventBridge -> handlers/sweeper.py on AWS, ``tasklease sweep``
 locally). Every step is idempotent and safe to run from several places at once
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 
 from app import aws_limits, store
 from app.config import Settings
-from app.services import outbox, wakeups
+from app.services import outbox, schedules, wakeups
 from app.states import JobState
 from app.store.records import Job
 from app.transport import Message, Transport, codec
@@ -27,6 +28,7 @@ SWEEP_LIMIT = 500
 
 @dataclass
 class SweepReport:
+    scheduled: int = 0  # jobs made for schedules' due slots
     stalled: int = 0
     outbox_sent: int = 0
     resent: int = 0
@@ -38,7 +40,8 @@ class SweepReport:
 
     def __str__(self) -> str:
         return (
-            f"stalled={self.stalled} outbox_sent={self.outbox_sent} resent={self.resent} "
+            f"scheduled={self.scheduled} stalled={self.stalled} "
+            f"outbox_sent={self.outbox_sent} resent={self.resent} "
             f"dead_lettered={self.dead_lettered} stale_dead_letters={self.stale_dead_letters} "
             f"wakeups={self.wakeups} woken={self.woken} orphans_cancelled={self.orphans_cancelled}"
         )
@@ -66,6 +69,8 @@ async def relay_outbox(settings: Settings, db: store.Database, queue: Transport)
 
 async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -> SweepReport:
     report = SweepReport()
+    # First, so that a due slot's job is sent at once; one the send misses is relayed below.
+    report.scheduled = await schedules.materialise_due(settings, db, queue, limit=SWEEP_LIMIT)
     stalled = await store.leases.mark_stalled(db, grace=STALL_GRACE_SECONDS, limit=SWEEP_LIMIT)
     report.stalled = len(stalled)
     for job_id in stalled:

@@ -1,9 +1,9 @@
 """The store: the only package that runs SQL or imports psycopg.
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
-effects, outbox, keys, tenants, dead_letters, sweeper_marks, waits), each a set of small typed functions
-taking the ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's
-transaction) and answering the records of ``store.records``.
+effects, outbox, keys, tenants, dead_letters, sweeper_marks, waits, schedules), each a
+set of small typed functions taking the ``Database`` (or, with the ``_txn`` suffix, a
+connection inside the caller's transaction) and answering the records of ``store.records``.
 """
 
 from app.store import (
@@ -14,6 +14,7 @@ from app.store import (
     leases,
     outbox,
     records,
+    schedules,
     sweeper_marks,
     tenants,
     waits,
@@ -34,6 +35,7 @@ __all__ = [
     "outbox",
     "records",
     "redact",
+    "schedules",
     "sweeper_marks",
     "tenants",
     "waits",

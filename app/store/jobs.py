@@ -11,7 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from app.states import JobState
-from app.store.pool import Database, q
+from app.store.pool import Conn, Database, fetch_txn, q
 from app.store.records import Admission, Job, JobEvent, OutboxRow
 
 
@@ -62,7 +62,22 @@ async def insert(
 ) -> Insertion:
     """Admit and write the jobs (all or none) with their events and outbox rows, in one
     statement. ``key_id``: the caller's API key, whose revocation the statement checks."""
-    written = await db.fetch(
+    async with db.connection() as conn:
+        return await insert_txn(conn, rows, tenant=tenant, limits=limits, key_id=key_id)
+
+
+async def insert_txn(
+    conn: Conn,
+    rows: Sequence[NewRow],
+    *,
+    tenant: str,
+    limits: Limits,
+    key_id: str | None,
+) -> Insertion:
+    """As ``insert``, inside the caller's transaction (a schedule's slot: the job and the
+    schedule's next slot commit together)."""
+    written = await fetch_txn(
+        conn,
         q("insert_jobs"),
         {
             "tenant": tenant,

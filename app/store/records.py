@@ -208,3 +208,25 @@ class Redriven(_Record):
     id: uuid.UUID
     outbox_id: int | None
     refused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule(_Record):
+    """A cron expression in a time zone that makes a job of ``kind`` at each slot."""
+
+    id: uuid.UUID
+    tenant: str
+    name: str | None
+    cron: str
+    timezone: str
+    kind: str
+    payload: Any
+    max_attempts: int | None
+    timeout_seconds: int | None
+    enabled: bool
+    next_slot: dt.datetime | None  # the first slot not made yet; None: none left
+    last_slot: dt.datetime | None
+    last_job_id: uuid.UUID | None
+    last_error: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime

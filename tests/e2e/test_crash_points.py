@@ -18,10 +18,12 @@ from typing import Any
 import pytest
 
 from app.crashpoints import Point
+from app.services.schedules import slot_key
 from app.stack import embedded
 from app.states import JobState
 from tests import helpers
 from tests.conftest import Stack, job_row, wait_for
+from tests.e2e.test_auth_cli import cli
 from tests.helpers import crash_env, dlq_messages
 from tests.invariants import (
     check_invariants,
@@ -130,6 +132,8 @@ async def test_a_process_killed_at_a_crash_point_leaves_every_invariant_standing
         await killed_while_dead_lettering(stack, sql, webhook_up)
     elif point == Point.AFTER_REDRIVE_REFUSED:
         await killed_after_a_redrive_refusal(stack, sql, webhook_up)
+    elif point == Point.AFTER_SCHEDULE_MATERIALISED:
+        killed_after_a_schedule_materialised(stack, sql, webhook_up)
     else:
         await killed_in_the_worker(stack, sql, point, webhook_up)
 
@@ -188,15 +192,18 @@ def killed_after_the_outbox_commit(stack: Stack, sql: Any, webhook_up: Callable[
     assert len(rows) == 1, rows
     assert rows[0]["state"] == JobState.QUEUED
     assert rows[0]["sent_at"] is None, "the message was sent before the crash point"
-    job_id = str(rows[0]["id"])
+    relayed_once_and_succeeded(stack, sql, str(rows[0]["id"]), webhook_up)
 
-    # When a worker runs and the sweeper relays the outbox once.
+
+def relayed_once_and_succeeded(
+    stack: Stack, sql: Any, job_id: str, webhook_up: Callable[[], None]
+) -> None:
+    """A committed job whose message was never sent: a worker runs and the sweeper
+    relays the outbox once; the job is sent once and succeeds once."""
     webhook_up()
     stack.worker(name="worker")
     sweep = stack.spawn("sweep", "--once", name="sweep")
     assert sweep.wait(60) == 0, sweep.log_path.read_text()  # type: ignore[attr-defined]
-
-    # Then the job is sent once and succeeds once.
     row = wait_for_state(sql, job_id, JobState.SUCCEEDED, timeout=60)
     assert row["attempt"] == 1
     sent = sql.execute("SELECT sent_at FROM outbox WHERE job_id = %s", (job_id,)).fetchall()
@@ -340,3 +347,53 @@ async def killed_after_a_redrive_refusal(
     assert row["result"]["delivered"] is True
     assert model_outcomes(stack, f"{job_id}:triage") == ["permanent", "ok"]
     check_invariants(sql, stack, [job_id])
+
+
+def killed_after_a_schedule_materialised(
+    stack: Stack, sql: Any, webhook_up: Callable[[], None]
+) -> None:
+    """A sweeper dies once a schedule's slot made its job and moved next_slot (committed
+    together), before the job's message is sent: the next sweep relays the message and
+    makes no second job for the slot."""
+    # Given a schedule whose slot is due (several slots late).
+    code, out, err = cli(
+        stack,
+        "schedules",
+        "create",
+        "--cron",
+        "* * * * *",
+        "--kind",
+        "support.triage",
+        "--payload",
+        json.dumps(TICKET),
+        "--tenant",
+        "acme",
+    )
+    assert code == 0, err
+    schedule_id = out.strip()
+    sql.execute(
+        "UPDATE schedules SET next_slot = date_trunc('minute', now()) - interval '3 minutes' "
+        "WHERE id = %s",
+        (schedule_id,),
+    )
+
+    # When `tasklease sweep` dies at the crash point.
+    doomed = stack.spawn(
+        "sweep", "--once", env=crash_env(Point.AFTER_SCHEDULE_MATERIALISED), name="sweep"
+    )
+    died_by_sigkill(doomed, "`tasklease sweep` armed at after_schedule_materialised")
+    rows = sql.execute(
+        "SELECT j.id, j.state, j.idempotency_key, o.sent_at FROM jobs j "
+        "JOIN outbox o ON o.job_id = j.id"
+    ).fetchall()
+    assert len(rows) == 1, rows
+    (made,) = rows
+    assert (made["state"], made["sent_at"]) == (JobState.QUEUED, None)
+    schedule = sql.execute("SELECT * FROM schedules WHERE id = %s", (schedule_id,)).fetchone()
+    assert schedule["last_job_id"] == made["id"]
+    assert made["idempotency_key"] == slot_key(schedule["id"], schedule["last_slot"])
+    assert schedule["next_slot"] > schedule["last_slot"]
+
+    # Then another sweep sends its message and makes no second job; a worker runs it once.
+    relayed_once_and_succeeded(stack, sql, str(made["id"]), webhook_up)
+    assert sql.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 1

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
-from app.api.routes import callbacks, dead_letters, health, jobs, me
+from app.api.routes import callbacks, dead_letters, health, jobs, me, schedules
 
-ROUTERS = (jobs.router, callbacks.router, dead_letters.router, me.router, health.router)
+ROUTERS = (
+    jobs.router,
+    callbacks.router,
+    dead_letters.router,
+    schedules.router,
+    me.router,
+    health.router,
+)
