@@ -177,6 +177,13 @@ async def cancel_waiting(db: Database, job_id: uuid.UUID, *, detail: str) -> boo
     return bool(row and row["changed"])
 
 
+async def cancel_waiting_txn(conn: Conn, job_id: uuid.UUID, *, detail: str) -> bool:
+    """As cancel_waiting, inside the caller's transaction (a suspension that finds a cancel
+    asked for)."""
+    rows = await fetch_txn(conn, q("cancel_waiting"), {"id": job_id, "detail": detail})
+    return bool(rows and rows[0]["changed"])
+
+
 async def request_cancel(db: Database, job_id: uuid.UUID) -> bool:
     """Flag a leased job for its worker's heartbeat; False when no lease holds it."""
     return bool(await db.fetch(q("request_cancel"), {"id": job_id}))

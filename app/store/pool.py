@@ -21,6 +21,9 @@ from psycopg_pool import AsyncConnectionPool
 from app import errors
 from app.store import sql
 
+# Runs of one statement that lost a deadlock before the error is the caller's.
+DEADLOCK_TRIES = 3
+
 Conn = psycopg.AsyncConnection[DictRow]
 
 # Serialises concurrent `migrate` runs (several workers starting at once).
@@ -114,8 +117,20 @@ class Database:
     async def fetch(
         self, query: LiteralString, params: Mapping[str, Any] | None = None
     ) -> list[dict[str, Any]]:
-        async with self.connection() as conn:
-            return await fetch_txn(conn, query, params)
+        """One statement in its own transaction. A deadlock victim is run again (its
+        statement rolled back whole): two batches finishing children of the same parents
+        in different orders lock those parents in different orders (the trigger that
+        wakes a parent)."""
+        for attempt in range(1, DEADLOCK_TRIES + 1):
+            try:
+                async with self.connection() as conn:
+                    return await fetch_txn(conn, query, params)
+            except errors.StoreError as exc:
+                if attempt == DEADLOCK_TRIES or not isinstance(
+                    exc.__cause__, psycopg.errors.DeadlockDetected
+                ):
+                    raise
+        raise AssertionError("unreachable")
 
     async def fetch_one(
         self, query: LiteralString, params: Mapping[str, Any] | None = None

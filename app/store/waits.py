@@ -14,6 +14,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from app.store import jobs
 from app.store.pool import Database, fetch_txn, q
 from app.store.records import Job, OutboxRow, Row
 
@@ -25,6 +26,8 @@ class Suspended:
     changed: bool
     woken: bool = False  # the condition was met meanwhile: queued again at once
     send_now: bool = False  # a timer due within the delay cap: send its wake-up now
+    delay: float = 0.0  # seconds until the wake-up is due, by the database's clock
+    cancelled: bool = False  # a cancel asked for while it ran: cancelled, not waiting
 
 
 async def suspend(
@@ -58,10 +61,24 @@ async def suspend(
         )
         if not rows:
             return Suspended(changed=False)
+        if rows[0]["cancel_requested"]:
+            # Cancelled while it ran, before its heartbeat saw it: a job waiting with a
+            # cancel asked for would never be woken (nor claimed) again.
+            await jobs.cancel_waiting_txn(conn, job_id, detail="cancelled while running")
+            return Suspended(changed=True, cancelled=True)
         woken = await fetch_txn(conn, q("wake_if_met"), {"id": job_id, "why": detail})
         return Suspended(
-            changed=True, woken=bool(woken and woken[0]["woken"]), send_now=rows[0]["send_now"]
+            changed=True,
+            woken=bool(woken and woken[0]["woken"]),
+            send_now=rows[0]["send_now"],
+            delay=float(rows[0]["delay"] or 0.0),
         )
+
+
+async def wake_if_answered(db: Database, job_id: uuid.UUID, *, why: str) -> bool:
+    """Wake a waiting job whose answer came (or whose gather is decided); whether it woke."""
+    rows = await db.fetch(q("wake_if_met"), {"id": job_id, "why": why})
+    return bool(rows and rows[0]["woken"])
 
 
 async def unsent_of(db: Database, job_id: uuid.UUID) -> list[OutboxRow]:
@@ -118,9 +135,9 @@ async def open_callback(
     key: str,
     token_hash: bytes,
     timeout_seconds: int,
-) -> dt.datetime | None:
-    """Create the job's callback ``key`` once (fenced); when it was opened, or None when
-    the lease moved on and nothing was created."""
+) -> tuple[dt.datetime, bytes] | None:
+    """Create the job's callback ``key`` once (fenced); when it was opened and the hash it
+    was opened with, or None when the lease moved on and nothing was created."""
     row = await db.fetch_one(
         q("open_callback"),
         {
@@ -131,7 +148,7 @@ async def open_callback(
             "timeout": timeout_seconds,
         },
     )
-    return row["created_at"] if row else None
+    return (row["created_at"], bytes(row["token_hash"])) if row else None
 
 
 async def callback_of(db: Database, job_id: uuid.UUID, key: str) -> Callback | None:
@@ -161,15 +178,19 @@ async def answer_callback(
 ) -> Answer | None:
     """The first answer to a pending callback before its deadline; None when there is
     none such (unknown, answered already or expired: ``callback_by_token`` tells)."""
-    row = await db.fetch_one(
-        q("answer_callback"),
-        {
-            "token_hash": token_hash,
-            "state": state,
-            "result": Jsonb(result) if state == "succeeded" else None,
-            "error": error,
-        },
-    )
+    async with db.transaction() as conn:
+        await fetch_txn(conn, q("lock_job_of_callback"), {"token_hash": token_hash})
+        rows = await fetch_txn(
+            conn,
+            q("answer_callback"),
+            {
+                "token_hash": token_hash,
+                "state": state,
+                "result": Jsonb(result) if state == "succeeded" else None,
+                "error": error,
+            },
+        )
+    row = rows[0] if rows else None
     if row is None:
         return None
     return Answer(job_id=row["job_id"], key=row["key"], woken=bool(row["woken"]))

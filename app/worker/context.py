@@ -77,7 +77,15 @@ class LeasedContext(JobContext[Any]):
         )
         if opened is None:
             raise errors.LeaseLost()
-        return {"opened_at": opened.isoformat()}
+        at, stored = opened
+        if stored != callbacks.token_hash(token):
+            # Opened under another server secret: the token this process would hand out
+            # could never answer it.
+            raise errors.PermanentError(
+                f"callback {key!r} was opened under another TASKLEASE_KEY_HASH_SECRET: "
+                "its token cannot be derived again here"
+            )
+        return {"opened_at": at.isoformat()}
 
     async def _callback_status(self, key: str) -> CallbackStatus:
         found = await store.waits.callback_of(self._db, self.job_id, key)

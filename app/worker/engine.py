@@ -288,6 +288,11 @@ class Engine:
         """A message for a job still waiting: its timer is not due (or it waits for an
         answer). Nothing runs; the message goes, re-sent with the delay left when the due
         time is within SQS's delay cap (else the sweeper sends it when it is)."""
+        if await store.waits.wake_if_answered(self.db, job_id, why="answered, found by a message"):
+            # Its answer came but woke nobody (a lost race): this message repairs it.
+            await self._send_outbox(await store.waits.unsent_of(self.db, job_id))
+            log.warning("an answered wait was still waiting: woken", extra=fields)
+            return True
         delay = await store.waits.early_wakeup(
             self.db, job_id, cap=self.settings.max_message_delay_seconds
         )

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from typing import Unpack
 
 from app import aws_limits, crashpoints, errors, store
@@ -135,6 +134,9 @@ class Outcomes:
         if not done.changed:
             log.warning("suspend refused: lease lost", extra=lease.fields)
             return False
+        if done.cancelled:
+            log.info("cancelled while running", extra={**lease.fields, "state": JobState.CANCELLED})
+            return True
         log.info(detail, extra={**lease.fields, "state": JobState.WAITING})
         crashpoints.hit(crashpoints.Point.AFTER_SUSPEND, **lease.fields)
         if done.woken:
@@ -142,8 +144,7 @@ class Outcomes:
                 await outbox.send(
                     self.db, self.queue, await store.waits.unsent_of(self.db, lease.job_id)
                 )
-        elif done.send_now and wait.wake_at is not None:
-            delay = wait.wake_at.timestamp() - time.time()
+        elif done.send_now:
             with contextlib.suppress(errors.QueueError):
-                await wakeups.send(self.queue, [(lease.job_id, delay)])
+                await wakeups.send(self.queue, [(lease.job_id, done.delay)])
         return True

@@ -54,8 +54,16 @@ async def test_a_fanout_gathers_its_children(stack: Stack, sql: Any) -> None:
         await drain(engine, sql, [job_id])
     row = job_row(sql, job_id)
     assert row["state"] == JobState.SUCCEEDED, row
-    assert row["result"] == {"children": 4, "succeeded": 3, "failed": 1, "unfinished": 0} or (
-        row["result"]["succeeded"] >= 3
+    # At least 3 of 4, child 1 failing for good: the gather may return before the last
+    # nap finishes, but never with the failure unseen once all three others succeeded.
+    result = row["result"]
+    assert result["children"] == 4 and result["succeeded"] >= 3, result
+    assert (
+        result["failed"] <= 1 and result["succeeded"] + result["failed"] + result["unfinished"] == 4
     )
-    kids = sql.execute("SELECT state FROM jobs WHERE parent_id = %s", (job_id,)).fetchall()
+    kids = sql.execute(
+        "SELECT spawn_key, state FROM jobs WHERE parent_id = %s", (job_id,)
+    ).fetchall()
     assert len(kids) == 4
+    failing = next(k for k in kids if k["spawn_key"] == "child-1")
+    assert failing["state"] in ("dead_lettered", "queued", "leased", "running", "retrying")

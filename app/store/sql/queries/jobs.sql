@@ -56,7 +56,8 @@ WITH caller AS (
     -- Counted up to the cap only: the cost stays bounded however many jobs wait.
     SELECT count(*) AS n FROM (
         SELECT 1 FROM jobs
-        WHERE tenant = %(tenant)s AND state IN ('queued', 'leased', 'running', 'retrying', 'stalled')
+        WHERE tenant = %(tenant)s
+          AND state IN ('queued', 'leased', 'running', 'retrying', 'stalled', 'waiting')
         LIMIT (SELECT max_in_flight FROM lim)
     ) AS unfinished
 ), counts AS (

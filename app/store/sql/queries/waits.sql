@@ -16,12 +16,14 @@ WITH done AS (
                             THEN now() END,
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state IN ('leased', 'running')
-    RETURNING j.id, j.attempt, j.lease_owner, j.wake_sent_at IS NOT NULL AS send_now
+    RETURNING j.id, j.attempt, j.lease_owner, j.wake_sent_at IS NOT NULL AS send_now,
+              j.cancel_requested,
+              greatest(0, extract(epoch FROM j.wake_at - now()))::float8 AS delay
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
     SELECT id, 'running', 'waiting', attempt, lease_owner, %(detail)s FROM done
 )
-SELECT send_now FROM done;
+SELECT send_now, cancel_requested, delay FROM done;
 
 -- name: wake_if_met
 -- In the suspending transaction, after the row is locked by `suspend`: a condition met
@@ -41,8 +43,12 @@ UPDATE jobs j SET wake_sent_at = now()
 FROM (SELECT id FROM jobs
       WHERE state = 'waiting' AND wake_at IS NOT NULL AND NOT cancel_requested
         AND ((wake_sent_at IS NULL AND wake_at <= now() + make_interval(secs => %(cap)s))
+             -- Overdue and lost: re-sent after the grace, then less and less often (each
+             -- wait at least as long as the job was overdue at the last send), so a
+             -- backlog of sleepers is not re-sent every sweep while the workers are down.
              OR (wake_at < now() - make_interval(secs => %(grace)s)
-                 AND wake_sent_at < now() - make_interval(secs => %(grace)s)))
+                 AND wake_sent_at < now() - make_interval(secs => %(grace)s)
+                                    - greatest(interval '0', wake_sent_at - wake_at)))
       ORDER BY wake_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) due
 WHERE j.id = due.id
 RETURNING j.id, greatest(0, extract(epoch FROM j.wake_at - now()))::float8 AS delay;
@@ -66,11 +72,11 @@ WITH made AS (
     FROM jobs j
     WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state = 'running'
     ON CONFLICT (job_id, key) DO NOTHING
-    RETURNING created_at
+    RETURNING created_at, token_hash
 )
-SELECT created_at FROM made
+SELECT created_at, token_hash FROM made
 UNION ALL
-SELECT created_at FROM callbacks WHERE job_id = %(id)s AND key = %(key)s;
+SELECT created_at, token_hash FROM callbacks WHERE job_id = %(id)s AND key = %(key)s;
 
 -- name: callback_of_job
 SELECT * FROM callbacks WHERE job_id = %(id)s AND key = %(key)s;
@@ -80,10 +86,18 @@ UPDATE callbacks SET state = 'timed_out', answered_at = now()
 WHERE job_id = %(id)s AND key = %(key)s AND state = 'pending' AND deadline <= now()
 RETURNING *;
 
+-- name: lock_job_of_callback
+-- First in the answering transaction: the job's row, the one lock a suspending job also
+-- takes, so the answer and the suspension see each other (whichever commits second sees
+-- the first; READ COMMITTED gives the next statement a fresh snapshot).
+SELECT j.id FROM jobs j JOIN callbacks c ON c.job_id = j.id
+WHERE c.token_hash = %(token_hash)s
+FOR UPDATE OF j;
+
 -- name: answer_callback
 -- The first answer before the deadline wins; the job waiting on it wakes in the same
--- transaction (the callback row is locked before the job's). A callback of a job that
--- ended (succeeded, cancelled) takes no answer: nobody would read it.
+-- transaction (after lock_job_of_callback). A callback of a job that ended (succeeded,
+-- cancelled) takes no answer: nobody would read it.
 WITH answered AS (
     UPDATE callbacks c
     SET state = %(state)s, result = %(result)s, error = %(error)s, answered_at = now()
