@@ -16,6 +16,7 @@ slot of the repeated hour runs, none of the skipped one.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -34,6 +35,8 @@ MACROS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
+# Slots one lookup walks at most (a repeated hour holds a few).
+STEPS = 100
 _SECOND = dt.timedelta(seconds=1)
 
 
@@ -81,15 +84,36 @@ class Cron:
     def after(self, moment: dt.datetime) -> dt.datetime | None:
         """The first slot strictly after ``moment``, in UTC; None when there is none in
         the next 50 years (cronsim's horizon: "* * 30 2 *" never matches)."""
-        # cronsim drops the microseconds, then steps one second forward: strictly after.
-        return self._first(CronSim(self.expr, moment.astimezone(self.zone)))
+        # cronsim drops the microseconds, then steps one second forward; on a fall-back
+        # night it can answer a time in the repeated hour that is already past (a fixed
+        # hour and minute lose the fold), so the first slot later than ``moment`` wins.
+        for slot in itertools.islice(CronSim(self.expr, moment.astimezone(self.zone)), STEPS):
+            if slot.astimezone(dt.UTC) > moment:
+                return slot.astimezone(dt.UTC)
+        return None
 
     def latest(self, moment: dt.datetime) -> dt.datetime | None:
         """The last slot at or before ``moment``, in UTC (None: none in 50 years)."""
         # Reversed, cronsim steps one second back first: from the next whole second, the
         # first slot it finds is at or before ``moment``.
         start = moment.replace(microsecond=0) + _SECOND
-        return self._first(CronSim(self.expr, start.astimezone(self.zone), reverse=True))
+        found: dt.datetime | None = None
+        for slot in itertools.islice(
+            CronSim(self.expr, start.astimezone(self.zone), reverse=True), STEPS
+        ):
+            if slot.astimezone(dt.UTC) <= moment:
+                found = slot.astimezone(dt.UTC)
+                break
+        if found is None:
+            return None
+        # On a fall-back night the reversed walk can skip the repeated hour's slot and
+        # answer the day before's: walk forward from it to the last one at or before.
+        for _ in range(STEPS):
+            following = self.after(found)
+            if following is None or following > moment:
+                break
+            found = following
+        return found
 
     def upcoming(self, moment: dt.datetime, count: int) -> list[dt.datetime]:
         """The next ``count`` slots after ``moment``, in the schedule's time zone."""
@@ -104,8 +128,3 @@ class Cron:
     def describe(self) -> str:
         """The expression in words ("At 09:00 on Monday through Friday")."""
         return CronSim(self.expr, dt.datetime.now(self.zone)).explain()
-
-    @staticmethod
-    def _first(slots: CronSim) -> dt.datetime | None:
-        slot = next(slots, None)
-        return None if slot is None else slot.astimezone(dt.UTC)

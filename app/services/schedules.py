@@ -191,15 +191,33 @@ async def materialise_due(
     then send their messages (a send that fails is the outbox relay's). Returns the jobs
     made."""
     made: list[OutboxRow] = []
+    # Each schedule is taken once per sweep (whatever its cron answers, a sweep cannot
+    # loop on one), and a tenant over its limits once: its other schedules wait too, and
+    # do not use up the sweep's takes meant for other tenants.
     skip: list[uuid.UUID] = []
+    over: list[str] = []
     for _ in range(limit):
-        async with db.transaction() as conn:
-            due = await store.schedules.take_due_txn(conn, skip=skip)
-            if due is None:
-                break
-            slot = await _make_slot_txn(settings, conn, due)
+        taken: Schedule | None = None
+        try:
+            async with db.transaction() as conn:
+                due = await store.schedules.take_due_txn(conn, skip=skip, skip_tenants=over)
+                if due is None:
+                    break
+                taken = due.schedule
+                slot = await _make_slot_txn(settings, conn, due)
+        except errors.StoreError:
+            raise
+        except Exception:
+            if taken is None:
+                raise
+            # One schedule's failure (a kind's validator that raises) is its own: the
+            # sweep goes on with the others and with its other steps.
+            log.exception("schedule skipped this sweep", extra={"schedule_id": taken.id})
+            skip.append(taken.id)
+            continue
+        skip.append(due.schedule.id)
         if slot.deferred:
-            skip.append(due.schedule.id)
+            over.append(due.schedule.tenant)
         for row in slot.outbox:
             # Committed: the job and the schedule's next slot; the message is not sent.
             crashpoints.hit(

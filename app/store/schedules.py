@@ -91,10 +91,17 @@ async def delete(db: Database, schedule_id: uuid.UUID, tenant: str | None) -> bo
     return bool(await db.fetch(q("delete_schedule"), {"id": schedule_id, "tenant": tenant}))
 
 
-async def take_due_txn(conn: Conn, *, skip: Sequence[uuid.UUID] = ()) -> Due | None:
+async def take_due_txn(
+    conn: Conn, *, skip: Sequence[uuid.UUID] = (), skip_tenants: Sequence[str] = ()
+) -> Due | None:
     """One enabled schedule whose next slot is due, locked for the caller's transaction
-    (SKIP LOCKED: several sweepers share the work, never the same schedule)."""
-    rows = await fetch_txn(conn, q("take_due_schedule"), {"skip": list(skip)})
+    (SKIP LOCKED: several sweepers share the work, never the same schedule), none of
+    ``skip`` nor of the tenants in ``skip_tenants``."""
+    rows = await fetch_txn(
+        conn,
+        q("take_due_schedule"),
+        {"skip": list(skip), "skip_tenants": list(skip_tenants)},
+    )
     if not rows:
         return None
     return Due(schedule=Schedule.from_row(rows[0]), now=rows[0]["db_now"])

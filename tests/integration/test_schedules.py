@@ -322,3 +322,25 @@ async def test_a_tenant_over_its_limits_keeps_its_slot_for_the_next_sweep(
     assert (await sweep(stack)).scheduled == 1
     row = schedule_row(sql, made["id"])
     assert (row["last_slot"], row["last_error"]) == (due, None)
+
+
+@pytest.mark.asyncio
+async def test_a_tenant_over_its_limits_does_not_use_up_a_sweep_meant_for_others(
+    api: TestClient, stack: Stack, sql: Any
+) -> None:
+    """A deferred schedule kept the head of the queue (oldest next_slot) and counted toward
+    the sweep's takes: with enough of them, another tenant's schedule never ran."""
+    mine = [created(api, {**EVERY_MINUTE, "payload": {"n": i}}) for i in range(3)]
+    sql.execute("INSERT INTO tenant_limits (tenant, max_in_flight) VALUES ('acme', 1)")
+    assert api.post("/v1/jobs", json={"kind": "demo.noop", "payload": {}}).status_code == 202
+    for m in mine:
+        make_due(sql, m["id"], minutes_late=5)
+    theirs = created(api, EVERY_MINUTE, **bearer(stack.key("globex")))
+    make_due(sql, theirs["id"])
+
+    async with engine_for(stack.settings) as engine:
+        made = await schedules.materialise_due(stack.settings, engine.db, engine.queue, limit=3)
+
+    assert made == 1
+    assert len(jobs_of(sql, theirs["id"])) == 1
+    assert all(not jobs_of(sql, m["id"]) for m in mine)

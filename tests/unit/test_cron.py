@@ -114,3 +114,42 @@ def test_bad_input_names_the_field(expr: str, tz: str, message: str) -> None:
     with pytest.raises(errors.BadRequest) as caught:
         Cron.parse(expr, tz)
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("expr", "zone", "now", "nxt", "last"),
+    [
+        # 01:10 EST, the second 01:xx of New York's fall-back night: 01:30 EDT (05:30Z)
+        # is past; cronsim answered it as the next slot, and yesterday's as the latest.
+        (
+            "30 1 * * *",
+            "America/New_York",
+            utc(2026, 11, 1, 6, 10),
+            utc(2026, 11, 2, 6, 30),
+            utc(2026, 11, 1, 5, 30),
+        ),
+        (
+            "30 1-3 * * *",
+            "America/New_York",
+            utc(2026, 11, 1, 6, 10),
+            utc(2026, 11, 1, 7, 30),
+            utc(2026, 11, 1, 5, 30),
+        ),
+        # 02:10 CET, the second 02:xx of Berlin's: 02:30 CEST (00:30Z) is past.
+        (
+            "30 2 * * *",
+            "Europe/Berlin",
+            utc(2026, 10, 25, 1, 10),
+            utc(2026, 10, 26, 1, 30),
+            utc(2026, 10, 25, 0, 30),
+        ),
+    ],
+)
+def test_inside_a_repeated_hour_after_is_never_in_the_past_and_latest_not_a_day_behind(
+    expr: str, zone: str, now: dt.datetime, nxt: dt.datetime, last: dt.datetime
+) -> None:
+    """A schedule's next slot in the past made a sweep take it again and again (500 takes
+    for one job); the day before's slot as the latest made a second job for one stretch."""
+    cron = Cron.parse(expr, zone)
+    assert cron.after(now) == nxt
+    assert cron.latest(now) == last

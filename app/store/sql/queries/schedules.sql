@@ -51,9 +51,11 @@ RETURNING id;
 -- another sweeper holds is that sweeper's; once it commits, its next_slot is in the
 -- future and the row no longer matches (PostgreSQL re-checks the WHERE on the row a
 -- lock waits for, and SKIP LOCKED never waits). `skip`: schedules this sweep already
--- looked at and left due (a tenant over its limits).
+-- took already; `skip_tenants`: tenants over their limits this sweep (admission is
+-- per tenant: their other schedules would be left due too).
 SELECT s.*, now() AS db_now FROM schedules s
 WHERE s.enabled AND s.next_slot <= now() AND s.id <> ALL(%(skip)s::uuid[])
+  AND s.tenant <> ALL(%(skip_tenants)s::text[])
 ORDER BY s.next_slot, s.id
 LIMIT 1
 FOR UPDATE SKIP LOCKED;
