@@ -55,10 +55,18 @@ ROUTES = [
     Route("GET", "/v1/dead-letters", None, 200),
     Route("POST", "/v1/dead-letters/redrive", {}, 403),  # a tenant key is known, not allowed
     Route("GET", "/v1/me", None, 200),
+    # "{schedule}": a schedule id nobody has (the owner's answer is 404, after the key).
+    Route("POST", "/v1/schedules", {"cron": "0 9 * * *", **NOOP}, 201),
+    Route("GET", "/v1/schedules", None, 200),
+    Route("GET", "/v1/schedules/{schedule}", None, 404),
+    Route("POST", "/v1/schedules/{schedule}/pause", None, 404),
+    Route("POST", "/v1/schedules/{schedule}/resume", None, 404),
+    Route("DELETE", "/v1/schedules/{schedule}", None, 404),
 ]
 JOB_ROUTES = [r for r in ROUTES if "{job}" in r.path]
 # The /v1 routes whose credential is a callback token in the path, not an API key
 # (tests/integration/test_api_waits.py; the Terraform routes them past any authorizer).
+NO_SCHEDULE = "00000000-0000-4000-8000-000000000000"
 TOKEN_ROUTES = {("POST", "/v1/callbacks/{token}"), ("POST", "/v1/callbacks/{token}/heartbeat")}
 
 
@@ -67,7 +75,7 @@ def call(
 ) -> Any:
     return client.request(
         route.method,
-        route.path.format(job=job_id),
+        route.path.format(job=job_id, schedule=NO_SCHEDULE),
         json=route.body,
         headers=headers or {},
     )
@@ -124,6 +132,7 @@ TABLES = {
     "effects": "job_id, key",
     "tenant_limits": "tenant",
     "api_keys": "id",
+    "schedules": "id",
 }
 
 
@@ -160,7 +169,10 @@ def test_the_table_names_every_v1_route() -> None:
         if path.startswith("/v1")
         for method in operations
     }
-    table = {(r.method, r.path.replace("{job}", "{job_id}")) for r in ROUTES}
+    table = {
+        (r.method, r.path.replace("{job}", "{job_id}").replace("{schedule}", "{schedule_id}"))
+        for r in ROUTES
+    }
     assert served == table | TOKEN_ROUTES
 
 
