@@ -245,7 +245,9 @@ async def test_a_late_sweep_makes_only_the_latest_slot(
 def test_two_sweep_processes_late_by_several_slots_make_one_job(
     api: TestClient, stack: Stack, sql: Any
 ) -> None:
-    made = created(api)
+    # Once a year: the two processes start seconds apart, and a minute that ends between
+    # them must not make an every-minute schedule due again.
+    made = created(api, {**EVERY_MINUTE, "cron": "0 0 1 1 *"})
     make_due(sql, made["id"], minutes_late=5)
     procs = [stack.spawn("sweep", "--once", name="sweep") for _ in range(2)]
     for proc in procs:
@@ -263,7 +265,9 @@ def test_two_sweep_processes_late_by_several_slots_make_one_job(
 async def test_pause_stops_slots_and_resume_starts_from_now(
     api: TestClient, stack: Stack, sql: Any
 ) -> None:
-    made = created(api)
+    # Once a year: a minute that ends between the resume and the sweep below must not
+    # make the resumed schedule due again (an every-minute cron did, now and then).
+    made = created(api, {**EVERY_MINUTE, "cron": "0 0 1 1 *"})
     due = make_due(sql, made["id"], minutes_late=3)
     api.post(f"/v1/schedules/{made['id']}/pause")
 
