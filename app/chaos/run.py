@@ -23,9 +23,10 @@ from rich.table import Table
 from app import errors, transport
 from app.chaos import config as exits
 from app.chaos.answers import answer_all
-from app.chaos.checker import FINAL, cause, check, violated
+from app.chaos.checker import check, violated
 from app.chaos.config import Config, Run, err, out
 from app.chaos.faults import inject_faults
+from app.chaos.per_kind import FINAL, cause
 from app.chaos.report import render
 from app.chaos.stack import (
     MAX_MESSAGE_DELAY_SECONDS,
