@@ -9,6 +9,9 @@ from handlers import runtime
 
 settings = runtime.load_settings()
 app = create_app(settings)
+# API Gateway cannot stream a response from a Python Lambda: the stream routes answer
+# long polls (?after=) here, and their readers poll the tables.
+app.state.runtime.streaming = False
 # Mangum would run the lifespan around every invocation, closing the pool each time;
 # the app opens its clients on the first request instead and keeps them while warm.
 handler = Mangum(app, lifespan="off")

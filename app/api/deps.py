@@ -16,7 +16,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from app import config, errors, transport
-from app.services import auth, outbox, server_secret
+from app.services import auth, outbox, server_secret, streams
 from app.store.pool import Database
 from app.transport import Transport, secrets
 
@@ -40,6 +40,9 @@ class Runtime:
         self.queue = transport.create(settings)
         self._clients: _Clients | None = None
         self._lock = asyncio.Lock()
+        # Started by the first stream request (a Lambda answering long polls has none).
+        self.streaming = True
+        self._hub: streams.Hub | None = None
 
     def _opened(self) -> _Clients:
         if self._clients is None:
@@ -75,8 +78,20 @@ class Runtime:
             )
             self._clients = _Clients(db=db, keys=keys, sender=outbox.OutboxSender(db, self.queue))
 
+    def stream_hub(self) -> streams.Hub | None:
+        """This process's stream listener, started on first use; None where readers poll."""
+        if not self.streaming:
+            return None
+        if self._hub is None:
+            self._hub = streams.Hub(secrets.database_url(self.settings))
+            self._hub.start()
+        return self._hub
+
     async def close(self) -> None:
         async with self._lock:
+            if self._hub is not None:
+                await self._hub.stop()
+                self._hub = None
             if self._clients is None:
                 return
             await self.queue.close()

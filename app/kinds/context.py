@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, Generic, Literal, TypeVar
 
 from app import bounds, errors
+from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted
 from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
 
 D = TypeVar("D")
@@ -59,6 +60,7 @@ class JobContext(abc.ABC, Generic[D]):
         self._replayed: list[str] = []
         self._ran: list[str] = []
         self._used: set[str] = set()  # keys this run used: a key used twice is an error
+        self._emitted: list[Emitted] = []
         fields = {"job_id": job_id, "kind": kind, "attempt": attempt, **(log_fields or {})}
         self.log = JobLogger(logging.getLogger(f"app.kinds.{kind}"), fields)
 
@@ -111,6 +113,37 @@ class JobContext(abc.ABC, Generic[D]):
         self._recorded[key] = stored
         self._after_effect(key)
         return stored  # type: ignore[no-any-return]
+
+    # --- streamed output ----------------------------------------------------------
+
+    async def progress(self, fraction: float | None = None, note: str | None = None) -> None:
+        """Say how far the job is (``fraction``, 0 to 1) and what it is doing (``note``).
+        Readers of the job's stream see it as it happens. Writes are batched (not a round
+        trip per call) and fenced by the lease: a zombie's progress is refused."""
+        if fraction is not None and not (
+            isinstance(fraction, int | float) and 0.0 <= float(fraction) <= 1.0
+        ):
+            raise errors.PermanentError(f"progress: fraction must be 0 to 1, not {fraction!r}")
+        if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE_CHARS):
+            raise errors.PermanentError(
+                f"progress: note must be text of {MAX_NOTE_CHARS} chars or fewer"
+            )
+        data = {"fraction": None if fraction is None else float(fraction), "note": note}
+        await self._output(Emitted(self.now(), "progress", data))
+
+    async def emit(self, data: Any) -> None:
+        """Stream ``data`` (a JSON value, a piece of output) to the job's readers, as
+        ``progress`` does: batched, fenced, in order."""
+        await self._output(Emitted(self.now(), "output", check_emitted(data)))
+
+    @property
+    def emitted(self) -> list[Emitted]:
+        """What this attempt emitted (progress, output, chunks), in order."""
+        return list(self._emitted)
+
+    async def _output(self, item: Emitted) -> None:
+        """Keep ``item`` for the job's stream; runners write it where readers find it."""
+        self._emitted.append(item)
 
     # --- waits ---------------------------------------------------------------
 

@@ -21,7 +21,8 @@ class SleepPayload(BaseModel):
 
 @kind("demo.sleep")
 async def sleep(ctx: JobContext[None], p: SleepPayload) -> dict[str, int]:
-    """Sleep in steps, one effect per step."""
+    """Sleep in steps, one effect per step, saying how far it is after each (its stream
+    shows the progress)."""
 
     def step(i: int) -> Callable[[], Awaitable[int]]:
         async def go() -> int:
@@ -30,7 +31,10 @@ async def sleep(ctx: JobContext[None], p: SleepPayload) -> dict[str, int]:
 
         return go
 
-    done: list[int] = [await ctx.effect(f"step-{i}", step(i)) for i in range(p.steps)]
+    done: list[int] = []
+    for i in range(p.steps):
+        done.append(await ctx.effect(f"step-{i}", step(i)))
+        await ctx.progress((i + 1) / p.steps, f"step {i + 1} of {p.steps}")
     return {"steps": len(done), "replayed": len(ctx.replayed)}
 
 

@@ -1,7 +1,7 @@
 """The store: the only package that runs SQL or imports psycopg.
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
-effects, outbox, keys, tenants, dead_letters, sweeper_marks, waits, schedules), each a
+effects, outbox, keys, tenants, dead_letters, sweeper_marks, waits, schedules, streams), each a
 set of small typed functions taking the ``Database`` (or, with the ``_txn`` suffix, a
 connection inside the caller's transaction) and answering the records of ``store.records``.
 """
@@ -15,6 +15,7 @@ from app.store import (
     outbox,
     records,
     schedules,
+    streams,
     sweeper_marks,
     tenants,
     waits,
@@ -36,6 +37,7 @@ __all__ = [
     "records",
     "redact",
     "schedules",
+    "streams",
     "sweeper_marks",
     "tenants",
     "waits",

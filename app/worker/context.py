@@ -15,9 +15,11 @@ from typing import Any
 
 from app import crashpoints, errors, store
 from app.kinds import JobContext
+from app.kinds.output import Emitted
 from app.kinds.waits import CallbackStatus, ChildStatus
 from app.services import callbacks, submit
 from app.store.records import OutboxRow
+from app.worker.output import OutputBuffer
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +58,14 @@ class LeasedContext(JobContext[Any]):
         # The database's clock minus this process's, measured at the claim: a timer the
         # database found due is due here too.
         self._offset = dt.timedelta(seconds=clock_offset)
+        self.output = OutputBuffer(db, job_id, lease_token)
 
     def now(self) -> dt.datetime:
         return dt.datetime.now(dt.UTC) + self._offset
+
+    async def _output(self, item: Emitted) -> None:
+        # Not kept in memory too: a long streamed answer is written, not held.
+        await self.output.add(item)
 
     # --- callbacks ---------------------------------------------------------------
 

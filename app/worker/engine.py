@@ -203,7 +203,7 @@ class Engine:
         log.info("running", extra={**fields, "state": JobState.RUNNING})
         try:
             result = await self.keeper.run(
-                lease, lambda: kind.execute(ctx, payload), job.timeout_seconds, context
+                lease, lambda: _execute(kind, ctx, payload), job.timeout_seconds, context
             )
         except errors.LeaseLost:
             log.warning("lease lost: stopping, writing nothing", extra=fields)
@@ -324,3 +324,15 @@ class Engine:
     async def _succeed_many(self, items: list[tuple[uuid.UUID, uuid.UUID, Any]]) -> list[bool]:
         done = await store.leases.succeed_batch(self.db, items)
         return [token in done for _, token, _ in items]
+
+
+async def _execute(kind: kinds.Kind[Any, Any, Any], ctx: LeasedContext, payload: Any) -> Any:
+    """The kind's code, then its streamed output written: before the job's next
+    transition, so a reader sees the output before the state that follows it."""
+    try:
+        result = await kind.execute(ctx, payload)
+    except BaseException:
+        await ctx.output.close(quiet=True)
+        raise
+    await ctx.output.close()
+    return result

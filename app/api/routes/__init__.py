@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from app.api.routes import callbacks, dead_letters, health, jobs, me, schedules
+from app.api.routes import callbacks, dead_letters, health, jobs, me, schedules, streams
 
 ROUTERS = (
     jobs.router,
+    streams.router,
     callbacks.router,
     dead_letters.router,
     schedules.router,

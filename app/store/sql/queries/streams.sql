@@ -1,0 +1,105 @@
+-- Streams: a job's output (fenced writes) and the ordered reads of transitions and output.
+-- Named queries of app/store/streams.py. Each starts with "-- name: NAME"; app/store/sql
+-- loads every file of this folder. Parameters are always bound (%(name)s), never
+-- formatted into the text.
+-- Order and cursors: (tx, id), read only below the oldest running transaction
+-- (migration 0010 says why); a row written before 0010 has no tx and reads as tx 0.
+
+-- name: append_output
+-- Fenced: only the lease holder of a running job writes; `fenced` says whether it held.
+-- A chunk already written under (key, seq) is left as it is (once each).
+WITH j AS (
+    SELECT id, attempt FROM jobs
+    WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
+    FOR SHARE
+), ins AS (
+    INSERT INTO job_output (job_id, attempt, at, type, key, seq, data)
+    SELECT j.id, j.attempt, o.at, o.type, o.key, o.seq, o.data
+    FROM j, unnest(%(ats)s::timestamptz[], %(types)s::text[], %(keys)s::text[],
+                   %(seqs)s::int[], %(datas)s::jsonb[]) WITH ORDINALITY AS o(at, type, key, seq, data, ord)
+    ORDER BY o.ord
+    ON CONFLICT (job_id, key, seq) DO NOTHING
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM j) = 1 AS fenced, (SELECT count(*) FROM ins) AS written;
+
+-- name: stream_job
+-- One job's transitions and output after the cursor, oldest first.
+WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin), ev AS (
+    SELECT coalesce(e.tx, '0'::xid8) AS tx, e.id, e.job_id, e.at, e.attempt,
+           'transition'::text AS type, NULL::text AS key, NULL::int AS seq,
+           jsonb_build_object('from_state', e.from_state, 'to_state', e.to_state,
+                              'worker', e.worker, 'detail', e.detail) AS data
+    FROM job_events e
+    WHERE e.job_id = %(job)s
+    UNION ALL
+    SELECT o.tx, o.id, o.job_id, o.at, o.attempt, o.type, o.key, o.seq, o.data
+    FROM job_output o
+    WHERE o.job_id = %(job)s
+)
+SELECT ev.*, j.tenant, j.kind
+FROM ev JOIN jobs j ON j.id = ev.job_id
+WHERE (ev.tx, ev.id) > (%(tx)s::text::xid8, %(after)s::bigint)
+  AND ev.tx < (SELECT xmin FROM horizon)
+ORDER BY ev.tx, ev.id
+LIMIT %(limit)s;
+
+-- name: stream_tenant
+-- Every job's transitions and output after the cursor (a tenant's, or all with a NULL
+-- tenant), oldest first. Rows from before migration 0010 (no tx) are not in it.
+WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin), ev AS (
+    SELECT e.tx, e.id, e.job_id, e.at, e.attempt,
+           'transition'::text AS type, NULL::text AS key, NULL::int AS seq,
+           jsonb_build_object('from_state', e.from_state, 'to_state', e.to_state,
+                              'worker', e.worker, 'detail', e.detail) AS data
+    FROM job_events e
+    WHERE (e.tx, e.id) > (%(tx)s::text::xid8, %(after)s::bigint)
+      AND e.tx < (SELECT xmin FROM horizon)
+    UNION ALL
+    SELECT o.tx, o.id, o.job_id, o.at, o.attempt, o.type, o.key, o.seq, o.data
+    FROM job_output o
+    WHERE (o.tx, o.id) > (%(tx)s::text::xid8, %(after)s::bigint)
+      AND o.tx < (SELECT xmin FROM horizon)
+)
+SELECT ev.*, j.tenant, j.kind
+FROM ev JOIN jobs j ON j.id = ev.job_id
+WHERE %(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text
+ORDER BY ev.tx, ev.id
+LIMIT %(limit)s;
+
+-- name: stream_horizon
+-- Where a stream that starts now begins: every transaction from the oldest still running.
+SELECT pg_snapshot_xmin(pg_current_snapshot()) AS tx;
+
+-- name: stream_job_tail
+-- The job's state and its last readable row: a stream of a finished job ends once its
+-- reader's cursor is there.
+WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin), last AS (
+    SELECT tx, id FROM (
+        (SELECT coalesce(tx, '0'::xid8) AS tx, id FROM job_events WHERE job_id = %(job)s
+         ORDER BY coalesce(tx, '0'::xid8) DESC, id DESC LIMIT 1)
+        UNION ALL
+        (SELECT tx, id FROM job_output WHERE job_id = %(job)s ORDER BY tx DESC, id DESC LIMIT 1)
+    ) AS both_tables
+    ORDER BY tx DESC, id DESC LIMIT 1
+)
+SELECT j.state, last.tx AS last_tx, last.id AS last_id,
+       coalesce(last.tx < (SELECT xmin FROM horizon), true) AS readable
+FROM jobs j LEFT JOIN last ON true
+WHERE j.id = %(job)s;
+
+-- name: job_output
+-- A job's output rows of one type (and key), in order: a streamed answer's recorded chunks.
+SELECT * FROM job_output
+WHERE job_id = %(job)s AND type = %(type)s AND (%(key)s::text IS NULL OR key = %(key)s::text)
+ORDER BY tx, id;
+
+-- name: overview
+-- What the web view's overview shows: jobs by state (a tenant's, or all for NULL), the
+-- oldest queued job's age. (A scan of the tenant's jobs: issue 18 keeps it flat.)
+SELECT s.state::text AS state, count(j.id) AS n,
+       extract(epoch FROM now() - min(j.created_at)) AS oldest_age
+FROM unnest(enum_range(NULL::job_state)) AS s(state)
+LEFT JOIN jobs j ON j.state = s.state AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
+GROUP BY s.state
+ORDER BY s.state;
