@@ -22,7 +22,7 @@ from sse_starlette import EventSourceResponse
 
 from app.api.deps import Db, JobQueue, Runtime
 from app.api.errors import COMMON
-from app.api.schemas import TENANT_PATTERN
+from app.api.schemas import TENANT_PATTERN, Problem
 from app.api.security import Caller
 from app.services import auth, jobs
 from app.services import streams as service
@@ -163,6 +163,7 @@ async def stream_job(
     "/v1/stream",
     response_model=StreamPage,
     responses={
+        403: {"model": Problem, "description": "a tenant key naming another tenant"},
         **COMMON,
         200: {
             "description": "text/event-stream of every job's events, or a long poll's page",
@@ -206,7 +207,14 @@ async def stream_all(
     return _sse(events())
 
 
-@router.get("/v1/overview", response_model=Overview, responses=COMMON)
+@router.get(
+    "/v1/overview",
+    response_model=Overview,
+    responses={
+        403: {"model": Problem, "description": "a tenant key naming another tenant"},
+        **COMMON,
+    },
+)
 async def overview(caller: Caller, db: Db, queue: JobQueue, tenant: TenantQuery = None) -> Overview:
     """Jobs by state and the oldest queued job's age, for the caller's tenant (an admin
     key: every tenant, or ``tenant``); an admin also sees the dead-letter queue's depth."""
