@@ -163,7 +163,8 @@ async def _batch(
                 return [], False
             if quick < len(QUICK):
                 pause = QUICK[quick]
-            elif hub is None:
+            elif hub is None or not hub.connected.is_set():
+                # No listener (a Lambda, or its connection is down): poll.
                 pause = POLL_WITHOUT_HUB_SECONDS
             else:
                 pause = IDLE_POLL_SECONDS
