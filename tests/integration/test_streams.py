@@ -246,3 +246,35 @@ def test_tenant_sse_stream_from_a_real_server(stack: Stack, api: Any) -> None:
                 break
     data = json.loads(next(x for x in lines if job["id"] in x)[5:])
     assert data["type"] == "transition" and data["data"]["to_state"] == "queued"
+
+
+def test_a_reader_gets_the_event_when_the_listener_lost_its_connection(
+    stack: Stack, api: Any, sql: Any
+) -> None:
+    """The notification only says "read again": with the process's LISTEN connection
+    killed, an event written meanwhile still reaches the waiting reader."""
+    import time
+
+    job = submit(api, {"kind": "demo.noop", "payload": {}})
+    token = uuid.uuid4()
+    sql.execute(
+        "UPDATE jobs SET state = 'running', lease_token = %s, lease_expires_at = now() + "
+        "interval '1 minute', attempt = 1 WHERE id = %s",
+        (token, job["id"]),
+    )
+    head = api.get(f"/v1/jobs/{job['id']}/stream", params={"after": "0", "wait": 0}).json()
+    killed = 0
+    for _ in range(50):
+        killed = sql.execute(
+            "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity "
+            "WHERE datname = current_database() AND query ILIKE 'LISTEN%%'"
+        ).fetchone()["n"]
+        if killed:
+            break
+        time.sleep(0.1)
+    assert killed == 1
+    assert run(emit(stack, uuid.UUID(job["id"]), token, ["after the kill"]))
+    page = api.get(
+        f"/v1/jobs/{job['id']}/stream", params={"after": head["next"], "wait": 15}
+    ).json()
+    assert [e["data"] for e in page["events"]] == ["after the kill"]
