@@ -184,10 +184,13 @@ class Waiter:
         self.on_event = on_event
         self.after = "0"
         self.state = "unknown"
+        self.read_all = False  # the job's stream was read to its end
 
     def finished(self, job: models.Job) -> bool:
+        """Whether ``wait`` is over: the job is finished and, for an ``on_event``, every
+        event of its stream was handed to it (a job finished already still shows them)."""
         self.state = job.state.value
-        return job.finished
+        return job.finished and (self.on_event is None or self.read_all)
 
     def poll(self, http_timeout: float) -> Call[models.StreamPage]:
         """The next long poll, or Timeout when the deadline has passed."""
@@ -211,6 +214,7 @@ class Waiter:
             if self.on_event is not None:
                 self.on_event(event)
         self.after = page.next
+        self.read_all = page.done
         return page.done
 
 
