@@ -240,6 +240,17 @@ class Resume:
     def headers(self) -> dict[str, str]:
         return {"Last-Event-ID": self.last} if self.last else {}
 
+    def answered(self, response: httpx.Response) -> bool:
+        """Whether the stream's answer is Server-Sent Events; an error answer (its body
+        read) raises. Not SSE: the API answers long polls only (behind API Gateway and
+        Lambda, which cannot stream), and the stream goes on by ``poll``."""
+        if response.is_error:
+            raise error_of(response)
+        return str(response.headers.get("content-type", "")).startswith("text/event-stream")
+
+    def _new(self, event_id: str) -> bool:
+        return self.last is None or position(event_id) > position(self.last)
+
     def accept(self, sse: ServerSentEvent) -> models.StreamEvent | None:
         """The event to hand out, or None (a repeat, a frame of no event, the end)."""
         self.failures = 0
@@ -248,11 +259,29 @@ class Resume:
             return None
         if sse.event not in ("transition", "progress", "output", "chunk"):
             return None
-        if self.last is not None and sse.id and position(sse.id) <= position(self.last):
+        if sse.id and not self._new(sse.id):
             return None
         event = models.StreamEvent.model_validate(json.loads(sse.data))
         self.last = event.id
         return event
+
+    def poll(self, http_timeout: float) -> Call[models.StreamPage]:
+        """The long poll that follows the last event (where the API cannot stream)."""
+        return Call(
+            "GET",
+            self.path,
+            _model(models.StreamPage),
+            params={"after": self.last or "0", "wait": f"{MAX_POLL_SECONDS:g}"},
+            timeout=MAX_POLL_SECONDS + http_timeout,
+        )
+
+    def take(self, page: models.StreamPage) -> list[models.StreamEvent]:
+        """A long poll's new events; the stream ends when the page says the job is done."""
+        events = [e for e in page.events if self._new(e.id)]
+        if events:
+            self.last = events[-1].id
+        self.ended = page.done
+        return events
 
     def dropped(self, exc: Exception | None) -> float:
         """The pause before reconnecting, or ConnectionLost after too many tries."""

@@ -141,7 +141,8 @@ class Client:
                 ) as source:
                     if source.response.is_error:
                         source.response.read()
-                        raise calls.error_of(source.response)
+                    if not resume.answered(source.response):
+                        break  # the API answers long polls only: follow by poll below
                     for sse in source.iter_sse():
                         event = resume.accept(sse)
                         if event is not None:
@@ -152,6 +153,8 @@ class Client:
             except httpx.TransportError as exc:
                 dropped = exc
             time.sleep(resume.dropped(dropped))
+        while not resume.ended:
+            yield from resume.take(self.send(resume.poll(self.timeout)))
 
 
 class Callbacks:
@@ -280,7 +283,8 @@ class AsyncClient:
                 ) as source:
                     if source.response.is_error:
                         await source.response.aread()
-                        raise calls.error_of(source.response)
+                    if not resume.answered(source.response):
+                        break  # the API answers long polls only: follow by poll below
                     async for sse in source.aiter_sse():
                         event = resume.accept(sse)
                         if event is not None:
@@ -291,6 +295,9 @@ class AsyncClient:
             except httpx.TransportError as exc:
                 dropped = exc
             await asyncio.sleep(resume.dropped(dropped))
+        while not resume.ended:
+            for event in resume.take(await self.send(resume.poll(self.timeout))):
+                yield event
 
 
 class AsyncCallbacks:

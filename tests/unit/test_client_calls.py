@@ -115,3 +115,38 @@ def test_a_stream_that_keeps_dropping_gives_up_naming_it() -> None:
         assert 0 < resume.dropped(None) <= calls.RETRY_CAP
     with pytest.raises(client.ConnectionLost, match="/v1/jobs/j/stream"):
         resume.dropped(httpx.ReadError("gone"))
+
+
+def page(ids: list[str], done: bool) -> dict[str, Any]:
+    events = [json.loads(frame(i).data) for i in ids]
+    return {"events": events, "next": ids[-1] if ids else "0", "done": done}
+
+
+def test_a_stream_from_an_api_that_cannot_stream_follows_by_long_poll() -> None:
+    """Behind API Gateway and Lambda the stream route answers long polls (JSON): the
+    client goes on by ``?after=``, from the last event it handed out, until done."""
+    asked: list[str | None] = []
+    pages = {
+        None: page([], False),
+        "0": page(["1-1", "1-2"], False),
+        "1-2": page(["1-2", "1-3"], True),
+    }
+
+    def api(request: httpx.Request) -> httpx.Response:
+        after = request.url.params.get("after")
+        asked.append(after)
+        return httpx.Response(200, json=pages[after])
+
+    with client.Client("http://api", "k", transport=httpx.MockTransport(api)) as tl:
+        assert [e.id for e in tl.stream("j")] == ["1-1", "1-2", "1-3"]
+    assert asked == [None, "0", "1-2"]
+
+
+@pytest.mark.asyncio
+async def test_the_async_stream_raises_the_apis_error() -> None:
+    def api(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, json={"detail": "job j not found"})
+
+    async with client.AsyncClient("http://api", "k", transport=httpx.MockTransport(api)) as tl:
+        with pytest.raises(client.NotFound, match="job j not found"):
+            [e async for e in tl.stream("j")]
