@@ -28,7 +28,8 @@ MAX_POLL_SECONDS = 25.0
 # Reconnecting a dropped stream: this many tries in a row, backing off up to RETRY_CAP.
 STREAM_RETRIES = 8
 RETRY_CAP = 5.0
-_UNSET: Any = object()
+# "No result given" (None is a result: JSON null).
+UNSET: Any = object()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,10 +116,10 @@ def _callback_path(token: str, tail: str = "") -> str:
 
 
 def complete(
-    token: str, result: Any = _UNSET, error: str | None = None
+    token: str, result: Any = UNSET, error: str | None = None
 ) -> Call[models.CallbackAnswered]:
     """Exactly one of ``result`` (any JSON, None included) or ``error``."""
-    if (result is _UNSET) == (error is None):
+    if (result is UNSET) == (error is None):
         raise ValueError("give result (any JSON) or error (a message), exactly one")
     body = {"error": error} if error is not None else {"result": result}
     return Call("POST", _callback_path(token), _model(models.CallbackAnswered), json=body)

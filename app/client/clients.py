@@ -164,7 +164,7 @@ class Callbacks:
         self._client = client
 
     def complete(
-        self, token: str, result: Any = calls._UNSET, *, error: str | None = None
+        self, token: str, result: Any = calls.UNSET, *, error: str | None = None
     ) -> models.CallbackAnswered:
         """Complete the callback with ``result`` (any JSON) or fail it with ``error``."""
         return self._client.send(calls.complete(token, result, error))
@@ -305,7 +305,7 @@ class AsyncCallbacks:
         self._client = client
 
     async def complete(
-        self, token: str, result: Any = calls._UNSET, *, error: str | None = None
+        self, token: str, result: Any = calls.UNSET, *, error: str | None = None
     ) -> models.CallbackAnswered:
         return await self._client.send(calls.complete(token, result, error))
 
