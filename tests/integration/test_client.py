@@ -7,6 +7,7 @@ connection (a TCP proxy closing it mid-stream) with no event repeated or skipped
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import re
@@ -186,6 +187,18 @@ def test_wait_times_out_naming_the_job_and_its_state_then_cancel(tl: client.Clie
     with pytest.raises(client.Conflict) as again:
         tl.cancel(job.id)
     assert again.value.status == 409
+
+
+def test_a_delayed_submission_waits_on_a_timer(tl: client.Client) -> None:
+    an_hour = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    later = tl.submit("demo.noop", {}, run_at=an_hour)
+    soon = tl.submit("demo.noop", {}, delay_seconds=3600)
+    for job in (later, soon):
+        assert job.state == client.JobState.WAITING
+        assert job.waiting_for is not None and job.waiting_for.kind == "timer"
+        assert tl.cancel(job.id).state == client.JobState.CANCELLED
+    with pytest.raises(client.Unprocessable, match="not both"):
+        tl.submit("demo.noop", {}, run_at=an_hour, delay_seconds=1)
 
 
 def test_a_callback_is_heartbeaten_and_completed(tl: client.Client, module_stack: Stack) -> None:
