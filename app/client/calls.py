@@ -43,6 +43,18 @@ class Call(Generic[T]):
     timeout: float | None = None  # None: the client's
 
 
+def request_args(call: Call[Any], timeout: float) -> dict[str, Any]:
+    """``httpx.Client.request``'s arguments for ``call`` (``timeout``: the client's)."""
+    return {
+        "method": call.method,
+        "url": call.path,
+        "json": call.json,
+        "params": call.params,
+        "headers": call.headers,
+        "timeout": call.timeout if call.timeout is not None else timeout,
+    }
+
+
 def _model(cls: type[M]) -> Callable[[Any], M]:
     return cls.model_validate
 

@@ -59,16 +59,8 @@ class Client:
         self.http.close()
 
     def send(self, call: calls.Call[T]) -> T:
-        timeout = call.timeout if call.timeout is not None else self.timeout
         try:
-            response = self.http.request(
-                call.method,
-                call.path,
-                json=call.json,
-                params=call.params,
-                headers=call.headers,
-                timeout=timeout,
-            )
+            response = self.http.request(**calls.request_args(call, self.timeout))
         except httpx.TransportError as exc:
             raise calls.lost(exc, self.http.base_url) from exc
         return calls.result(call, response)
@@ -202,16 +194,8 @@ class AsyncClient:
         await self.http.aclose()
 
     async def send(self, call: calls.Call[T]) -> T:
-        timeout = call.timeout if call.timeout is not None else self.timeout
         try:
-            response = await self.http.request(
-                call.method,
-                call.path,
-                json=call.json,
-                params=call.params,
-                headers=call.headers,
-                timeout=timeout,
-            )
+            response = await self.http.request(**calls.request_args(call, self.timeout))
         except httpx.TransportError as exc:
             raise calls.lost(exc, self.http.base_url) from exc
         return calls.result(call, response)
