@@ -54,7 +54,9 @@ class Proxy:
             with self.lock:
                 self.accepted += 1
                 self.live += [down, up]
-            head = down.recv(65536)
+            head = b""
+            while b"\r\n\r\n" not in head and (more := down.recv(65536)):
+                head += more
             self.requests.append(head)
             up.sendall(head)
             threading.Thread(target=self._pump, args=(down, up), daemon=True).start()

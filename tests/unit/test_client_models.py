@@ -13,6 +13,8 @@ from app import config
 from app.api import create_app
 from app.client import models
 
+pytestmark = pytest.mark.unit
+
 # Each client model and the component schema it mirrors.
 PAIRS: list[tuple[type[BaseModel], str]] = [
     (models.Job, "JobPublic"),
