@@ -43,24 +43,37 @@ def connection_or_exit(api_url: str | None, api_key: str | None) -> tuple[str, s
     raise typer.Exit(2)
 
 
-def show(event: client.StreamEvent) -> None:
-    """One line on stderr per event of the job's stream."""
-    data: Any = event.data if isinstance(event.data, dict) else {}
-    head = Text(f"attempt {event.attempt} ", style="dim")
-    if event.type == "transition":
-        line = Text.assemble(head, data.get("from_state") or "new", " → ")
-        line.append_text(render.state(str(data.get("to_state"))))
-        if data.get("detail"):
-            line.append(f"  {data['detail']}", style="dim")
-        err.print(line)
-    elif event.type == "progress":
-        fraction = data.get("fraction")
-        pct = f"{float(fraction) * 100:5.1f}%" if isinstance(fraction, int | float) else "  ?  "
-        err.print(Text.assemble(head, f"progress {pct} ", str(data.get("note") or "")))
-    elif event.type == "output":
-        err.print(Text.assemble(head, "output ", json.dumps(event.data)))
-    else:  # a chunk of a model's answer, as it is written
-        err.print(Text(str(data.get("text", ""))), end="")
+class Progress:
+    """The job's stream on stderr: a line per transition, progress or output; a model's
+    streamed answer as running text (its chunks joined), ended before the next line."""
+
+    def __init__(self) -> None:
+        self.in_text = False
+
+    def line(self, text: Text) -> None:
+        if self.in_text:
+            err.print()
+            self.in_text = False
+        err.print(text)
+
+    def __call__(self, event: client.StreamEvent) -> None:
+        data: Any = event.data if isinstance(event.data, dict) else {}
+        head = Text(f"attempt {event.attempt} ", style="dim")
+        if event.type == "transition":
+            line = Text.assemble(head, data.get("from_state") or "new", " → ")
+            line.append_text(render.state(str(data.get("to_state"))))
+            if data.get("detail"):
+                line.append(f"  {data['detail']}", style="dim")
+            self.line(line)
+        elif event.type == "progress":
+            fraction = data.get("fraction")
+            pct = f"{float(fraction) * 100:5.1f}%" if isinstance(fraction, int | float) else "?"
+            self.line(Text.assemble(head, f"progress {pct} ", str(data.get("note") or "")))
+        elif event.type == "output":
+            self.line(Text.assemble(head, "output ", json.dumps(event.data)))
+        else:  # a chunk of a model's answer, as it is written
+            err.print(Text(str(data.get("text", ""))), end="")
+            self.in_text = True
 
 
 def submit_and_wait(
@@ -88,7 +101,7 @@ def submit_and_wait(
                 delay_seconds=delay,
             )
             err.print(f"job {job.id} submitted; waiting (up to {wait_timeout:g} s)")
-            done = api.wait(job.id, timeout=wait_timeout, on_event=show)
+            done = api.wait(job.id, timeout=wait_timeout, on_event=Progress())
     except client.TaskleaseError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from exc
