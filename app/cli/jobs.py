@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from app import bounds
-from app.cli import render, runner
+from app.cli import remote, render, runner
 from app.cli.render import err, out
 from app.services import auth, jobs
 from app.services import submit as service
@@ -57,9 +57,26 @@ def submit(
         str | None,
         typer.Option(help="run it at this time: ISO 8601 with a time zone (2026-12-24T18:00Z)"),
     ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="submit through the HTTP API, follow the job until it is finished and print "
+            "its result (exit 1 unless it succeeded)",
+        ),
+    ] = False,
+    wait_timeout: Annotated[
+        float, typer.Option(min=0.1, help="--wait: give up after this many seconds")
+    ] = 3600.0,
+    api_url: Annotated[
+        str | None, typer.Option(help=f"--wait: the API's URL (default ${remote.API_URL})")
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help=f"--wait: an API key (default ${remote.API_KEY})")
+    ] = None,
 ) -> None:
-    """Submit a job (the same path as POST /v1/jobs, limits included) and print its id."""
-    s = runner.settings_or_exit()
+    """Submit a job (the same path as POST /v1/jobs, limits included) and print its id.
+    With --wait, submit it through the HTTP API (the key decides the tenant) and wait."""
     try:
         doc = json.loads(payload)
     except ValueError as exc:
@@ -69,6 +86,25 @@ def submit(
         err.print("[red]give --delay or --run-at, not both[/]")
         raise typer.Exit(2)
     when_ = _run_at_or_exit(run_at) if run_at is not None else None
+    if wait:
+        if tenant != service.DEFAULT_TENANT:
+            err.print("[red]--tenant does not apply with --wait:[/] the API key decides the tenant")
+            raise typer.Exit(2)
+        url, key = remote.connection_or_exit(api_url, api_key)
+        remote.submit_and_wait(
+            url,
+            key,
+            kind=kind,
+            payload=doc,
+            idempotency_key=idempotency_key,
+            max_attempts=max_attempts,
+            timeout_seconds=timeout_seconds,
+            run_at=when_,
+            delay=delay,
+            wait_timeout=wait_timeout,
+        )
+        return
+    s = runner.settings_or_exit()
     submitted = runner.on_clients(
         s,
         lambda c: service.submit(

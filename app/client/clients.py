@@ -1,0 +1,297 @@
+"""``Client`` (sync) and ``AsyncClient``: they send the calls app/client/calls.py builds
+and parse the answers it reads; the loops of ``wait`` and ``stream`` are the only code
+written twice, a few lines each, around the shared ``Waiter`` and ``Resume``."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+from httpx_sse import aconnect_sse, connect_sse
+
+from app.client import calls, models
+from app.client.calls import JobId
+
+T = TypeVar("T")
+OnEvent = Callable[[models.StreamEvent], object]
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def _stream_timeout(timeout: float) -> httpx.Timeout:
+    return httpx.Timeout(timeout, read=calls.STREAM_READ_TIMEOUT)
+
+
+class Client:
+    """The tasklease HTTP API, synchronously. ``api_key`` may be None for a party that
+    only answers callbacks (the token is the credential)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.timeout = timeout
+        self.http = httpx.Client(
+            base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport
+        )
+        self.callbacks = Callbacks(self)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def send(self, call: calls.Call[T]) -> T:
+        try:
+            response = self.http.request(**calls.request_args(call, self.timeout))
+        except httpx.TransportError as exc:
+            raise calls.lost(exc, self.http.base_url) from exc
+        return calls.result(call, response)
+
+    def submit(
+        self,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+        timeout_seconds: int | None = None,
+        run_at: dt.datetime | None = None,
+        delay_seconds: float | None = None,
+    ) -> models.Job:
+        """Submit a job; it is durable when this returns."""
+        return self.send(
+            calls.submit(
+                kind,
+                payload,
+                idempotency_key=idempotency_key,
+                max_attempts=max_attempts,
+                timeout_seconds=timeout_seconds,
+                run_at=run_at,
+                delay_seconds=delay_seconds,
+            )
+        )
+
+    def submit_many(
+        self, items: Iterable[models.JobRequest | Mapping[str, Any]]
+    ) -> list[models.Job]:
+        """Submit up to 100 jobs, all or none; the jobs in the same order."""
+        return self.send(calls.submit_many(items))
+
+    def get(self, job_id: JobId) -> models.JobDetail:
+        return self.send(calls.get(job_id))
+
+    def cancel(self, job_id: JobId) -> models.Job:
+        return self.send(calls.cancel(job_id))
+
+    def redrive(self, job_id: JobId, force: bool = False) -> models.Job:
+        return self.send(calls.redrive(job_id, force))
+
+    def wait(
+        self, job_id: JobId, *, timeout: float, on_event: OnEvent | None = None
+    ) -> models.JobDetail:
+        """The job once it is finished (succeeded, dead_lettered or cancelled), following
+        its stream by long poll; ``on_event`` sees each event meanwhile. Timeout (naming
+        the job and its last state) when ``timeout`` seconds pass first."""
+        waiter = calls.Waiter(job_id, timeout, on_event)
+        job = self.get(job_id)
+        while not waiter.finished(job):
+            if waiter.saw(self.send(waiter.poll(self.timeout))):
+                job = self.get(job_id)
+        return job
+
+    def stream(self, job_id: JobId, *, after: str | None = None) -> Iterator[models.StreamEvent]:
+        """The job's events from its start (or after the event id ``after``) until it is
+        finished; a dropped connection is resumed with Last-Event-ID, nothing repeated
+        or skipped."""
+        resume = calls.Resume(job_id, after)
+        while not resume.ended:
+            try:
+                with connect_sse(
+                    self.http,
+                    "GET",
+                    resume.path,
+                    headers=resume.headers(),
+                    timeout=_stream_timeout(self.timeout),
+                ) as source:
+                    if source.response.is_error:
+                        source.response.read()
+                    if not resume.answered(source.response):
+                        break  # the API answers long polls only: follow by poll below
+                    for sse in source.iter_sse():
+                        event = resume.accept(sse)
+                        if event is not None:
+                            yield event
+                        if resume.ended:
+                            return
+                    dropped: Exception | None = None
+            except httpx.TransportError as exc:
+                dropped = exc
+            time.sleep(resume.dropped(dropped))
+        while not resume.ended:
+            yield from resume.take(self.send(resume.poll(self.timeout)))
+
+
+class Callbacks:
+    """Answering a job's callback with its token (no API key needed)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def complete(
+        self, token: str, result: Any = calls.UNSET, *, error: str | None = None
+    ) -> models.CallbackAnswered:
+        """Complete the callback with ``result`` (any JSON) or fail it with ``error``."""
+        return self._client.send(calls.complete(token, result, error))
+
+    def heartbeat(self, token: str) -> models.CallbackHeartbeat:
+        return self._client.send(calls.heartbeat(token))
+
+
+class AsyncClient:
+    """The tasklease HTTP API, for asyncio: ``Client``'s methods, awaited."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.timeout = timeout
+        self.http = httpx.AsyncClient(
+            base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport
+        )
+        self.callbacks = AsyncCallbacks(self)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def send(self, call: calls.Call[T]) -> T:
+        try:
+            response = await self.http.request(**calls.request_args(call, self.timeout))
+        except httpx.TransportError as exc:
+            raise calls.lost(exc, self.http.base_url) from exc
+        return calls.result(call, response)
+
+    async def submit(
+        self,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+        timeout_seconds: int | None = None,
+        run_at: dt.datetime | None = None,
+        delay_seconds: float | None = None,
+    ) -> models.Job:
+        return await self.send(
+            calls.submit(
+                kind,
+                payload,
+                idempotency_key=idempotency_key,
+                max_attempts=max_attempts,
+                timeout_seconds=timeout_seconds,
+                run_at=run_at,
+                delay_seconds=delay_seconds,
+            )
+        )
+
+    async def submit_many(
+        self, items: Iterable[models.JobRequest | Mapping[str, Any]]
+    ) -> list[models.Job]:
+        return await self.send(calls.submit_many(items))
+
+    async def get(self, job_id: JobId) -> models.JobDetail:
+        return await self.send(calls.get(job_id))
+
+    async def cancel(self, job_id: JobId) -> models.Job:
+        return await self.send(calls.cancel(job_id))
+
+    async def redrive(self, job_id: JobId, force: bool = False) -> models.Job:
+        return await self.send(calls.redrive(job_id, force))
+
+    async def wait(
+        self,
+        job_id: JobId,
+        *,
+        # Client.wait's signature: the deadline bounds each long poll, not one await.
+        timeout: float,  # noqa: ASYNC109
+        on_event: OnEvent | None = None,
+    ) -> models.JobDetail:
+        waiter = calls.Waiter(job_id, timeout, on_event)
+        job = await self.get(job_id)
+        while not waiter.finished(job):
+            if waiter.saw(await self.send(waiter.poll(self.timeout))):
+                job = await self.get(job_id)
+        return job
+
+    async def stream(
+        self, job_id: JobId, *, after: str | None = None
+    ) -> AsyncIterator[models.StreamEvent]:
+        resume = calls.Resume(job_id, after)
+        while not resume.ended:
+            try:
+                async with aconnect_sse(
+                    self.http,
+                    "GET",
+                    resume.path,
+                    headers=resume.headers(),
+                    timeout=_stream_timeout(self.timeout),
+                ) as source:
+                    if source.response.is_error:
+                        await source.response.aread()
+                    if not resume.answered(source.response):
+                        break  # the API answers long polls only: follow by poll below
+                    async for sse in source.aiter_sse():
+                        event = resume.accept(sse)
+                        if event is not None:
+                            yield event
+                        if resume.ended:
+                            return
+                    dropped: Exception | None = None
+            except httpx.TransportError as exc:
+                dropped = exc
+            await asyncio.sleep(resume.dropped(dropped))
+        while not resume.ended:
+            for event in resume.take(await self.send(resume.poll(self.timeout))):
+                yield event
+
+
+class AsyncCallbacks:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def complete(
+        self, token: str, result: Any = calls.UNSET, *, error: str | None = None
+    ) -> models.CallbackAnswered:
+        return await self._client.send(calls.complete(token, result, error))
+
+    async def heartbeat(self, token: str) -> models.CallbackHeartbeat:
+        return await self._client.send(calls.heartbeat(token))

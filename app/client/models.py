@@ -1,0 +1,163 @@
+"""The API's bodies as the client reads and sends them. Each model mirrors a component
+schema of the API's OpenAPI document (named in its docstring);
+tests/unit/test_client_models.py checks that they agree, so a drift fails a test.
+
+Unknown fields are ignored: an API newer than the client still parses."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"
+    LEASED = "leased"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    STALLED = "stalled"
+    WAITING = "waiting"
+    SUCCEEDED = "succeeded"
+    DEAD_LETTERED = "dead_lettered"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        """Nothing more happens to the job unless somebody acts (redrives a dead letter)."""
+        return self in FINISHED
+
+
+FINISHED = frozenset({JobState.SUCCEEDED, JobState.DEAD_LETTERED, JobState.CANCELLED})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class WaitRule(_Model):
+    """WaitRule: a gather's rule."""
+
+    need: int | None
+    all: bool
+    tolerate: int | None
+    count: int
+
+
+class WaitingFor(_Model):
+    """WaitingFor: what a waiting job waits for."""
+
+    kind: Literal["timer", "callback", "children"]
+    key: str | None
+    until: dt.datetime | None
+    rule: WaitRule | None
+
+
+class Job(_Model):
+    """JobPublic."""
+
+    id: uuid.UUID
+    tenant: str
+    kind: str
+    state: JobState
+    attempt: int
+    max_attempts: int
+    timeout_seconds: int
+    payload: dict[str, Any]
+    result: Any | None
+    last_error: str | None
+    lease_owner: str | None
+    lease_expires_at: dt.datetime | None
+    redrives: int
+    runs: int
+    cancel_requested: bool
+    dead_lettered_by: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    parent_id: uuid.UUID | None
+    waiting_for: WaitingFor | None
+
+    @property
+    def finished(self) -> bool:
+        return self.state.finished
+
+
+class Child(_Model):
+    """ChildPublic: a job a job spawned."""
+
+    id: uuid.UUID
+    kind: str
+    state: JobState
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+
+
+class JobDetail(Job):
+    """JobDetail: the job with its children."""
+
+    children: list[Child]
+    children_count: int
+
+
+class JobRequest(_Model):
+    """JobBatchItem: one job of ``submit_many`` (``submit``'s arguments as a model)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+    payload: dict[str, Any]
+    max_attempts: int | None = None
+    timeout_seconds: int | None = None
+    run_at: dt.datetime | None = None
+    delay_seconds: float | None = None
+    idempotency_key: str | None = None
+
+
+class JobBatch(_Model):
+    """JobBatchPublic: the jobs of a batch, in order, and which were replayed."""
+
+    jobs: list[Job]
+    replayed: list[int]
+
+
+class StreamEvent(_Model):
+    """StreamEventPublic: one event of a job's stream. ``data`` by ``type``:
+    transition: from_state, to_state, worker, detail; progress: fraction, note;
+    output: what the kind emitted; chunk: key, seq, text."""
+
+    id: str
+    type: Literal["transition", "progress", "output", "chunk"]
+    job_id: uuid.UUID
+    tenant: str
+    kind: str
+    at: dt.datetime
+    attempt: int
+    data: Any
+
+
+class StreamPage(_Model):
+    """StreamPage: a long poll's answer."""
+
+    events: list[StreamEvent]
+    next: str
+    done: bool
+
+
+class CallbackAnswered(_Model):
+    """CallbackAnswered."""
+
+    job_id: uuid.UUID
+    key: str
+    state: Literal["succeeded", "failed"]
+    woken: bool
+
+
+class CallbackHeartbeat(_Model):
+    """CallbackHeartbeat: the callback's new deadline."""
+
+    deadline: dt.datetime
