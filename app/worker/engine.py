@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from app import batching, crashpoints, errors, kinds, store, transport
+from app import batching, crashpoints, errors, kinds, metrics, store, transport
 from app.config import Settings
 from app.services import outbox, wakeups
 from app.states import FINAL_FOR_NOW, JobState
@@ -146,6 +146,11 @@ class Engine:
             "lease_owner": self.owner,
         }
         log.info("claimed", extra={**fields, "state": JobState.LEASED})
+        if job.runs == 0:
+            ready = max(job.created_at, job.wake_at or job.created_at)
+            metrics.observe(
+                metrics.QUEUED_TO_LEASED, (job.updated_at - ready).total_seconds(), kind=job.kind
+            )
         crashpoints.hit(crashpoints.Point.AFTER_CLAIM, **fields)
         lease = Lease(
             job_id=job_id,
@@ -164,12 +169,20 @@ class Engine:
             reason = f"worker never finished: attempt budget of {job.max_attempts} used up" + (
                 f"; last error: {job.last_error}" if job.last_error else ""
             )
-            return await self.outcomes.dead_letter(lease, JobState.LEASED, reason)
+            return self._ended(
+                job,
+                "dead_lettered",
+                await self.outcomes.dead_letter(lease, JobState.LEASED, reason),
+            )
         try:
             kind = kinds.get(job.kind)
             payload = kind.parse(job.payload)
         except errors.BadRequest as exc:
-            return await self.outcomes.dead_letter(lease, JobState.LEASED, str(exc))
+            return self._ended(
+                job,
+                "dead_lettered",
+                await self.outcomes.dead_letter(lease, JobState.LEASED, str(exc)),
+            )
 
         return await self._run(lease, job, kind, payload, context)
 
@@ -201,6 +214,7 @@ class Engine:
             clock_offset=lease.clock_offset,
         )
         log.info("running", extra={**fields, "state": JobState.RUNNING})
+        started = time.monotonic()
         try:
             result = await self.keeper.run(
                 lease, lambda: _execute(kind, ctx, payload), job.timeout_seconds, context
@@ -211,29 +225,68 @@ class Engine:
         except errors.HandBack:
             return await self.outcomes.hand_back(lease)
         except errors.Suspend as suspended:
-            return await self.outcomes.suspend(lease, suspended.wait)
+            return self._ran(
+                job, "waiting", started, await self.outcomes.suspend(lease, suspended.wait)
+            )
         except errors.Cancelled:
-            await self.outcomes.finish(lease, JobState.CANCELLED, detail="cancelled while running")
+            done = await self.outcomes.finish(
+                lease, JobState.CANCELLED, detail="cancelled while running"
+            )
+            self._ended(job, "cancelled", done, started)
             await self.wake_parent(job)
             return True
         except errors.PermanentError as exc:
             done = await self.outcomes.dead_letter(lease, JobState.RUNNING, f"permanent: {exc}")
+            self._ended(job, "dead_lettered", done, started)
             await self.wake_parent(job)
             return done
         except (errors.StoreError, errors.QueueError):
             raise
         except Exception as exc:
             done = await self.outcomes.failed(lease, job, exc)
+            # True only when the last attempt's failure dead-lettered the job.
+            if done:
+                self._ended(job, "dead_lettered", done, started)
+            else:
+                self._ran(job, "retrying", started, True)
             await self.wake_parent(job)
             return done
+        finally:
+            metrics.count(metrics.EFFECTS, len(ctx.ran), kind=job.kind, how="run")
+            metrics.count(metrics.EFFECTS, len(ctx.replayed), kind=job.kind, how="replayed")
 
         crashpoints.hit(crashpoints.Point.BEFORE_COMPLETION, **fields)
         if not await self._successes.submit((job_id, token, result)):
             log.warning("completion refused: lease lost", extra=fields)
             return False
         log.info("succeeded", extra={**fields, "state": JobState.SUCCEEDED})
+        self._ended(job, "succeeded", True, started)
         await self.wake_parent(job)
         return True
+
+    def _ran(self, job: Job, outcome: str, started: float, took: bool) -> bool:
+        """Count an attempt's run time (when its outcome was written); returns ``took``."""
+        if took:
+            metrics.observe(
+                metrics.RUN_TIME, time.monotonic() - started, kind=job.kind, outcome=outcome
+            )
+        return took
+
+    def _ended(self, job: Job, outcome: str, took: bool, started: float | None = None) -> bool:
+        """Count a job's end (when it was written): its outcome, its submit-to-done time
+        and, when it ran, the attempt's run time. Returns ``took``."""
+        if not took:
+            return took
+        metrics.count(metrics.COMPLETIONS, kind=job.kind, outcome=outcome)
+        metrics.observe(
+            metrics.SUBMIT_TO_DONE,
+            time.time() - job.created_at.timestamp(),
+            kind=job.kind,
+            outcome=outcome,
+        )
+        if started is not None:
+            self._ran(job, outcome, started, took)
+        return took
 
     async def wake_parent(self, job: Job) -> None:
         """A child finished: its parent, if that woke it (in the finishing transaction, by
@@ -268,6 +321,7 @@ class Engine:
             return True
         if job.cancel_requested:
             await store.jobs.cancel_waiting(self.db, job_id, detail="cancelled before it ran")
+            self._ended(job, "cancelled", True)
             log.info("cancelled before it ran", extra=fields)
             return True
         if state == JobState.WAITING:
@@ -297,7 +351,7 @@ class Engine:
             self.db, job_id, cap=self.settings.max_message_delay_seconds
         )
         if delay is not None:
-            await wakeups.send(self.queue, [(job_id, delay)])
+            await wakeups.send(self.queue, [(job_id, delay)], path="early")
         log.info("early wake-up re-delayed", extra={**fields, "delay": delay})
         return True
 
