@@ -4,7 +4,6 @@ one GetQueueAttributes, at most once a second however often it is scraped."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -17,29 +16,28 @@ log = logging.getLogger(__name__)
 CACHE_SECONDS = 1.0
 
 _read_at = -CACHE_SECONDS
-_lock = asyncio.Lock()
 
 
 async def refresh(db: store.Database, queue: Transport) -> None:
     """Read the figures unless read within CACHE_SECONDS. A database or queue that does
-    not answer leaves its figures out of this scrape (it is logged), never fails it."""
+    not answer leaves its figures out of this scrape (it is logged), never fails it.
+    (No lock: two scrapes at once may both read, which is harmless.)"""
     global _read_at
-    async with _lock:
-        if time.monotonic() - _read_at < CACHE_SECONDS:
-            return
-        jobs: store.gauges.JobGauges | None = None
-        dlq: dict[str, int] | None = None
-        try:
-            jobs = await store.gauges.jobs(db)
-        except errors.TaskleaseError as exc:
-            log.warning("metrics: jobs by state not read: %s", exc)
-        try:
-            dlq = await queue.dead_letter_depth()
-        except errors.TaskleaseError as exc:
-            log.warning("metrics: DLQ depth not read: %s", exc)
-        metrics.SCRAPED.set(
-            jobs.counts if jobs else None,
-            jobs.oldest_queued_seconds if jobs else None,
-            dlq,
-        )
-        _read_at = time.monotonic()
+    if time.monotonic() - _read_at < CACHE_SECONDS:
+        return
+    _read_at = time.monotonic()
+    jobs: store.gauges.JobGauges | None = None
+    dlq: dict[str, int] | None = None
+    try:
+        jobs = await store.gauges.jobs(db)
+    except errors.TaskleaseError as exc:
+        log.warning("metrics: jobs by state not read: %s", exc)
+    try:
+        dlq = await queue.dead_letter_depth()
+    except errors.TaskleaseError as exc:
+        log.warning("metrics: DLQ depth not read: %s", exc)
+    metrics.SCRAPED.set(
+        jobs.counts if jobs else None,
+        jobs.oldest_queued_seconds if jobs else None,
+        dlq,
+    )

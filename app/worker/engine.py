@@ -320,8 +320,10 @@ class Engine:
             log.info("late duplicate deleted", extra=fields)
             return True
         if job.cancel_requested:
-            await store.jobs.cancel_waiting(self.db, job_id, detail="cancelled before it ran")
-            self._ended(job, "cancelled", True)
+            done = await store.jobs.cancel_waiting(
+                self.db, job_id, detail="cancelled before it ran"
+            )
+            self._ended(job, "cancelled", done)
             log.info("cancelled before it ran", extra=fields)
             return True
         if state == JobState.WAITING:
