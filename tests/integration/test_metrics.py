@@ -192,3 +192,25 @@ def test_a_worker_invocation_on_lambda_writes_its_counts_as_emf(
     assert done[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["kind", "outcome"]]
     assert any(d.get("tasklease_pg_round_trips_total", 0) > 0 for d in docs)
     assert all(d["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "tasklease" for d in docs)
+
+
+def test_a_worker_whose_metrics_port_is_taken_stops_at_start_naming_the_variable(
+    stack: Stack,
+) -> None:
+    import socket
+    import subprocess
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "worker"],
+            env={**stack.env, "TASKLEASE_METRICS_PORT": str(port)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"TASKLEASE_METRICS_PORT={port}" in " ".join(done.stderr.split())
