@@ -82,7 +82,7 @@ PG_ROUND_TRIPS = Counter(
 _BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, float("inf"))
 QUEUED_TO_LEASED = Histogram(
     "tasklease_job_queued_to_leased_seconds",
-    "From a job's submission (or its run_at) to its first lease.",
+    "From a job's submission to its first lease (jobs submitted to run now).",
     ["kind"],
     buckets=_BUCKETS,
 )

@@ -25,7 +25,7 @@ from app.states import FINAL_FOR_NOW, JobState
 from app.store import Database
 from app.store.records import Job
 from app.transport import Transport, codec, secrets
-from app.worker import leases, outcomes
+from app.worker import counting, leases, outcomes
 from app.worker.context import LeasedContext
 from app.worker.leases import Claim, LambdaContext, Lease
 
@@ -146,10 +146,12 @@ class Engine:
             "lease_owner": self.owner,
         }
         log.info("claimed", extra={**fields, "state": JobState.LEASED})
-        if job.runs == 0:
-            ready = max(job.created_at, job.wake_at or job.created_at)
+        if job.runs == 0 and verdict.from_state == JobState.QUEUED:
+            # A job submitted to run now, at its first lease (both times the database's).
             metrics.observe(
-                metrics.QUEUED_TO_LEASED, (job.updated_at - ready).total_seconds(), kind=job.kind
+                metrics.QUEUED_TO_LEASED,
+                (job.updated_at - job.created_at).total_seconds(),
+                kind=job.kind,
             )
         crashpoints.hit(crashpoints.Point.AFTER_CLAIM, **fields)
         lease = Lease(
@@ -169,7 +171,7 @@ class Engine:
             reason = f"worker never finished: attempt budget of {job.max_attempts} used up" + (
                 f"; last error: {job.last_error}" if job.last_error else ""
             )
-            return self._ended(
+            return counting.ended(
                 job,
                 "dead_lettered",
                 await self.outcomes.dead_letter(lease, JobState.LEASED, reason),
@@ -178,7 +180,7 @@ class Engine:
             kind = kinds.get(job.kind)
             payload = kind.parse(job.payload)
         except errors.BadRequest as exc:
-            return self._ended(
+            return counting.ended(
                 job,
                 "dead_lettered",
                 await self.outcomes.dead_letter(lease, JobState.LEASED, str(exc)),
@@ -225,19 +227,19 @@ class Engine:
         except errors.HandBack:
             return await self.outcomes.hand_back(lease)
         except errors.Suspend as suspended:
-            return self._ran(
+            return counting.ran(
                 job, "waiting", started, await self.outcomes.suspend(lease, suspended.wait)
             )
         except errors.Cancelled:
             done = await self.outcomes.finish(
                 lease, JobState.CANCELLED, detail="cancelled while running"
             )
-            self._ended(job, "cancelled", done, started)
+            counting.ended(job, "cancelled", done, started)
             await self.wake_parent(job)
             return True
         except errors.PermanentError as exc:
             done = await self.outcomes.dead_letter(lease, JobState.RUNNING, f"permanent: {exc}")
-            self._ended(job, "dead_lettered", done, started)
+            counting.ended(job, "dead_lettered", done, started)
             await self.wake_parent(job)
             return done
         except (errors.StoreError, errors.QueueError):
@@ -246,9 +248,9 @@ class Engine:
             done = await self.outcomes.failed(lease, job, exc)
             # True only when the last attempt's failure dead-lettered the job.
             if done:
-                self._ended(job, "dead_lettered", done, started)
+                counting.ended(job, "dead_lettered", done, started)
             else:
-                self._ran(job, "retrying", started, True)
+                counting.ran(job, "retrying", started, True)
             await self.wake_parent(job)
             return done
         finally:
@@ -260,33 +262,9 @@ class Engine:
             log.warning("completion refused: lease lost", extra=fields)
             return False
         log.info("succeeded", extra={**fields, "state": JobState.SUCCEEDED})
-        self._ended(job, "succeeded", True, started)
+        counting.ended(job, "succeeded", True, started)
         await self.wake_parent(job)
         return True
-
-    def _ran(self, job: Job, outcome: str, started: float, took: bool) -> bool:
-        """Count an attempt's run time (when its outcome was written); returns ``took``."""
-        if took:
-            metrics.observe(
-                metrics.RUN_TIME, time.monotonic() - started, kind=job.kind, outcome=outcome
-            )
-        return took
-
-    def _ended(self, job: Job, outcome: str, took: bool, started: float | None = None) -> bool:
-        """Count a job's end (when it was written): its outcome, its submit-to-done time
-        and, when it ran, the attempt's run time. Returns ``took``."""
-        if not took:
-            return took
-        metrics.count(metrics.COMPLETIONS, kind=job.kind, outcome=outcome)
-        metrics.observe(
-            metrics.SUBMIT_TO_DONE,
-            time.time() - job.created_at.timestamp(),
-            kind=job.kind,
-            outcome=outcome,
-        )
-        if started is not None:
-            self._ran(job, outcome, started, took)
-        return took
 
     async def wake_parent(self, job: Job) -> None:
         """A child finished: its parent, if that woke it (in the finishing transaction, by
@@ -323,7 +301,7 @@ class Engine:
             done = await store.jobs.cancel_waiting(
                 self.db, job_id, detail="cancelled before it ran"
             )
-            self._ended(job, "cancelled", done)
+            counting.ended(job, "cancelled", done)
             log.info("cancelled before it ran", extra=fields)
             return True
         if state == JobState.WAITING:
