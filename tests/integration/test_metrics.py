@@ -14,6 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.services import redrive, sweeper
 from app.stack import embedded
 from tests.conftest import Stack, job_row, run
 from tests.helpers import drain, engine_for, submit
@@ -61,15 +62,30 @@ def test_metrics_move_by_exactly_what_happened(api: Any, stack: Stack, sql: Any)
     flaky = post(api, {"kind": "demo.flaky", "payload": {"fail_attempts": 1}})
     doomed = post(api, {"kind": "demo.flaky", "payload": {"permanent": True}})
 
+    later = post(api, {"kind": "demo.noop", "payload": {}, "delay_seconds": 600})
+
     async def work() -> None:
         async with engine_for(stack.settings) as engine:
             await drain(engine, sql, [sleeper, flaky, doomed], deadline=20)
 
+    async def redrive_and_sweep() -> None:
+        async with engine_for(stack.settings) as engine:
+            # The dead letter redriven (back to queued, not run here), then a sweep.
+            await redrive.redrive(engine.settings, engine.db, engine.queue, job_ids=[doomed])
+            await sweeper.sweep_once(engine.settings, engine.db, engine.queue)
+
     run(work())
-    assert [job_row(sql, j)["state"] for j in (sleeper, flaky, doomed)] == [
+    time.sleep(1.1)  # past the scrape-time figures' one-second cache
+    dead = scrape(api)
+    assert dead[("tasklease_dlq_messages", (("which", "visible"),))] == 1
+    assert dead[("tasklease_jobs", (("kind", "demo.flaky"), ("state", "dead_lettered")))] == 1
+    assert dead[("tasklease_oldest_queued_job_age_seconds", ())] == 0  # none queued
+    run(redrive_and_sweep())
+    assert [job_row(sql, j)["state"] for j in (sleeper, flaky, doomed, later)] == [
         "succeeded",
         "succeeded",
-        "dead_lettered",
+        "queued",
+        "waiting",
     ]
     time.sleep(1.1)  # past the scrape-time figures' one-second cache
     after = scrape(api)
@@ -81,6 +97,10 @@ def test_metrics_move_by_exactly_what_happened(api: Any, stack: Stack, sql: Any)
     assert d(submitted, kind="demo.sleep", replay="false") == 1
     assert d(submitted, kind="demo.sleep", replay="true") == 1
     assert d(submitted, kind="demo.flaky", replay="false") == 2
+    assert d(submitted, kind="demo.noop", replay="false") == 1
+    assert d("tasklease_wakeups_total", path="submit") == 1  # the delayed job's
+    assert d("tasklease_redrives_total") == 1
+    assert d("tasklease_sweeper_passes_total") == 1
     completed = "tasklease_jobs_completed_total"
     assert d(completed, kind="demo.sleep", outcome="succeeded") == 1
     assert d(completed, kind="demo.flaky", outcome="succeeded") == 1
@@ -103,12 +123,17 @@ def test_metrics_move_by_exactly_what_happened(api: Any, stack: Stack, sql: Any)
     done_count = "tasklease_job_submit_to_done_seconds_count"
     assert d(done_count, kind="demo.sleep", outcome="succeeded") == 1
     assert d("tasklease_job_submit_to_done_seconds_sum", kind="demo.sleep", outcome="succeeded") > 0
+
     # Read at scrape time from this test's database and DLQ.
-    assert after[("tasklease_jobs", (("kind", "demo.flaky"), ("state", "succeeded")))] == 1
-    assert after[("tasklease_jobs", (("kind", "demo.flaky"), ("state", "dead_lettered")))] == 1
-    assert after[("tasklease_jobs", (("kind", "demo.sleep"), ("state", "queued")))] == 0
-    assert after[("tasklease_oldest_queued_job_age_seconds", ())] == 0
-    assert after[("tasklease_dlq_messages", (("which", "visible"),))] == 1
+    def jobs(kind: str, state: str) -> float:
+        return after[("tasklease_jobs", (("kind", kind), ("state", state)))]
+
+    assert jobs("demo.flaky", "succeeded") == 1
+    assert jobs("demo.flaky", "queued") == 1  # the redriven one
+    assert jobs("demo.flaky", "dead_lettered") == 0
+    assert jobs("demo.noop", "waiting") == 1
+    assert after[("tasklease_oldest_queued_job_age_seconds", ())] > 0
+    assert after[("tasklease_dlq_messages", (("which", "visible"),))] == 0  # moved back
     # No tenant anywhere in what an unauthenticated scraper sees.
     assert not any("tenant" in dict(labels) for _, labels in after)
 
