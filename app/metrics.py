@@ -57,8 +57,9 @@ DEAD_LETTERS = Counter(
 REDRIVES = Counter("tasklease_redrives", "Dead-lettered jobs redriven (reset to queued).")
 WAKEUPS = Counter(
     "tasklease_wakeups",
-    "Wake-up messages sent for waiting jobs, by path (submit: a delayed job; suspend; "
-    "early: a message that came early, re-delayed; sweeper).",
+    "Wake-ups of waiting jobs, by path. Timer messages sent: submit (a delayed job), "
+    "suspend, early (a message that came early, re-delayed), sweeper. Jobs woken: callback "
+    "(an answer), child (a child finished), answered (an answer that woke nobody, repaired).",
     ["path"],
 )
 OUTBOX_RELAYED = Counter(

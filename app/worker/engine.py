@@ -274,6 +274,7 @@ class Engine:
         crashpoints.hit(crashpoints.Point.AFTER_CHILD_FINISHED, job_id=job.id, parent=job.parent_id)
         rows = await store.waits.unsent_of(self.db, job.parent_id)
         if rows:
+            metrics.count(metrics.WAKEUPS, len(rows), path="child")
             await self._send_outbox(rows)
 
     async def _send_outbox(self, rows: list[store.records.OutboxRow]) -> None:
@@ -324,6 +325,7 @@ class Engine:
         time is within SQS's delay cap (else the sweeper sends it when it is)."""
         if await store.waits.wake_if_answered(self.db, job_id, why="answered, found by a message"):
             # Its answer came but woke nobody (a lost race): this message repairs it.
+            metrics.count(metrics.WAKEUPS, path="answered")
             await self._send_outbox(await store.waits.unsent_of(self.db, job_id))
             log.warning("an answered wait was still waiting: woken", extra=fields)
             return True

@@ -138,6 +138,23 @@ def test_metrics_move_by_exactly_what_happened(api: Any, stack: Stack, sql: Any)
     assert not any("tenant" in dict(labels) for _, labels in after)
 
 
+def test_a_wait_counts_its_wake_up_message_and_the_answer_that_wakes_it(
+    api: Any, stack: Stack, sql: Any
+) -> None:
+    from tests.integration.test_api_waits import waiting_approval
+
+    before = scrape(api)
+    job_id, token = waiting_approval(api, stack, sql)  # suspended: its deadline's message
+    answered = api.post(f"/v1/callbacks/{token}", json={"result": {"ok": True}})
+    assert answered.status_code == 200, answered.text
+    assert job_row(sql, job_id)["state"] == "queued"
+    after = scrape(api)
+    assert moved(before, after, "tasklease_wakeups_total", path="suspend") == 1
+    assert moved(before, after, "tasklease_wakeups_total", path="callback") == 1
+    run_count = "tasklease_job_run_seconds_count"
+    assert moved(before, after, run_count, kind="demo.approval", outcome="waiting") == 1
+
+
 def test_a_worker_process_serves_its_own_metrics(api: Any, stack: Stack, sql: Any) -> None:
     port = embedded.free_port()
     stack.worker(env={"TASKLEASE_METRICS_PORT": str(port)})
