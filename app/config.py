@@ -162,6 +162,10 @@ class Settings(BaseSettings):
 
     # A file the worker touches once it polls the queue (the local stack waits for it).
     worker_ready_file: str | None = None
+    # `tasklease worker` serves GET /metrics (Prometheus) on this port; 0: it does not.
+    metrics_port: int = Field(0, ge=0, le=65535)
+    # The address it listens on (0.0.0.0 for a Prometheus on another machine or container).
+    metrics_host: str = "127.0.0.1"
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mangum import Mangum
 
 from app.api import create_app
-from handlers import runtime
+from handlers import emf, runtime
 
 settings = runtime.load_settings()
 app = create_app(settings)
@@ -14,4 +16,12 @@ app = create_app(settings)
 app.state.runtime.streaming = False
 # Mangum would run the lifespan around every invocation, closing the pool each time;
 # the app opens its clients on the first request instead and keeps them while warm.
-handler = Mangum(app, lifespan="off")
+_mangum = Mangum(app, lifespan="off")
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """One API Gateway request; then its metrics go out as EMF log lines."""
+    try:
+        return dict(_mangum(event, context))
+    finally:
+        emf.flush()

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from app import config, logs
+from handlers import emf
 
 T = TypeVar("T")
 
@@ -26,7 +27,11 @@ def loop() -> asyncio.AbstractEventLoop:
 
 
 def run(make: Callable[[], Awaitable[T]]) -> T:
-    return loop().run_until_complete(make())
+    """Run one invocation; then its metrics go out as EMF log lines (handlers/emf.py)."""
+    try:
+        return loop().run_until_complete(make())
+    finally:
+        emf.flush()
 
 
 def load_settings() -> config.Settings:

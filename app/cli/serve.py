@@ -47,7 +47,25 @@ def worker(
 ) -> None:
     """Poll the queue and run jobs (what Lambda's SQS event source mapping does on AWS)."""
     s = runner.settings_or_exit(dev_state=False)
+    with runner.errors_exit():
+        serve_metrics(s)
     runner.run(lambda: _work(s, concurrency, max_batches))
+
+
+def serve_metrics(s: config.Settings) -> None:
+    """GET /metrics on TASKLEASE_METRICS_PORT (a thread of this process), unless it is 0;
+    a port that cannot be had stops start-up."""
+    if not s.metrics_port:
+        return
+    from prometheus_client import start_http_server
+
+    try:
+        start_http_server(s.metrics_port, addr=s.metrics_host)
+    except OSError as exc:
+        raise errors.ConfigError(
+            f"TASKLEASE_METRICS_PORT={s.metrics_port} (TASKLEASE_METRICS_HOST={s.metrics_host}): "
+            f"cannot listen: {exc}"
+        ) from exc
 
 
 async def _sweep(s: config.Settings, c: runner.Clients, once: bool) -> None:

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from app import crashpoints, errors, store
+from app import crashpoints, errors, metrics, store
 from app.services import outbox, server_secret
 from app.transport import Transport
 
@@ -76,6 +76,7 @@ async def answer(
     log.info("callback answered", extra=fields)
     crashpoints.hit(crashpoints.Point.AFTER_CALLBACK_ANSWER, **fields)
     if done.woken:
+        metrics.count(metrics.WAKEUPS, path="callback")
         # The job's outbox row committed with the answer; the relay sends it if this fails.
         try:
             await outbox.send(db, queue, await store.waits.unsent_of(db, done.job_id))

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app import aws_limits, errors, store
+from app import aws_limits, errors, metrics, store
 from app.config import Settings
 from app.services import jobs, outbox
 from app.states import JobState
@@ -118,6 +118,7 @@ async def reset(
     rows = await store.dead_letters.reset(
         db, job_ids, with_outbox=with_outbox, detail=detail, redrive=budget, force=force
     )
+    metrics.count(metrics.REDRIVES, sum(1 for r in rows if not r.refused))
     if with_outbox:
         await outbox.send(
             db,
@@ -190,6 +191,7 @@ async def redrive(
             # The claim enforces the budget: past it, a moved message is deleted unrun.
             report = RedriveReport(mode="StartMessageMoveTask", selected=listed, refused=predicted)
             report.moved = await _wait_for_move(queue, progress)
+            metrics.count(metrics.REDRIVES, report.moved)
             return report
     walk = _Walk(db, queue, budget, force=force, filtered=filtered)
     return await walk.run(selected, progress)

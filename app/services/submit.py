@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from app import bounds, crashpoints, errors, kinds, store
+from app import bounds, crashpoints, errors, kinds, metrics, store
 from app.config import Settings
 from app.services import auth, outbox, wakeups
 from app.store.jobs import NewRow
@@ -224,6 +224,10 @@ async def submit_many(
             # A concurrent request took the key between the statement's look and its write.
             _conflict(i, batch)
         out.append(Submitted(job=existing.to_dict(), created=False))
+    for sub in out:
+        metrics.count(
+            metrics.SUBMISSIONS, kind=str(sub.job["kind"]), replay=str(not sub.created).lower()
+        )
     if written.outbox:
         await send_after_commit(db, queue, written.outbox, sender)
     if written.delayed:
@@ -301,7 +305,7 @@ async def _send_delayed(
             db, job_ids, cap=settings.max_message_delay_seconds
         )
         if due:
-            await wakeups.send(queue, due)
+            await wakeups.send(queue, due, path="submit")
     except errors.TaskleaseError as exc:
         log.warning(
             "delayed wake-up not sent; the sweeper will send it: %s",

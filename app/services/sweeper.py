@@ -13,7 +13,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 
-from app import aws_limits, store
+from app import aws_limits, metrics, store
 from app.config import Settings
 from app.services import outbox, schedules, wakeups
 from app.states import JobState
@@ -87,6 +87,9 @@ async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -
         report.resent = len(lost) - len(failed)
         log.info("re-sent messages for waiting jobs", extra={"count": report.resent})
     report.dead_lettered, report.stale_dead_letters = await reconcile_dlq(settings, db, queue)
+    metrics.count(metrics.OUTBOX_RELAYED, report.outbox_sent)
+    metrics.count(metrics.DEAD_LETTERS, report.dead_lettered, by="sweeper")
+    metrics.count(metrics.SWEEPER_PASSES)
     return report
 
 

@@ -11,14 +11,16 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 
-from app import crashpoints, store
+from app import crashpoints, metrics, store
 from app.config import Settings
 from app.transport import Transport
 
 log = logging.getLogger(__name__)
 
 
-async def send(queue: Transport, wakeups: Sequence[tuple[uuid.UUID, float]]) -> int:
+async def send(
+    queue: Transport, wakeups: Sequence[tuple[uuid.UUID, float]], *, path: str = "engine"
+) -> int:
     """Send each job's wake-up with its delay (rounded up to whole seconds, so a timer is
     never woken before it is due); returns how many were sent. A failed send is left to
     the sweeper, which re-sends a wake-up overdue by TASKLEASE_WAKE_GRACE_SECONDS."""
@@ -33,6 +35,7 @@ async def send(queue: Transport, wakeups: Sequence[tuple[uuid.UUID, float]]) -> 
             log.warning(
                 "wake-up send failed; the sweeper re-sends it", extra={"count": len(failed)}
             )
+    metrics.count(metrics.WAKEUPS, sent, path=path)
     return sent
 
 
@@ -47,4 +50,4 @@ async def sweep(settings: Settings, db: store.Database, queue: Transport, *, lim
     if not due:
         return 0
     crashpoints.hit(crashpoints.Point.AFTER_WAKE_MARKED, count=len(due))
-    return await send(queue, due)
+    return await send(queue, due, path="sweeper")

@@ -130,8 +130,16 @@ class DevStack(Stack):
             f"[bold]export TASKLEASE_API_KEY={escape(self.api_key)}[/]",
             soft_wrap=True,
         )
+        metrics_urls = []
         for i in range(self.workers):
-            self.start_worker(f"worker-{i + 1}", concurrency=2)
+            port = embedded.free_port()
+            env_port = {"TASKLEASE_METRICS_PORT": str(port)}
+            self.start_worker(f"worker-{i + 1}", concurrency=2, env=env_port)
+            metrics_urls.append(f"http://127.0.0.1:{port}/metrics")
+        console.print(
+            f"[green]✓[/] metrics     {self.api_url}/metrics   workers: {' '.join(metrics_urls)}",
+            soft_wrap=True,
+        )
         self.start_sweeper()
         console.print(
             f"[yellow]…[/] {self.workers} worker processes starting, 1 sweeper, "

@@ -1,14 +1,16 @@
 """The store: the only package that runs SQL or imports psycopg.
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
-effects, outbox, keys, tenants, dead_letters, sweeper_marks, waits, schedules, streams), each a
-set of small typed functions taking the ``Database`` (or, with the ``_txn`` suffix, a
-connection inside the caller's transaction) and answering the records of ``store.records``.
+effects, outbox, keys, tenants, dead_letters, sweeper_marks, waits, schedules, streams,
+gauges), each a set of small typed functions taking the ``Database`` (or, with the ``_txn``
+suffix, a connection inside the caller's transaction) and answering the records of
+``store.records``.
 """
 
 from app.store import (
     dead_letters,
     effects,
+    gauges,
     jobs,
     keys,
     leases,
@@ -29,6 +31,7 @@ __all__ = [
     "dead_letters",
     "effects",
     "ensure_database",
+    "gauges",
     "jobs",
     "keys",
     "leases",

@@ -18,7 +18,7 @@ import psycopg.sql
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from app import errors
+from app import errors, metrics
 from app.store import sql
 
 # Runs of one statement that lost a deadlock before the error is the caller's.
@@ -69,6 +69,7 @@ _returned_at: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary
 async def _check_if_idle(conn: Conn) -> None:
     returned = _returned_at.get(conn)
     if returned is None or time.monotonic() - returned > CHECK_IDLE_SECONDS:
+        metrics.count(metrics.PG_ROUND_TRIPS)
         await AsyncConnectionPool.check_connection(conn)
 
 
@@ -159,6 +160,7 @@ async def fetch_txn(
     conn: Conn, query: LiteralString, params: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """Run one named query on the caller's connection (and so inside its transaction)."""
+    metrics.count(metrics.PG_ROUND_TRIPS)
     try:
         cur = await conn.execute(query, params or {}, prepare=True)
         return list(await cur.fetchall()) if cur.description else []

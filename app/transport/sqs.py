@@ -19,7 +19,7 @@ from aiobotocore.session import get_session
 from botocore.config import Config
 
 from app import aws_limits as limits
-from app import errors
+from app import errors, metrics
 from app.config import Settings
 from app.transport import codec
 from app.transport.base import Message, QueueUrls
@@ -73,6 +73,8 @@ class SqsTransport:
         self._client = await self._stack.enter_async_context(
             session.create_client("sqs", region_name=self.settings.region, config=cfg)
         )
+        # Every request, whichever method made it (retries by botocore are not re-counted).
+        self._client.meta.events.register("before-call.sqs", metrics.count_sqs_request)
 
     async def close(self) -> None:
         await self._stack.aclose()

@@ -18,14 +18,14 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from app import batching, crashpoints, errors, kinds, store, transport
+from app import batching, crashpoints, errors, kinds, metrics, store, transport
 from app.config import Settings
 from app.services import outbox, wakeups
 from app.states import FINAL_FOR_NOW, JobState
 from app.store import Database
 from app.store.records import Job
 from app.transport import Transport, codec, secrets
-from app.worker import leases, outcomes
+from app.worker import counting, leases, outcomes
 from app.worker.context import LeasedContext
 from app.worker.leases import Claim, LambdaContext, Lease
 
@@ -146,6 +146,13 @@ class Engine:
             "lease_owner": self.owner,
         }
         log.info("claimed", extra={**fields, "state": JobState.LEASED})
+        if job.runs == 0 and verdict.from_state == JobState.QUEUED:
+            # A job submitted to run now, at its first lease (both times the database's).
+            metrics.observe(
+                metrics.QUEUED_TO_LEASED,
+                (job.updated_at - job.created_at).total_seconds(),
+                kind=job.kind,
+            )
         crashpoints.hit(crashpoints.Point.AFTER_CLAIM, **fields)
         lease = Lease(
             job_id=job_id,
@@ -164,12 +171,20 @@ class Engine:
             reason = f"worker never finished: attempt budget of {job.max_attempts} used up" + (
                 f"; last error: {job.last_error}" if job.last_error else ""
             )
-            return await self.outcomes.dead_letter(lease, JobState.LEASED, reason)
+            return counting.ended(
+                job,
+                "dead_lettered",
+                await self.outcomes.dead_letter(lease, JobState.LEASED, reason),
+            )
         try:
             kind = kinds.get(job.kind)
             payload = kind.parse(job.payload)
         except errors.BadRequest as exc:
-            return await self.outcomes.dead_letter(lease, JobState.LEASED, str(exc))
+            return counting.ended(
+                job,
+                "dead_lettered",
+                await self.outcomes.dead_letter(lease, JobState.LEASED, str(exc)),
+            )
 
         return await self._run(lease, job, kind, payload, context)
 
@@ -201,6 +216,7 @@ class Engine:
             clock_offset=lease.clock_offset,
         )
         log.info("running", extra={**fields, "state": JobState.RUNNING})
+        started = time.monotonic()
         try:
             result = await self.keeper.run(
                 lease, lambda: _execute(kind, ctx, payload), job.timeout_seconds, context
@@ -211,27 +227,42 @@ class Engine:
         except errors.HandBack:
             return await self.outcomes.hand_back(lease)
         except errors.Suspend as suspended:
-            return await self.outcomes.suspend(lease, suspended.wait)
+            return counting.ran(
+                job, "waiting", started, await self.outcomes.suspend(lease, suspended.wait)
+            )
         except errors.Cancelled:
-            await self.outcomes.finish(lease, JobState.CANCELLED, detail="cancelled while running")
+            done = await self.outcomes.finish(
+                lease, JobState.CANCELLED, detail="cancelled while running"
+            )
+            counting.ended(job, "cancelled", done, started)
             await self.wake_parent(job)
             return True
         except errors.PermanentError as exc:
             done = await self.outcomes.dead_letter(lease, JobState.RUNNING, f"permanent: {exc}")
+            counting.ended(job, "dead_lettered", done, started)
             await self.wake_parent(job)
             return done
         except (errors.StoreError, errors.QueueError):
             raise
         except Exception as exc:
             done = await self.outcomes.failed(lease, job, exc)
+            # True only when the last attempt's failure dead-lettered the job.
+            if done:
+                counting.ended(job, "dead_lettered", done, started)
+            else:
+                counting.ran(job, "retrying", started, True)
             await self.wake_parent(job)
             return done
+        finally:
+            metrics.count(metrics.EFFECTS, len(ctx.ran), kind=job.kind, how="run")
+            metrics.count(metrics.EFFECTS, len(ctx.replayed), kind=job.kind, how="replayed")
 
         crashpoints.hit(crashpoints.Point.BEFORE_COMPLETION, **fields)
         if not await self._successes.submit((job_id, token, result)):
             log.warning("completion refused: lease lost", extra=fields)
             return False
         log.info("succeeded", extra={**fields, "state": JobState.SUCCEEDED})
+        counting.ended(job, "succeeded", True, started)
         await self.wake_parent(job)
         return True
 
@@ -243,6 +274,7 @@ class Engine:
         crashpoints.hit(crashpoints.Point.AFTER_CHILD_FINISHED, job_id=job.id, parent=job.parent_id)
         rows = await store.waits.unsent_of(self.db, job.parent_id)
         if rows:
+            metrics.count(metrics.WAKEUPS, len(rows), path="child")
             await self._send_outbox(rows)
 
     async def _send_outbox(self, rows: list[store.records.OutboxRow]) -> None:
@@ -267,7 +299,10 @@ class Engine:
             log.info("late duplicate deleted", extra=fields)
             return True
         if job.cancel_requested:
-            await store.jobs.cancel_waiting(self.db, job_id, detail="cancelled before it ran")
+            done = await store.jobs.cancel_waiting(
+                self.db, job_id, detail="cancelled before it ran"
+            )
+            counting.ended(job, "cancelled", done)
             log.info("cancelled before it ran", extra=fields)
             return True
         if state == JobState.WAITING:
@@ -290,6 +325,7 @@ class Engine:
         time is within SQS's delay cap (else the sweeper sends it when it is)."""
         if await store.waits.wake_if_answered(self.db, job_id, why="answered, found by a message"):
             # Its answer came but woke nobody (a lost race): this message repairs it.
+            metrics.count(metrics.WAKEUPS, path="answered")
             await self._send_outbox(await store.waits.unsent_of(self.db, job_id))
             log.warning("an answered wait was still waiting: woken", extra=fields)
             return True
@@ -297,7 +333,7 @@ class Engine:
             self.db, job_id, cap=self.settings.max_message_delay_seconds
         )
         if delay is not None:
-            await wakeups.send(self.queue, [(job_id, delay)])
+            await wakeups.send(self.queue, [(job_id, delay)], path="early")
         log.info("early wake-up re-delayed", extra={**fields, "delay": delay})
         return True
 

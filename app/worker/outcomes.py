@@ -8,7 +8,7 @@ import contextlib
 import logging
 from typing import Unpack
 
-from app import aws_limits, crashpoints, errors, store
+from app import aws_limits, crashpoints, errors, metrics, store
 from app.config import Settings
 from app.kinds.waits import Wait
 from app.services import outbox, wakeups
@@ -69,6 +69,7 @@ class Outcomes:
             lease, JobState.RETRYING, error=message, delay=delay, detail=message
         ):
             return False
+        metrics.count(metrics.RETRIES, kind=str(lease.fields.get("kind")))
         # The message comes back after the backoff; until then nobody sees it.
         with contextlib.suppress(errors.QueueError):
             await self.queue.change_visibility(lease.receipt_handle, delay)
@@ -94,6 +95,7 @@ class Outcomes:
         if not changed:
             log.warning("dead-lettering refused: lease lost", extra=lease.fields)
             return False
+        metrics.count(metrics.DEAD_LETTERS, by="engine")
         log.warning(
             "dead-lettered: %s", reason, extra={**lease.fields, "state": JobState.DEAD_LETTERED}
         )
@@ -135,6 +137,9 @@ class Outcomes:
             log.warning("suspend refused: lease lost", extra=lease.fields)
             return False
         if done.cancelled:
+            metrics.count(
+                metrics.COMPLETIONS, kind=str(lease.fields.get("kind")), outcome="cancelled"
+            )
             log.info("cancelled while running", extra={**lease.fields, "state": JobState.CANCELLED})
             return True
         log.info(detail, extra={**lease.fields, "state": JobState.WAITING})
@@ -146,5 +151,5 @@ class Outcomes:
                 )
         elif done.send_now:
             with contextlib.suppress(errors.QueueError):
-                await wakeups.send(self.queue, [(lease.job_id, done.delay)])
+                await wakeups.send(self.queue, [(lease.job_id, done.delay)], path="suspend")
         return True

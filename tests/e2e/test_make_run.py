@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from app import errors
@@ -215,6 +216,18 @@ def test_the_readmes_second_shell_commands_work_against_a_running_make_run(
     assert isinstance(effects, list)
     assert isinstance(dead, dict | list)
     assert me["tenant"] == "demo"
+
+
+def test_make_run_prints_the_metrics_urls_of_the_api_and_each_worker(running: MakeRun) -> None:
+    """Issue 15: `make run` says where the API's and each worker's /metrics are, and each
+    answers in Prometheus' text format."""
+    (line,) = [x for x in running.text().splitlines() if "metrics" in x and "/metrics" in x]
+    urls = re.findall(r"http://127\.0\.0\.1:\d+/metrics", line)
+    assert len(urls) == 3, line  # the API and the 2 workers
+    for url in urls:
+        resp = httpx.get(url, timeout=10)
+        assert resp.status_code == 200, url
+        assert "tasklease_pg_round_trips_total" in resp.text, url
 
 
 def test_tasklease_env_prints_plain_export_lines_for_the_running_stack(running: MakeRun) -> None:

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from app.api.routes import callbacks, dead_letters, health, jobs, me, schedules, streams
+from app.api.routes import (
+    callbacks,
+    dead_letters,
+    health,
+    jobs,
+    me,
+    metrics,
+    schedules,
+    streams,
+)
 
 ROUTERS = (
     jobs.router,
@@ -12,4 +21,5 @@ ROUTERS = (
     schedules.router,
     me.router,
     health.router,
+    metrics.router,
 )

@@ -1,0 +1,20 @@
+"""The figures ``GET /metrics`` reads at scrape time: one statement across every tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.store.pool import Database, q
+
+
+@dataclass(frozen=True, slots=True)
+class JobGauges:
+    counts: dict[tuple[str, str], int]  # (state, kind) -> jobs
+    oldest_queued_seconds: float | None  # None: no job is queued
+
+
+async def jobs(db: Database) -> JobGauges:
+    rows = await db.fetch(q("gauges_jobs_by_state_and_kind"))
+    counts = {(str(r["state"]), str(r["kind"])): int(r["n"]) for r in rows}
+    queued = [float(r["oldest_age"]) for r in rows if r["state"] == "queued"]
+    return JobGauges(counts, max(queued) if queued else None)
