@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.api.routes import callbacks, dead_letters, health, jobs, me, schedules, streams
+from app.api.routes import callbacks, dead_letters, health, jobs, me, schedules, streams, ui
 
 ROUTERS = (
     jobs.router,
@@ -12,4 +12,5 @@ ROUTERS = (
     schedules.router,
     me.router,
     health.router,
+    ui.router,
 )
