@@ -80,15 +80,27 @@ const query = (params) => {
 function follow(path, onEvent, onStatus) {
   const abort = new AbortController();
   let last = null;
+  let polling = false; // the API answered a long poll: ask with ?after= from now on
+  const sep = path.includes("?") ? "&" : "?";
   (async () => {
     while (!abort.signal.aborted) {
       try {
         const headers = { Authorization: `Bearer ${sessionStorage.getItem(KEY) || ""}`, Accept: "text/event-stream" };
         if (last !== null) headers["Last-Event-ID"] = last;
-        const resp = await fetch(path.replace(/^\//, "../"), { headers, signal: abort.signal });
+        const url = polling ? `${path}${sep}after=${encodeURIComponent(last)}&wait=20` : path;
+        const resp = await fetch(url.replace(/^\//, "../"), { headers, signal: abort.signal });
         if (resp.status === 401) return logout("the API refused the key");
         if (!resp.ok || !resp.body) throw new Error(`stream: ${resp.status}`);
         onStatus(true);
+        if (resp.headers.get("content-type")?.includes("json")) {
+          // Behind API Gateway + Lambda the route answers a long poll: {events, next, done}.
+          const page = await resp.json();
+          for (const e of page.events) if (onEvent(e.type, e) === false) { abort.abort(); return; }
+          last = page.next;
+          if (page.done) { onEvent("end", {}); abort.abort(); return; }
+          polling = true;
+          continue;
+        }
         const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
         let buf = "";
         let frame = { id: null, event: "message", data: [] };
