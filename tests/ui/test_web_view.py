@@ -123,6 +123,23 @@ def test_the_web_view_watches_approves_and_redrives_and_keeps_tenants_apart(
     assert page.locator(f'#jobs tr[data-job="{doomed}"][data-state="dead_lettered"]').count() == 1
     assert page.evaluate("window.__notReloaded") is True
     shoot(page, "ui-overview")
+
+    # The stream drops (the API process is killed): the page says so, reconnects with
+    # Last-Event-ID to the API started again, and catches up on a job that finished meanwhile.
+    late = submit(client, "demo.sleep", {"seconds": 1.5})
+    api_proc = stack.procs[0]
+    api_proc.kill()
+    api_proc.wait()
+    wait_for(lambda: page.get_attribute("#live", "class") == "live", what="the drop seen")
+    wait_for(lambda: job_row(sql, late)["state"] == "succeeded", what="the job done meanwhile")
+    assert count(page, "succeeded") == 2
+    stack.start_api(int(url.rsplit(":", 1)[1]), name="api-again")
+    wait_for(lambda: count(page, "succeeded") == 3, what="the page caught up", timeout=15)
+    assert page.get_attribute("#live", "class") == "live on"
+    assert page.evaluate("window.__notReloaded") is True
+    # What the browser logged of the drop (refused connections) is all it logged.
+    assert all("ERR_" in e for e in page.errors), page.errors
+    page.errors.clear()
     page.click("#theme")  # the dark theme, whatever the system prefers
     shoot(page, "ui-overview-other-theme")
     page.click("#theme")
