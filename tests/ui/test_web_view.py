@@ -149,6 +149,7 @@ def test_the_web_view_watches_approves_and_redrives_and_keeps_tenants_apart(
     page.wait_for_selector("#timeline tr >> text=succeeded")
     page.wait_for_selector("#note >> text=step 3 of 3")
     assert page.locator("#effects tr").count() == 3
+    assert page.locator("#effects >> text=replayed").count() == 0  # one run ran them all
 
     # Approve the waiting job from its page; it runs on and succeeds.
     page.goto(f"{url}/ui/#/jobs/{approval}")
@@ -158,6 +159,8 @@ def test_the_web_view_watches_approves_and_redrives_and_keeps_tenants_apart(
     wait_for(lambda: job_row(sql, approval)["state"] == "succeeded", what="approval succeeded")
     assert job_row(sql, approval)["result"]["approved"] is True
     page.wait_for_selector("h1 .badge.s-succeeded")
+    # Its second run replayed what the first one recorded (the callback, the notify).
+    page.wait_for_selector("#effects tr:has-text('notify:approve') >> text=replayed")
     shoot(page, "ui-job-approved")
     assert page.errors == []
 

@@ -297,11 +297,13 @@ async function jobPage(view, id) {
     const [job, events, found, cbs] = await Promise.all([api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/events`),
       api(`/v1/jobs/${id}/effects`), api(`/v1/jobs/${id}/callbacks`)]);
     renderHead(head, job);
+    // An effect recorded before the last run began was replayed by it, not run again.
+    const lastRun = events.filter((e) => e.to_state === "running").map((e) => e.at).sort().pop() || "";
     timeline.replaceChildren(...events.map((e) => el("tr", {}, el("td", {}, when(e.at)),
       el("td", {}, e.from_state ? badge(e.from_state) : ""), el("td", {}, badge(e.to_state)),
       el("td", {}, e.attempt), el("td", {}, e.worker || ""), el("td", { class: "detail" }, e.detail || ""))));
     effects.replaceChildren(...found.map((f) => el("tr", {}, el("td", {}, f.key), el("td", {}, f.seq),
-      el("td", {}, f.attempt < job.attempt ? `${f.attempt} (replayed since)` : `${f.attempt} (run)`),
+      el("td", {}, `${f.attempt} · ${f.recorded_at < lastRun ? "replayed" : "run"}`),
       el("td", {}, f.worker || ""), el("td", {}, when(f.recorded_at)), el("td", {}, el("pre", {}, json(f.result))))));
     if (!found.length) effects.append(el("tr", {}, el("td", { colspan: 6, class: "empty" }, "no effects recorded")));
     renderWaits(waits, job, cbs, load);
@@ -348,7 +350,7 @@ function renderHead(head, job) {
     el("details", {}, el("summary", {}, "payload and result"), el("pre", {}, json(job.payload)), el("pre", {}, json(job.result))));
   const facts = head.querySelector("dl");
   facts.replaceChildren(...[["id", job.id], ["tenant", job.tenant], ["attempt", `${job.attempt} of ${job.max_attempts}`],
-    ["created", when(job.created_at)], ["finished", when(job.finished_at) || "not yet"], ["worker", job.lease_owner || "none"],
+    ["created", when(job.created_at)], ["finished", when(job.finished_at) || "not yet"], ["worker", ["leased", "running"].includes(job.state) ? job.lease_owner : "none (not leased)"],
     ["last error", job.last_error || "none"]].flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
 }
 function renderWaits(box, job, cbs, reload) {
