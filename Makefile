@@ -6,7 +6,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: help run test test-unit test-localstack lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan bench
+.PHONY: help run test test-unit test-ui test-localstack lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -32,6 +32,19 @@ test: $(STAMP) ## the test suite against embedded PostgreSQL and moto's SQS serv
 
 test-unit: $(STAMP) ## only the unit tests (no servers)
 	@$(UV) run --no-sync pytest -m unit $(ARGS)
+
+CHROMIUM ?= $(or $(TASKLEASE_CHROMIUM),$(shell command -v chromium 2>/dev/null || command -v chromium-browser 2>/dev/null))
+test-ui: $(STAMP) ## the web view in headless Chromium (installs Debian's chromium when missing, as root)
+	@chromium="$(CHROMIUM)"; \
+	if [ -z "$$chromium" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "test-ui: installing Debian's chromium (apt-get install -y chromium)…"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || exit $$?; \
+	  chromium=$$(command -v chromium); fi; \
+	if [ -z "$$chromium" ]; then \
+	  echo "test-ui: NOT RUN: no chromium executable (as root on Debian/Ubuntu: apt-get install chromium;"; \
+	  echo "         or set TASKLEASE_CHROMIUM=/path/to/chromium); CI=true makes this a failure"; \
+	  if [ "$${CI:-}" = "true" ]; then exit 1; else exit 0; fi; fi; \
+	TASKLEASE_TEST_UI=1 TASKLEASE_CHROMIUM="$$chromium" $(UV) run --no-sync pytest tests/ui -m ui $(ARGS)
 
 test-localstack: $(STAMP) ## the integration and end-to-end tests against LocalStack (host mode, no Docker)
 	@rc=0; bash localstack/run.sh start >/dev/null || rc=$$?; \

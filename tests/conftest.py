@@ -41,6 +41,11 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 REGION = "us-east-1"
 
 
+# The browser tests (tests/ui) run in `make test-ui`, which sets TASKLEASE_TEST_UI=1;
+# `make test` does not collect them (not a skip: they are simply not part of it).
+collect_ignore = [] if os.environ.get("TASKLEASE_TEST_UI") == "1" else ["ui"]
+
+
 def unavailable(what: str, why: object) -> None:
     """Skip on a laptop; fail in CI, where a missing service is a broken build."""
     message = f"{what} is not available: {why}"

@@ -156,7 +156,9 @@ class Approval:
             if notice is None:
                 return
             self.token = str(notice["token"])
-            print_approval(self.job_id, str(notice["approve_url"]), self.token)
+            print_approval(
+                self.job_id, str(notice["approve_url"]), self.token, ui=self.stack.api_url + "/ui"
+            )
         if self.answer_it and not self.answered:
             self.answered = True
             console.print(
@@ -214,7 +216,7 @@ def approve_lines(approve_url: str, token: str) -> tuple[str, str]:
     return curl, cli
 
 
-def print_approval(job_id: str, approve_url: str, token: str) -> None:
+def print_approval(job_id: str, approve_url: str, token: str, *, ui: str | None = None) -> None:
     curl, cli = approve_lines(approve_url, token)
     console.print(
         f"\n[bold bright_cyan]⏸ the research job {escape(job_id)} waits for approval[/] "
@@ -225,6 +227,9 @@ def print_approval(job_id: str, approve_url: str, token: str) -> None:
     )
     for line in (curl, "or", cli):
         console.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
+    if ui is not None:
+        # The web view's job page, whose Approve button answers the same callback.
+        console.print(f"  or click Approve on {escape(ui)}#/jobs/{escape(job_id)}", soft_wrap=True)
     console.print()
 
 

@@ -130,6 +130,11 @@ class DevStack(Stack):
             f"[bold]export TASKLEASE_API_KEY={escape(self.api_key)}[/]",
             soft_wrap=True,
         )
+        console.print(
+            f"[green]✓[/] Web view    {self.api_url}/ui   (paste the API key above: "
+            "the part after TASKLEASE_API_KEY=)",
+            soft_wrap=True,
+        )
         metrics_urls = []
         for i in range(self.workers):
             port = embedded.free_port()

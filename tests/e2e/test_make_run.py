@@ -447,6 +447,12 @@ def test_make_run_shows_a_job_waiting_for_approval_and_the_lines_that_approve_it
     # the approval came before the job succeeded, and the research job did wait
     assert out.index(found.group(0)) < out.index("research succeeded"), out
     assert "research waiting (attempt" in out, out
+    # Issue 15: the web view's URL beside the key, and the job's page whose Approve answers it.
+    assert re.search(
+        r"^✓ Web view    http://127\.0\.0\.1:\d+/ui   \(paste the API key", out, re.M
+    ), out
+    page = rf"^  or click Approve on http://127\.0\.0\.1:\d+/ui#/jobs/{found['job']}$"
+    assert re.search(page, out, re.M), out
 
 
 def test_make_run_uses_the_same_default_ports_every_run(workdir: Path) -> None:

@@ -123,6 +123,44 @@ def test_a_callback_answered_by_its_token_wakes_the_job_once_without_an_api_key(
     assert cb["state"] == "succeeded" and cb["result"] == {"ok": 1} and cb["answered_at"]
 
 
+def test_a_callback_answered_with_an_api_key_by_its_job_and_key_wakes_the_job_once(
+    api: Any, stack: Stack, sql: Any
+) -> None:
+    """The web view's Approve: POST /v1/jobs/{id}/callbacks/{key} with the tenant's key, the
+    same body and answers as the token route; another tenant's job is 404 and unchanged."""
+    job_id, _ = waiting_approval(api, stack, sql)
+    route = f"/v1/jobs/{job_id}/callbacks/approve"
+
+    other = api.post(route, json={"result": 1}, headers=bearer(stack.key("globex")))
+    assert other.status_code == 404 and other.json() == {"detail": f"no job {job_id}"}
+    unknown = api.post(f"/v1/jobs/{job_id}/callbacks/nope", json={"result": 1})
+    assert unknown.status_code == 404, unknown.text
+    both = api.post(route, json={"result": 1, "error": "no"})
+    assert both.status_code == 422, both.text
+    assert api.get(f"/v1/jobs/{job_id}/callbacks").json()[0]["state"] == "pending"
+    assert job_row(sql, job_id)["state"] == JobState.WAITING
+
+    first = api.post(route, json={"result": {"ok": "ui"}})
+    assert first.status_code == 200, first.text
+    assert first.json() == {"job_id": job_id, "key": "approve", "state": "succeeded", "woken": True}
+    again = api.post(route, json={"error": "too late"})
+    assert again.status_code == 409 and "already answered" in again.json()["detail"]
+
+    asyncio.run(drain(stack, sql, [job_id]))
+    assert job_row(sql, job_id)["result"] == {"approved": True, "answer": {"ok": "ui"}}
+
+
+def test_a_callback_rejected_with_an_api_key_fails_the_job(
+    api: Any, stack: Stack, sql: Any
+) -> None:
+    job_id, _ = waiting_approval(api, stack, sql)
+    resp = api.post(f"/v1/jobs/{job_id}/callbacks/approve", json={"error": "rejected in the UI"})
+    assert resp.status_code == 200 and resp.json()["state"] == "failed", resp.text
+    asyncio.run(drain(stack, sql, [job_id]))
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.DEAD_LETTERED and "rejected in the UI" in row["last_error"]
+
+
 def test_an_error_answer_fails_the_callback_also_behind_an_authorizer(
     api: Any, api_with: Any, stack: Stack, sql: Any
 ) -> None:

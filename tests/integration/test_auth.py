@@ -50,6 +50,8 @@ ROUTES = [
     Route("GET", "/v1/jobs/{job}/events", None, 200),
     Route("GET", "/v1/jobs/{job}/effects", None, 200),
     Route("GET", "/v1/jobs/{job}/callbacks", None, 200),
+    # The job has no callback "{key}" (the owner's answer is 404, after the key and the job).
+    Route("POST", "/v1/jobs/{job}/callbacks/{key}", {"result": 1}, 404),
     Route("POST", "/v1/jobs/{job}/redrive", None, 202),
     Route("POST", "/v1/jobs/{job}/cancel", None, 200),
     Route("GET", "/v1/dead-letters", None, 200),
@@ -78,7 +80,7 @@ def call(
 ) -> Any:
     return client.request(
         route.method,
-        route.path.format(job=job_id, schedule=NO_SCHEDULE),
+        route.path.format(job=job_id, schedule=NO_SCHEDULE, key="approve"),
         json=route.body,
         headers=headers or {},
     )

@@ -11,6 +11,7 @@ from app.api.routes import (
     metrics,
     schedules,
     streams,
+    ui,
 )
 
 ROUTERS = (
@@ -22,4 +23,5 @@ ROUTERS = (
     me.router,
     health.router,
     metrics.router,
+    ui.router,
 )
