@@ -44,6 +44,7 @@ class Verdict:
 
     job: Job
     refused: bool
+    from_state: str | None = None  # the state the claim found: 'waiting' is a wake-up
 
 
 async def claim_batch(
@@ -71,7 +72,10 @@ async def claim_batch(
             "refusal": redrive.refusal(),
         },
     )
-    return {row["token"]: Verdict(Job.from_row(row), bool(row["refused"])) for row in rows}
+    return {
+        row["token"]: Verdict(Job.from_row(row), bool(row["refused"]), row["from_state"])
+        for row in rows
+    }
 
 
 async def start_batch(
