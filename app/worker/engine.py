@@ -18,14 +18,14 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from app import batching, crashpoints, errors, kinds, store, transport
+from app import batching, crashpoints, errors, kinds, store, tracing, transport
 from app.config import Settings
 from app.services import outbox, wakeups
 from app.states import FINAL_FOR_NOW, JobState
 from app.store import Database
 from app.store.records import Job
 from app.transport import Transport, codec, secrets
-from app.worker import leases, outcomes
+from app.worker import leases, outcomes, traces
 from app.worker.context import LeasedContext
 from app.worker.leases import Claim, LambdaContext, Lease
 
@@ -64,6 +64,7 @@ class Engine:
     @classmethod
     async def start(cls, settings: Settings) -> Engine:
         settings.need("database_url", "queue_url", "dlq_url")
+        tracing.configure("tasklease-worker")  # a bad OTEL_* setting stops start-up
         kinds.load(settings)  # a TASKLEASE_KINDS module that does not import stops start-up
         db = Database(
             secrets.database_url(settings),
@@ -139,6 +140,21 @@ class Engine:
             )
             crashpoints.hit(crashpoints.Point.AFTER_REDRIVE_REFUSED, **fields)
             return True
+        with traces.attempt(record, job, self.owner, verdict.from_state):
+            await traces.export_claim()
+            return await self._claimed(record, job, token, asked, context)
+
+    async def _claimed(
+        self,
+        record: Mapping[str, Any],
+        job: Job,
+        token: uuid.UUID,
+        asked: float,
+        context: LambdaContext | None,
+    ) -> bool:
+        """The job is claimed under ``token``: dead-letter it when its budget is spent or
+        its kind or payload is bad, else run it."""
+        job_id = job.id
         fields = {
             "job_id": job_id,
             "kind": job.kind,
@@ -157,6 +173,7 @@ class Engine:
             # The database's clock minus ours, measured from before the claim so never
             # under-estimated: a timer the claim found due is due for the kind's code too.
             clock_offset=job.updated_at.timestamp() - asked,
+            traceparent=codec.attribute(record, codec.ATTR_TRACEPARENT) or job.trace_context,
         )
 
         if job.attempt > job.max_attempts:
@@ -169,6 +186,7 @@ class Engine:
             kind = kinds.get(job.kind)
             payload = kind.parse(job.payload)
         except errors.BadRequest as exc:
+            traces.outcome("dead_lettered", exc)
             return await self.outcomes.dead_letter(lease, JobState.LEASED, str(exc))
 
         return await self._run(lease, job, kind, payload, context)
@@ -186,6 +204,7 @@ class Engine:
         recorded = await self._starts.submit((job_id, token))
         if recorded is None:
             log.warning("lease lost before start", extra=fields)
+            traces.outcome("lease_lost")
             return False
         ctx = LeasedContext(
             job_id=job_id,
@@ -207,22 +226,26 @@ class Engine:
             )
         except errors.LeaseLost:
             log.warning("lease lost: stopping, writing nothing", extra=fields)
+            traces.outcome("lease_lost")
             return False
         except errors.HandBack:
             return await self.outcomes.hand_back(lease)
         except errors.Suspend as suspended:
             return await self.outcomes.suspend(lease, suspended.wait)
         except errors.Cancelled:
+            traces.outcome("cancelled")
             await self.outcomes.finish(lease, JobState.CANCELLED, detail="cancelled while running")
             await self.wake_parent(job)
             return True
         except errors.PermanentError as exc:
+            traces.outcome("dead_lettered", exc)
             done = await self.outcomes.dead_letter(lease, JobState.RUNNING, f"permanent: {exc}")
             await self.wake_parent(job)
             return done
         except (errors.StoreError, errors.QueueError):
             raise
         except Exception as exc:
+            traces.outcome("failed", exc)  # outcomes.failed says retrying or dead_lettered
             done = await self.outcomes.failed(lease, job, exc)
             await self.wake_parent(job)
             return done
@@ -230,7 +253,9 @@ class Engine:
         crashpoints.hit(crashpoints.Point.BEFORE_COMPLETION, **fields)
         if not await self._successes.submit((job_id, token, result)):
             log.warning("completion refused: lease lost", extra=fields)
+            traces.outcome("lease_lost")
             return False
+        traces.outcome("succeeded")
         log.info("succeeded", extra={**fields, "state": JobState.SUCCEEDED})
         await self.wake_parent(job)
         return True
