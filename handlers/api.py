@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mangum import Mangum
 
+from app import tracing
 from app.api import create_app
 from handlers import runtime
 
@@ -14,4 +17,11 @@ app = create_app(settings)
 app.state.runtime.streaming = False
 # Mangum would run the lifespan around every invocation, closing the pool each time;
 # the app opens its clients on the first request instead and keeps them while warm.
-handler = Mangum(app, lifespan="off")
+_mangum = Mangum(app, lifespan="off")
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    try:
+        return _mangum(event, context)
+    finally:
+        tracing.flush()  # the process may be frozen once this returns: spans go now
