@@ -157,6 +157,18 @@ def request_span(
         yield span
 
 
+def job_event(name: str, trace_context: str | None, **attributes: Any) -> None:
+    """A short span in a job's trace for what happened to the job outside its attempts
+    (a wake-up by a callback's answer, by a child's end), linked to the current span
+    (the request's, the child's attempt). Nothing without the job's trace context."""
+    parent = context_of(trace_context)
+    if parent is None:
+        return
+    current = trace.get_current_span().get_span_context()
+    links = [trace.Link(current)] if current.is_valid else None
+    tracer.start_span(name, context=parent, attributes=attributes, links=links).end()
+
+
 def failed(span: trace.Span, exc: BaseException) -> None:
     """Record an error on a span: its exception event, and status ERROR."""
     span.record_exception(exc)

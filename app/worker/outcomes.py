@@ -152,5 +152,9 @@ class Outcomes:
                 )
         elif done.send_now:
             with contextlib.suppress(errors.QueueError):
-                await wakeups.send(self.queue, [(lease.job_id, done.delay)])
+                await wakeups.send(
+                    self.queue,
+                    [(lease.job_id, done.delay)],
+                    traces={str(lease.job_id): lease.traceparent},
+                )
         return True
