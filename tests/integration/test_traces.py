@@ -23,6 +23,7 @@ from app import tracing
 from app.transport import codec
 from tests.conftest import Stack, job_row
 from tests.helpers import drain, engine_for, handle_and_ack, receive_records, submit
+from tests.integration.test_api_waits import token_of
 
 pytestmark = pytest.mark.integration
 
@@ -209,6 +210,43 @@ def test_a_spawned_child_continues_its_parents_trace(
         if a.parent is not None and a.parent.span_id == spawns[0].context.span_id
     ]
     assert [k.name for k in kids] == ["job.attempt demo.nap"]
+    # The last child's end woke the parent: a short span in the parent's trace.
+    assert {trace_id(w) for w in named(spans, "job.wake children")} == {parent_trace}
+
+
+def test_a_callback_answered_through_the_api_wakes_the_job_in_its_trace(
+    stack: Stack, api: Any, sql: Any, spans: InMemorySpanExporter
+) -> None:
+    resp = api.post(
+        "/v1/jobs",
+        json={"kind": "demo.approval", "payload": {}},
+        headers={"traceparent": CALLER_PARENT},
+    )
+    job_id = resp.json()["id"]
+
+    async def handle_all() -> None:
+        async with engine_for(stack.settings) as engine:
+            await handle_and_ack(engine, await receive_records(engine))
+
+    asyncio.run(handle_all())
+    assert job_row(sql, job_id)["state"] == "waiting"
+    answered = api.post(f"/v1/callbacks/{token_of(stack, job_id)}", json={"result": "yes"})
+    assert answered.status_code == 200, answered.text
+    (wake,) = named(spans, "job.wake callback")
+    assert trace_id(wake) == CALLER_TRACE
+    assert (wake.attributes or {})["callback.key"] == "approve"
+    # Linked to the answering request's own trace (a request without a traceparent).
+    (answer_server,) = [s for s in named(spans, "POST /v1/callbacks") if s.parent is None]
+    assert [link.context.trace_id for link in wake.links] == [answer_server.context.trace_id]
+    records = asyncio.run(run_records(stack))
+    assert [codec.attribute(r, "traceparent") for r in records] == [
+        job_row(sql, job_id)["trace_context"]
+    ]
+
+
+async def run_records(stack: Stack) -> list[dict[str, Any]]:
+    async with engine_for(stack.settings) as engine:
+        return await receive_records(engine)
 
 
 def test_with_tracing_off_nothing_is_kept_or_sent(stack: Stack, api: Any, sql: Any) -> None:
@@ -217,9 +255,5 @@ def test_with_tracing_off_nothing_is_kept_or_sent(stack: Stack, api: Any, sql: A
     assert resp.status_code == 202
     assert job_row(sql, resp.json()["id"])["trace_context"] is None
 
-    async def run() -> list[dict[str, Any]]:
-        async with engine_for(stack.settings) as engine:
-            return await receive_records(engine)
-
-    assert [codec.attribute(r, "traceparent") for r in asyncio.run(run())] == [None]
+    assert [codec.attribute(r, "traceparent") for r in asyncio.run(run_records(stack))] == [None]
     assert uuid.UUID(resp.json()["id"])
