@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
+import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -121,12 +121,22 @@ def traceparent() -> str | None:
 
 def for_new_job() -> str | None:
     """The trace context a new job keeps: the current span's (the submitting request's,
-    or the parent job's attempt's); outside any span, with tracing on, a fresh trace's
-    (so every attempt of the job still shares one trace); None with tracing off."""
-    current = traceparent()
-    if current is not None or _sdk is None:
-        return current
-    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+    or the parent job's attempt's); None outside any span (then ``of_job`` names it)."""
+    return traceparent()
+
+
+def of_job(job_id: uuid.UUID) -> otel_context.Context:
+    """The trace of a job that kept no context (written outside any span, or with tracing
+    off): its id is the trace id, so every attempt still shares one trace, found by the
+    job's id. The parent span id, derived from the id too, is never exported itself."""
+    span_id = (job_id.int & 0xFFFF_FFFF_FFFF_FFFF) or 1
+    parent = trace.SpanContext(
+        trace_id=job_id.int,
+        span_id=span_id,
+        is_remote=True,
+        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+    )
+    return trace.set_span_in_context(trace.NonRecordingSpan(parent))
 
 
 def context_of(text: str | None) -> otel_context.Context | None:
@@ -157,13 +167,14 @@ def request_span(
         yield span
 
 
-def job_event(name: str, trace_context: str | None, **attributes: Any) -> None:
+def job_event(name: str, job_id: uuid.UUID, trace_context: str | None, **attributes: Any) -> None:
     """A short span in a job's trace for what happened to the job outside its attempts
     (a wake-up by a callback's answer, by a child's end), linked to the current span
-    (the request's, the child's attempt). Nothing without the job's trace context."""
-    parent = context_of(trace_context)
-    if parent is None:
+    (the request's, the child's attempt)."""
+    if _sdk is None:
         return
+    parent = context_of(trace_context) or of_job(job_id)
+    attributes = {"job.id": str(job_id), **attributes}
     current = trace.get_current_span().get_span_context()
     links = [trace.Link(current)] if current.is_valid else None
     tracer.start_span(name, context=parent, attributes=attributes, links=links).end()

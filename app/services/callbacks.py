@@ -79,8 +79,8 @@ async def answer(
         # The job's outbox row committed with the answer; the relay sends it if this fails.
         rows = await store.waits.unsent_of(db, done.job_id)
         for row in rows[:1]:
-            attrs = {"job.id": str(done.job_id), "callback.key": done.key, "callback.state": state}
-            tracing.job_event("job.wake callback", row.trace_context, **attrs)
+            attrs = {"callback.key": done.key, "callback.state": state}
+            tracing.job_event("job.wake callback", done.job_id, row.trace_context, **attrs)
         try:
             await outbox.send(db, queue, rows)
         except errors.QueueError as exc:

@@ -268,9 +268,7 @@ class Engine:
         crashpoints.hit(crashpoints.Point.AFTER_CHILD_FINISHED, job_id=job.id, parent=job.parent_id)
         rows = await store.waits.unsent_of(self.db, job.parent_id)
         if rows:
-            tracing.job_event(
-                "job.wake children", rows[0].trace_context, **{"job.id": str(job.parent_id)}
-            )
+            tracing.job_event("job.wake children", job.parent_id, rows[0].trace_context)
             await self._send_outbox(rows)
 
     async def _send_outbox(self, rows: list[store.records.OutboxRow]) -> None:

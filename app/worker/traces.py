@@ -1,7 +1,8 @@
 """A job's trace, from the worker's side: each attempt is a span in the job's trace.
 
 The trace context comes from the message's ``traceparent`` attribute, else from the job
-row (``jobs.trace_context``, written at submission). At the claim a short ``job.lease``
+row (``jobs.trace_context``, written at submission), else (a job written outside any span)
+the trace whose id is the job's id. At the claim a short ``job.lease``
 span is ended and exported at once: a SIGKILLed attempt's own span never ends, so never
 leaves the process, but its lease span already did, and the trace of a job killed and
 retried shows both attempts. The attempt span ``job.attempt <kind>`` carries the job's
@@ -44,7 +45,7 @@ def attempt(
     """The attempt's span, current while the attempt runs, in the job's trace; the lease
     span ended (exported by ``export_claim``) before it starts."""
     parent = tracing.context_of(codec.attribute(record, codec.ATTR_TRACEPARENT))
-    parent = parent or tracing.context_of(job.trace_context)
+    parent = parent or tracing.context_of(job.trace_context) or tracing.of_job(job.id)
     attrs = attributes(job, worker)
     if found is not None:
         attrs["job.claimed_from"] = found

@@ -98,7 +98,8 @@ def children_of(spans: InMemorySpanExporter, parent: ReadableSpan) -> list[Reada
 
 
 def run_to_the_end(stack: Stack, sql: Any, kind: str, payload: dict[str, Any]) -> Any:
-    """Submit a job (outside any span) and run it in this process until it succeeds."""
+    """Submit a job (outside any span: it keeps no trace context) and run it in this
+    process until it succeeds."""
 
     async def run() -> Any:
         async with engine_for(stack.settings) as engine:
@@ -163,7 +164,9 @@ def test_a_retry_is_a_second_attempt_of_the_same_trace_with_the_error_on_the_fir
     job_id = run_to_the_end(stack, sql, "demo.flaky", {"fail_attempts": 1})
     first, second = named(spans, "job.attempt demo.flaky")
     assert trace_id(first) == trace_id(second)
-    assert job_row(sql, job_id)["trace_context"].split("-")[1] == trace_id(first)
+    # Submitted outside any span: the job kept no context; its id is its trace's id.
+    assert job_row(sql, job_id)["trace_context"] is None
+    assert trace_id(first) == uuid.UUID(str(job_id)).hex
     assert [(s.attributes or {})["job.attempt"] for s in (first, second)] == [1, 2]
     assert [(s.attributes or {})["job.outcome"] for s in (first, second)] == [
         "retrying",
@@ -194,7 +197,7 @@ def test_a_spawned_child_continues_its_parents_trace(
     stack: Stack, sql: Any, spans: InMemorySpanExporter
 ) -> None:
     job_id = run_to_the_end(stack, sql, "demo.fanout", {"children": 2})
-    parent_trace = job_row(sql, job_id)["trace_context"].split("-")[1]
+    parent_trace = uuid.UUID(str(job_id)).hex  # submitted outside any span
     children = sql.execute("SELECT trace_context FROM jobs WHERE parent_id = %s", (job_id,))
     assert {r["trace_context"].split("-")[1] for r in children.fetchall()} == {parent_trace}
     attempts = named(spans, "job.attempt")
@@ -256,4 +259,3 @@ def test_with_tracing_off_nothing_is_kept_or_sent(stack: Stack, api: Any, sql: A
     assert job_row(sql, resp.json()["id"])["trace_context"] is None
 
     assert [codec.attribute(r, "traceparent") for r in asyncio.run(run_records(stack))] == [None]
-    assert uuid.UUID(resp.json()["id"])

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
+from opentelemetry import trace
 
 from app import errors, tracing
 from app.transport import codec
@@ -61,3 +64,10 @@ def test_the_message_attribute_carries_the_traceparent_and_nothing_without_one()
     record = {"messageAttributes": {"traceparent": {"stringValue": PARENT, "dataType": "String"}}}
     assert codec.attribute(record, codec.ATTR_TRACEPARENT) == PARENT
     assert codec.trace_attributes(None) == {}
+
+
+def test_a_job_without_a_context_has_the_trace_its_id_names() -> None:
+    job_id = uuid.UUID("0af76519-16cd-43dd-8448-eb211c80319c")
+    span = trace.get_current_span(tracing.of_job(job_id)).get_span_context()
+    assert f"{span.trace_id:032x}" == job_id.hex
+    assert span.is_valid and span.is_remote
