@@ -48,6 +48,7 @@ class Engine:
         self.deps = kinds.Deps(settings)
         self.keeper = leases.Keeper(settings, db, queue)
         self.outcomes = outcomes.Outcomes(settings, db, queue)
+        self.claim_exports = traces.ClaimExports()  # the lease spans, exported at the claim
         # The records of a batch (and of concurrent batches) claim, start and succeed
         # together: one statement each instead of one per record.
         self.redrive_budget = store.leases.RedriveBudget.of(settings)
@@ -141,7 +142,7 @@ class Engine:
             crashpoints.hit(crashpoints.Point.AFTER_REDRIVE_REFUSED, **fields)
             return True
         with traces.attempt(record, job, self.owner, verdict.from_state):
-            await traces.export_claim()
+            await self.claim_exports.export()
             return await self._claimed(record, job, token, asked, context)
 
     async def _claimed(

@@ -66,11 +66,36 @@ def attempt(
             raise
 
 
-async def export_claim() -> None:
-    """Export the lease span now (in a thread: the export is a blocking HTTP call), so a
-    kill at any later instruction still leaves the attempt visible in the trace."""
-    if tracing.enabled():
-        await asyncio.to_thread(tracing.flush)
+# How long a claim waits for its lease span's export: a collector that is slow or down
+# must not hold the job up (the span then goes with the next batch).
+CLAIM_EXPORT_WAIT_SECONDS = 0.5
+
+
+class ClaimExports:
+    """Exports lease spans at the claim: one flush at a time (in a thread: the export is
+    a blocking HTTP call); the claims that come while one runs share the next."""
+
+    def __init__(self) -> None:
+        self._running: asyncio.Future[None] | None = None
+        self._next: asyncio.Future[None] | None = None
+
+    async def export(self) -> None:
+        """Export the lease spans ended so far, waiting a little at most, so a kill at any
+        later instruction still leaves the attempt visible in the trace."""
+        if not tracing.enabled():
+            return
+        if self._next is None:
+            self._next = asyncio.ensure_future(self._flush(self._running))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._next), CLAIM_EXPORT_WAIT_SECONDS)
+
+    async def _flush(self, before: asyncio.Future[None] | None) -> None:
+        if before is not None:
+            await asyncio.wait([before])
+        # From here on, a new claim's span may miss this flush: it queues the next one.
+        self._running, self._next = self._next, None
+        with contextlib.suppress(Exception):  # an export's failure is the SDK's to log
+            await asyncio.to_thread(tracing.flush)
 
 
 def outcome(value: str, exc: BaseException | None = None) -> None:
