@@ -6,6 +6,7 @@ from typing import Any
 
 from mangum import Mangum
 
+from app import tracing
 from app.api import create_app
 from handlers import emf, runtime
 
@@ -20,8 +21,10 @@ _mangum = Mangum(app, lifespan="off")
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """One API Gateway request; then its metrics go out as EMF log lines."""
+    """One API Gateway request; then its metrics go out as EMF log lines and its spans
+    are exported (the process may be frozen once this returns)."""
     try:
         return dict(_mangum(event, context))
     finally:
         emf.flush()
+        tracing.flush()

@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from app import store, transport
+from app import store, tracing, transport
 from app.services import sweeper
 from app.transport import Transport, secrets
 from handlers import runtime
 
 settings = runtime.load_settings()
 settings.need("database_url", "queue_url", "dlq_url")
+tracing.configure("tasklease-sweeper")
 # Kept open while the process is warm: each scheduled invocation reuses them.
 _clients: tuple[store.Database, Transport] | None = None
 
@@ -33,4 +34,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         report = await sweeper.sweep_once(settings, database, queue)
         return dataclasses.asdict(report)
 
-    return runtime.run(go)
+    try:
+        return runtime.run(go)
+    finally:
+        tracing.flush()  # the process may be frozen once this returns

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app import tracing
 from app.worker.engine import Engine
 from handlers import runtime
 
@@ -26,4 +27,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         engine = await _get_engine()
         return await engine.handle(event, context)
 
-    return runtime.run(go)
+    try:
+        return runtime.run(go)
+    finally:
+        # The process may be frozen once this returns: the invocation's spans go now.
+        tracing.flush()

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
-from app import __version__, config, kinds
+from app import __version__, config, kinds, tracing
 from app.api import errors
 from app.api.deps import Runtime
 from app.api.middleware import RequestBody
@@ -33,6 +33,9 @@ def create_app(settings: config.Settings | None = None) -> FastAPI:
     """The API for these settings (default: the environment's). Opens nothing: the
     lifespan does, or the first request when the lifespan is off (Lambda)."""
     settings = settings or config.load()
+    # Traces exported by OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (a bad one stops
+    # start-up, naming it); otherwise the no-op API.
+    tracing.configure("tasklease-api")
     # The kinds TASKLEASE_KINDS names: one that does not import stops start-up, naming it.
     kinds.load(settings)
     # /docs (Swagger UI) and /redoc load their scripts, styles and icon from this API

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from app import config, errors, logs
+from app import config, errors, logs, tracing
 from app.cli import runner
 from app.cli.render import err, out
 from app.services import sweeper
@@ -89,6 +89,8 @@ def sweep(
     """Make schedules' due jobs, mark stalled leases, send unsent outbox rows, re-send lost
     messages."""
     s = runner.settings_or_exit(dev_state=False)
+    with runner.errors_exit():
+        tracing.configure("tasklease-sweeper")
     with contextlib.suppress(KeyboardInterrupt):
         runner.on_clients(s, lambda c: _sweep(s, c, once))
 

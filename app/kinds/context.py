@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, Generic, Literal, TypeVar
 
-from app import bounds, errors
+from app import bounds, errors, tracing
 from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted
 from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
 
@@ -96,6 +96,20 @@ class JobContext(abc.ABC, Generic[D]):
             # first one's result instead of running.
             raise errors.PermanentError(f"key {key!r} used twice in one run of {self.kind}")
         self._used.add(key)
+        # A span per effect, a child of the attempt's: replayed or run, and its error.
+        with tracing.tracer.start_as_current_span(
+            f"effect {key}",
+            attributes={"effect.key": key, "effect.replayed": key in self._recorded},
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                return await self._effect(key, fn)
+            except Exception as exc:
+                tracing.failed(span, exc)
+                raise
+
+    async def _effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
         if key in self._recorded:
             self._replayed.append(key)
             self.log.info("effect replayed", extra={"effect": key})

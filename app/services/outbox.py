@@ -34,7 +34,12 @@ async def send(
     ``txn`` when given). Returns the ids of the rows sent."""
     if not rows:
         return set()
-    failed = set(await queue.send_jobs([row.job_id for row in rows]))
+    failed = set(
+        await queue.send_jobs(
+            [row.job_id for row in rows],
+            traces={str(row.job_id): row.trace_context for row in rows},
+        )
+    )
     sent = [row.id for row in rows if str(row.job_id) not in failed]
     unsent = [row.id for row in rows if str(row.job_id) in failed]
     if unsent:
@@ -59,9 +64,11 @@ class OutboxSender:
             self._flush, max_size=aws_limits.MAX_BATCH, max_in_flight=2
         )
 
-    async def send(self, outbox_id: int, job_id: uuid.UUID) -> bool:
+    async def send(
+        self, outbox_id: int, job_id: uuid.UUID, trace_context: str | None = None
+    ) -> bool:
         """True when the message was sent; False leaves it to the outbox relay."""
-        return await self.batcher.submit(OutboxRow(id=outbox_id, job_id=job_id))
+        return await self.batcher.submit(OutboxRow(outbox_id, job_id, trace_context))
 
     async def _flush(self, rows: list[OutboxRow]) -> list[bool]:
         sent = await send(self.db, self.queue, rows)

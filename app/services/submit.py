@@ -281,7 +281,9 @@ async def send_after_commit(
         crashpoints.hit(crashpoints.Point.AFTER_OUTBOX_COMMIT, job_id=row.job_id)
     try:
         if sender is not None:
-            await asyncio.gather(*(sender.send(row.id, row.job_id) for row in rows))
+            await asyncio.gather(
+                *(sender.send(row.id, row.job_id, row.trace_context) for row in rows)
+            )
         else:
             await outbox.send(db, queue, rows)
     except errors.TaskleaseError as exc:

@@ -9,7 +9,7 @@ import logging
 import math
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from app import crashpoints, metrics, store
 from app.config import Settings
@@ -19,17 +19,22 @@ log = logging.getLogger(__name__)
 
 
 async def send(
-    queue: Transport, wakeups: Sequence[tuple[uuid.UUID, float]], *, path: str = "engine"
+    queue: Transport,
+    wakeups: Sequence[tuple[uuid.UUID, float]],
+    *,
+    path: str = "engine",
+    traces: Mapping[str, str | None] | None = None,
 ) -> int:
     """Send each job's wake-up with its delay (rounded up to whole seconds, so a timer is
-    never woken before it is due); returns how many were sent. A failed send is left to
-    the sweeper, which re-sends a wake-up overdue by TASKLEASE_WAKE_GRACE_SECONDS."""
+    never woken before it is due) and its trace context where ``traces`` has it; returns
+    how many were sent. A failed send is left to the sweeper, which re-sends a wake-up
+    overdue by TASKLEASE_WAKE_GRACE_SECONDS."""
     by_delay: dict[int, list[uuid.UUID]] = defaultdict(list)
     for job_id, delay in wakeups:
         by_delay[math.ceil(max(0.0, delay))].append(job_id)
     sent = 0
     for delay, ids in sorted(by_delay.items()):
-        failed = await queue.send_jobs(ids, delay_seconds=delay)
+        failed = await queue.send_jobs(ids, delay_seconds=delay, traces=traces)
         sent += len(ids) - len(failed)
         if failed:
             log.warning(

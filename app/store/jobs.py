@@ -10,6 +10,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from app import tracing
 from app.states import JobState
 from app.store.pool import Conn, Database, fetch_txn, q
 from app.store.records import Admission, Job, JobEvent, OutboxRow
@@ -90,6 +91,8 @@ async def insert_txn(
             "request_hashes": [r.request_hash for r in rows],
             "run_ats": [r.run_at for r in rows],
             "delays": [r.delay_seconds for r in rows],
+            # Each job's trace continues from the span current at its submission.
+            "trace_contexts": [tracing.for_new_job() for _ in rows],
             "rate": limits.rate_per_second,
             "burst": limits.burst,
             "max_in_flight": limits.max_in_flight,
@@ -102,7 +105,7 @@ async def insert_txn(
         admission=Admission.from_row(written[0]),
         jobs=[Job.from_row(row) for row in made],
         outbox=[
-            OutboxRow(id=row["outbox_id"], job_id=row["id"])
+            OutboxRow(id=row["outbox_id"], job_id=row["id"], trace_context=row["trace_context"])
             for row in made
             if row["outbox_id"] is not None
         ],

@@ -44,7 +44,7 @@ class Verdict:
 
     job: Job
     refused: bool
-    from_state: str | None = None  # the job's state before the claim
+    from_state: str | None = None  # the state the claim found: 'waiting' is a wake-up
 
 
 async def claim_batch(
@@ -73,7 +73,7 @@ async def claim_batch(
         },
     )
     return {
-        row["token"]: Verdict(Job.from_row(row), bool(row["refused"]), row.get("from_state"))
+        row["token"]: Verdict(Job.from_row(row), bool(row["refused"]), row["from_state"])
         for row in rows
     }
 

@@ -76,6 +76,7 @@ class Job(_Record):
     wake_at: dt.datetime | None  # a timer's due time, a callback's deadline
     wait_rule: Any  # a gather's rule: children, need, all, tolerate
     wake_sent_at: dt.datetime | None
+    trace_context: str | None  # the W3C traceparent the job's trace continues from
 
     @classmethod
     def from_row(cls, row: Row) -> Self:
@@ -134,10 +135,16 @@ class Admission(_Record):
 
 @dataclass(frozen=True, slots=True)
 class OutboxRow(_Record):
-    """A message still to send: the outbox row's id and the job it wakes up."""
+    """A message still to send: the outbox row's id, the job it wakes up, and the job's
+    trace context (carried on the message; None where the query did not read it)."""
 
     id: int
     job_id: uuid.UUID
+    trace_context: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Self:
+        return cls(id=row["id"], job_id=row["job_id"], trace_context=row.get("trace_context"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -229,9 +229,11 @@ async def spawn_child(
     max_attempts: int,
     timeout_seconds: int,
     request_hash: str,
+    trace_context: str | None = None,
 ) -> Spawned | None:
     """Create the child once per (parent, key), fenced by the parent's lease; None when
-    the lease moved on and no child exists under that key."""
+    the lease moved on and no child exists under that key. ``trace_context``: the
+    traceparent the child's trace continues from (the parent's spawning span)."""
     rows = await db.fetch(
         q("spawn_child"),
         {
@@ -244,11 +246,13 @@ async def spawn_child(
             "max_attempts": max_attempts,
             "timeout": timeout_seconds,
             "request_hash": request_hash,
+            "trace_context": trace_context,
         },
     )
     made = [r for r in rows if r["made"]]
     if made:
-        return Spawned(made[0]["job_id"], OutboxRow(id=made[0]["id"], job_id=made[0]["job_id"]))
+        box = OutboxRow(id=made[0]["id"], job_id=made[0]["job_id"], trace_context=trace_context)
+        return Spawned(made[0]["job_id"], box)
     if rows:
         return Spawned(rows[0]["job_id"], None)
     return None

@@ -44,10 +44,15 @@ class Transport(Protocol):
     # --- the source queue ------------------------------------------------------
 
     async def send_jobs(
-        self, job_ids: Sequence[uuid.UUID | str], *, delay_seconds: float = 0
+        self,
+        job_ids: Sequence[uuid.UUID | str],
+        *,
+        delay_seconds: float = 0,
+        traces: Mapping[str, str | None] | None = None,
     ) -> list[str]:
-        """Wake the jobs up: one message each, visible after ``delay_seconds``. Returns the
-        job ids whose message was not sent."""
+        """Wake the jobs up: one message each, visible after ``delay_seconds``, carrying
+        its job's trace context from ``traces`` (job id -> W3C traceparent) where given.
+        Returns the job ids whose message was not sent."""
         ...
 
     async def receive(
@@ -72,9 +77,15 @@ class Transport(Protocol):
     # --- the dead-letter queue -------------------------------------------------
 
     async def send_dead_letter(
-        self, job_id: uuid.UUID | str, reason: str, *, generation: int = 0
+        self,
+        job_id: uuid.UUID | str,
+        reason: str,
+        *,
+        generation: int = 0,
+        traceparent: str | None = None,
     ) -> None:
-        """A job's dead letter, with the marker, the reason and the redrive generation."""
+        """A job's dead letter, with the marker, the reason, the redrive generation and
+        the job's trace context."""
         ...
 
     async def send_raw_dead_letter(

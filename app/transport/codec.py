@@ -29,6 +29,9 @@ ATTR_GENERATION = "tasklease-generation"
 # never carry the marker that makes a message a redrive).
 ATTR_PREFIX = "tasklease-"
 MAX_REASON_CHARS = 1000
+# The job's trace context (W3C, the name the header has): on every message sent for a
+# job; a worker's attempt span joins that trace (app/tracing.py).
+ATTR_TRACEPARENT = "traceparent"
 
 # How a reason names a JSON value's type: the reader has the body, not Python.
 _JSON_TYPES = {bool: "a boolean", int: "an integer", float: "a decimal number", str: "a string"}
@@ -155,3 +158,10 @@ def redrive_generation(record: Mapping[str, Any]) -> int | None:
         return int(raw) if raw is not None else None
     except ValueError:
         return None
+
+
+def trace_attributes(traceparent: str | None) -> dict[str, dict[str, str]]:
+    """The message attribute carrying a job's trace context; none without one."""
+    if not traceparent:
+        return {}
+    return {ATTR_TRACEPARENT: {"DataType": "String", "StringValue": traceparent}}

@@ -46,6 +46,10 @@ def _string(value: str) -> dict[str, str]:
     return {"DataType": "String", "StringValue": value}
 
 
+def _with_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    return {"MessageAttributes": attributes} if attributes else {}
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
@@ -120,16 +124,23 @@ class SqsTransport:
     # --- the source queue ------------------------------------------------------
 
     async def send_jobs(
-        self, job_ids: Sequence[uuid.UUID | str], *, delay_seconds: float = 0
+        self,
+        job_ids: Sequence[uuid.UUID | str],
+        *,
+        delay_seconds: float = 0,
+        traces: Mapping[str, str | None] | None = None,
     ) -> list[str]:
-        """Send one message per job in batches of 10; returns the job ids that failed."""
+        """Send one message per job in batches of 10, each with its job's trace context
+        (``traces``: job id -> traceparent); returns the job ids that failed."""
         # Whole seconds, rounded up like visibility, within SendMessage's 15 minutes.
         delay = math.ceil(max(0, min(delay_seconds, limits.MAX_DELAY_SECONDS)))
         extra = {"DelaySeconds": delay} if delay else {}
+        traces = traces or {}
         failed: list[str] = []
         for chunk in _chunks(list(job_ids)):
             entries = [
                 {"Id": str(i), "MessageBody": codec.body_for(j), **extra}
+                | _with_attributes(codec.trace_attributes(traces.get(str(j))))
                 for i, j in enumerate(chunk)
             ]
             failed.extend(str(chunk[i]) for i in await self._send_batch(entries))
@@ -191,9 +202,15 @@ class SqsTransport:
     # --- the dead-letter queue -------------------------------------------------
 
     async def send_dead_letter(
-        self, job_id: uuid.UUID | str, reason: str, *, generation: int = 0
+        self,
+        job_id: uuid.UUID | str,
+        reason: str,
+        *,
+        generation: int = 0,
+        traceparent: str | None = None,
     ) -> None:
-        """A new message on the DLQ, carrying the marker and the reason."""
+        """A new message on the DLQ, carrying the marker, the reason and the job's trace
+        context (a redrive moves it back with its attributes)."""
         await self._call(
             "send_message",
             QueueUrl=self.settings.dlq,
@@ -203,6 +220,7 @@ class SqsTransport:
                 codec.ATTR_REASON: _string((reason or "unknown")[: codec.MAX_REASON_CHARS]),
                 codec.ATTR_JOB_ID: _string(str(job_id)),
                 codec.ATTR_GENERATION: {"DataType": "Number", "StringValue": str(generation)},
+                **codec.trace_attributes(traceparent),
             },
         )
 

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from app import crashpoints, errors, store
+from app import crashpoints, errors, store, tracing
 from app.kinds import JobContext
 from app.kinds.output import Emitted
 from app.kinds.waits import CallbackStatus, ChildStatus
@@ -122,6 +122,8 @@ class LeasedContext(JobContext[Any]):
             max_attempts=row.max_attempts,
             timeout_seconds=row.timeout_seconds,
             request_hash=row.request_hash,
+            # The child's trace continues from this spawn effect's span: one trace.
+            trace_context=tracing.for_new_job(),
         )
         if spawned is None:
             raise errors.LeaseLost()

@@ -18,14 +18,14 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from app import batching, crashpoints, errors, kinds, metrics, store, transport
+from app import batching, crashpoints, errors, kinds, metrics, store, tracing, transport
 from app.config import Settings
 from app.services import outbox, wakeups
 from app.states import FINAL_FOR_NOW, JobState
 from app.store import Database
 from app.store.records import Job
 from app.transport import Transport, codec, secrets
-from app.worker import counting, leases, outcomes
+from app.worker import counting, leases, outcomes, traces
 from app.worker.context import LeasedContext
 from app.worker.leases import Claim, LambdaContext, Lease
 
@@ -48,6 +48,7 @@ class Engine:
         self.deps = kinds.Deps(settings)
         self.keeper = leases.Keeper(settings, db, queue)
         self.outcomes = outcomes.Outcomes(settings, db, queue)
+        self.claim_exports = traces.ClaimExports()  # the lease spans, exported at the claim
         # The records of a batch (and of concurrent batches) claim, start and succeed
         # together: one statement each instead of one per record.
         self.redrive_budget = store.leases.RedriveBudget.of(settings)
@@ -64,6 +65,7 @@ class Engine:
     @classmethod
     async def start(cls, settings: Settings) -> Engine:
         settings.need("database_url", "queue_url", "dlq_url")
+        tracing.configure("tasklease-worker")  # a bad OTEL_* setting stops start-up
         kinds.load(settings)  # a TASKLEASE_KINDS module that does not import stops start-up
         db = Database(
             secrets.database_url(settings),
@@ -139,6 +141,22 @@ class Engine:
             )
             crashpoints.hit(crashpoints.Point.AFTER_REDRIVE_REFUSED, **fields)
             return True
+        with traces.attempt(record, job, self.owner, verdict.from_state):
+            await self.claim_exports.export()
+            return await self._claimed(record, job, token, asked, context, verdict.from_state)
+
+    async def _claimed(
+        self,
+        record: Mapping[str, Any],
+        job: Job,
+        token: uuid.UUID,
+        asked: float,
+        context: LambdaContext | None,
+        from_state: str | None,
+    ) -> bool:
+        """The job is claimed under ``token`` (from ``from_state``): dead-letter it when its budget is spent or
+        its kind or payload is bad, else run it."""
+        job_id = job.id
         fields = {
             "job_id": job_id,
             "kind": job.kind,
@@ -146,7 +164,7 @@ class Engine:
             "lease_owner": self.owner,
         }
         log.info("claimed", extra={**fields, "state": JobState.LEASED})
-        if job.runs == 0 and verdict.from_state == JobState.QUEUED:
+        if job.runs == 0 and from_state == JobState.QUEUED:
             # A job submitted to run now, at its first lease (both times the database's).
             metrics.observe(
                 metrics.QUEUED_TO_LEASED,
@@ -164,6 +182,7 @@ class Engine:
             # The database's clock minus ours, measured from before the claim so never
             # under-estimated: a timer the claim found due is due for the kind's code too.
             clock_offset=job.updated_at.timestamp() - asked,
+            traceparent=codec.attribute(record, codec.ATTR_TRACEPARENT) or job.trace_context,
         )
 
         if job.attempt > job.max_attempts:
@@ -180,6 +199,7 @@ class Engine:
             kind = kinds.get(job.kind)
             payload = kind.parse(job.payload)
         except errors.BadRequest as exc:
+            traces.outcome("dead_lettered", exc)
             return counting.ended(
                 job,
                 "dead_lettered",
@@ -201,6 +221,7 @@ class Engine:
         recorded = await self._starts.submit((job_id, token))
         if recorded is None:
             log.warning("lease lost before start", extra=fields)
+            traces.outcome("lease_lost")
             return False
         ctx = LeasedContext(
             job_id=job_id,
@@ -223,6 +244,7 @@ class Engine:
             )
         except errors.LeaseLost:
             log.warning("lease lost: stopping, writing nothing", extra=fields)
+            traces.outcome("lease_lost")
             return False
         except errors.HandBack:
             return await self.outcomes.hand_back(lease)
@@ -231,6 +253,7 @@ class Engine:
                 job, "waiting", started, await self.outcomes.suspend(lease, suspended.wait)
             )
         except errors.Cancelled:
+            traces.outcome("cancelled")
             done = await self.outcomes.finish(
                 lease, JobState.CANCELLED, detail="cancelled while running"
             )
@@ -238,6 +261,7 @@ class Engine:
             await self.wake_parent(job)
             return True
         except errors.PermanentError as exc:
+            traces.outcome("dead_lettered", exc)
             done = await self.outcomes.dead_letter(lease, JobState.RUNNING, f"permanent: {exc}")
             counting.ended(job, "dead_lettered", done, started)
             await self.wake_parent(job)
@@ -245,6 +269,7 @@ class Engine:
         except (errors.StoreError, errors.QueueError):
             raise
         except Exception as exc:
+            traces.outcome("failed", exc)  # outcomes.failed says retrying or dead_lettered
             done = await self.outcomes.failed(lease, job, exc)
             # True only when the last attempt's failure dead-lettered the job.
             if done:
@@ -260,7 +285,9 @@ class Engine:
         crashpoints.hit(crashpoints.Point.BEFORE_COMPLETION, **fields)
         if not await self._successes.submit((job_id, token, result)):
             log.warning("completion refused: lease lost", extra=fields)
+            traces.outcome("lease_lost")
             return False
+        traces.outcome("succeeded")
         log.info("succeeded", extra={**fields, "state": JobState.SUCCEEDED})
         counting.ended(job, "succeeded", True, started)
         await self.wake_parent(job)
@@ -275,6 +302,7 @@ class Engine:
         rows = await store.waits.unsent_of(self.db, job.parent_id)
         if rows:
             metrics.count(metrics.WAKEUPS, len(rows), path="child")
+            tracing.job_event("job.wake children", job.parent_id, rows[0].trace_context)
             await self._send_outbox(rows)
 
     async def _send_outbox(self, rows: list[store.records.OutboxRow]) -> None:

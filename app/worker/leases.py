@@ -41,6 +41,7 @@ class Lease:
     received_at: float  # epoch seconds: SQS caps this receive's visibility at 12 h from here
     generation: int  # the job's redrive count, carried by its dead letter
     clock_offset: float = 0.0  # seconds the database's clock is ahead of this process's
+    traceparent: str | None = None  # the job's trace context, carried by its dead letter
     stop: errors.TaskleaseError | None = None
     fields: dict[str, Any] = field(default_factory=dict)
 

@@ -15,7 +15,7 @@ from app.services import outbox, wakeups
 from app.states import JobState
 from app.store.records import Job
 from app.transport import Transport
-from app.worker import backoff
+from app.worker import backoff, traces
 from app.worker.leases import Lease
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,7 @@ class Outcomes:
         ):
             return False
         metrics.count(metrics.RETRIES, kind=str(lease.fields.get("kind")))
+        traces.outcome("retrying")
         # The message comes back after the backoff; until then nobody sees it.
         with contextlib.suppress(errors.QueueError):
             await self.queue.change_visibility(lease.receipt_handle, delay)
@@ -82,7 +83,10 @@ class Outcomes:
 
     async def dead_letter(self, lease: Lease, from_state: JobState, reason: str) -> bool:
         """Send a new, marked message to the DLQ, mark the row, then delete the source."""
-        await self.queue.send_dead_letter(lease.job_id, reason, generation=lease.generation)
+        traces.outcome("dead_lettered")
+        await self.queue.send_dead_letter(
+            lease.job_id, reason, generation=lease.generation, traceparent=lease.traceparent
+        )
         crashpoints.hit(crashpoints.Point.WHILE_DEAD_LETTERING, **lease.fields)
         changed = await self.finish(
             lease,
@@ -114,6 +118,7 @@ class Outcomes:
                     lease.receipt_handle, HANDBACK_VISIBILITY_SECONDS
                 )
             log.info("lease handed back", extra={**lease.fields, "state": JobState.QUEUED})
+            traces.outcome("handed_back")
         return False
 
     async def suspend(self, lease: Lease, wait: Wait) -> bool:
@@ -143,6 +148,7 @@ class Outcomes:
             log.info("cancelled while running", extra={**lease.fields, "state": JobState.CANCELLED})
             return True
         log.info(detail, extra={**lease.fields, "state": JobState.WAITING})
+        traces.waiting(wait)
         crashpoints.hit(crashpoints.Point.AFTER_SUSPEND, **lease.fields)
         if done.woken:
             with contextlib.suppress(errors.QueueError):
@@ -151,5 +157,10 @@ class Outcomes:
                 )
         elif done.send_now:
             with contextlib.suppress(errors.QueueError):
-                await wakeups.send(self.queue, [(lease.job_id, done.delay)], path="suspend")
+                await wakeups.send(
+                    self.queue,
+                    [(lease.job_id, done.delay)],
+                    path="suspend",
+                    traces={str(lease.job_id): lease.traceparent},
+                )
         return True

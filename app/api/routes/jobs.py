@@ -4,11 +4,13 @@ and redrive one. A caller sees its own tenant's jobs; another tenant's job is 40
 from __future__ import annotations
 
 import uuid
+from contextlib import AbstractContextManager
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
+from opentelemetry.trace import Span
 
-from app import bounds
+from app import bounds, tracing
 from app.api.deps import Db, JobQueue, Sender, Settings
 from app.api.errors import COMMON, CONFLICT, SUBMIT
 from app.api.schemas import (
@@ -41,6 +43,7 @@ async def create_job(
     db: Db,
     queue: JobQueue,
     sender: Sender,
+    request: Request,
     response: Response,
     idempotency_key: Annotated[
         str | None, Header(min_length=1, max_length=service.MAX_IDEMPOTENCY_KEY)
@@ -49,26 +52,38 @@ async def create_job(
     """Accept a job: it is durable when this answers 202, and runs later. The job
     belongs to the caller's tenant; so does its Idempotency-Key. With ``run_at`` or
     ``delay_seconds`` it is ``waiting`` on a timer until then (any length up to a year);
-    when it runs is part of what its Idempotency-Key is bound to."""
-    submitted = await service.submit(
-        settings,
-        db,
-        queue,
-        kind=body.kind,
-        payload=body.payload,
-        max_attempts=body.max_attempts,
-        timeout_seconds=body.timeout_seconds,
-        idempotency_key=idempotency_key,
-        tenant=caller.tenant,
-        sender=sender,
-        key_id=caller.key_id,
-        run_at=body.run_at,
-        delay_seconds=body.delay_seconds,
+    when it runs is part of what its Idempotency-Key is bound to. The job's trace starts
+    here (in the caller's, when it sent a ``traceparent`` header)."""
+    with _submit_span("/v1/jobs", request, caller.tenant, 1):
+        submitted = await service.submit(
+            settings,
+            db,
+            queue,
+            kind=body.kind,
+            payload=body.payload,
+            max_attempts=body.max_attempts,
+            timeout_seconds=body.timeout_seconds,
+            idempotency_key=idempotency_key,
+            tenant=caller.tenant,
+            sender=sender,
+            key_id=caller.key_id,
+            run_at=body.run_at,
+            delay_seconds=body.delay_seconds,
+        )
+        response.headers["Location"] = f"/v1/jobs/{submitted.job['id']}"
+        if not submitted.created:
+            response.headers["Idempotent-Replayed"] = "true"
+        return JobPublic.of(submitted.job)
+
+
+def _submit_span(
+    route: str, request: Request, tenant: str, count: int
+) -> AbstractContextManager[Span]:
+    """The submission's span in the request's trace: every job it writes keeps its
+    context, so the job's trace starts here (in the caller's, from its traceparent)."""
+    return tracing.request_span(
+        "job.submit", f"POST {route}", request.headers, **{"job.tenant": tenant, "job.count": count}
     )
-    response.headers["Location"] = f"/v1/jobs/{submitted.job['id']}"
-    if not submitted.created:
-        response.headers["Idempotent-Replayed"] = "true"
-    return JobPublic.of(submitted.job)
 
 
 @router.post("/v1/jobs/batch", status_code=202, response_model=JobBatchPublic, responses=SUBMIT)
@@ -79,20 +94,23 @@ async def create_jobs(
     db: Db,
     queue: JobQueue,
     sender: Sender,
+    request: Request,
 ) -> JobBatchPublic:
     """Accept up to 100 jobs in one request, all or none: every job is durable when
     this answers 202. One bad job (422 naming ``jobs[i]``), a reused key with another
     body (409) or a limit (429, counting every new job) refuses the whole batch and
-    writes nothing."""
-    submitted = await service.submit_many(
-        settings,
-        db,
-        queue,
-        [j.new_job() for j in body.jobs],
-        tenant=caller.tenant,
-        sender=sender,
-        key_id=caller.key_id,
-    )
+    writes nothing. The jobs' traces start here, in one trace (the caller's, when it
+    sent a ``traceparent`` header)."""
+    with _submit_span("/v1/jobs/batch", request, caller.tenant, len(body.jobs)):
+        submitted = await service.submit_many(
+            settings,
+            db,
+            queue,
+            [j.new_job() for j in body.jobs],
+            tenant=caller.tenant,
+            sender=sender,
+            key_id=caller.key_id,
+        )
     return JobBatchPublic(
         jobs=[JobPublic.of(s.job) for s in submitted],
         replayed=[i for i, s in enumerate(submitted) if not s.created],

@@ -33,9 +33,10 @@ WITH caller AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(kinds)s::text[], %(payloads)s::jsonb[],
                          %(max_attempts)s::int[], %(timeouts)s::int[],
                          %(idempotency_keys)s::text[], %(request_hashes)s::text[],
-                         %(run_ats)s::timestamptz[], %(delays)s::float8[])
+                         %(run_ats)s::timestamptz[], %(delays)s::float8[],
+                         %(trace_contexts)s::text[])
         WITH ORDINALITY AS t(id, kind, payload, max_attempts, timeout_seconds,
-                             idempotency_key, request_hash, run_at, delay, ord)
+                             idempotency_key, request_hash, run_at, delay, trace_context, ord)
 ), timed AS (
     SELECT i.*, w.wake_at, coalesce(w.wake_at > now(), false) AS delayed
     FROM input i,
@@ -77,12 +78,13 @@ WITH caller AS (
     FROM lim, flight, counts, caller
 ), job AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
-                      idempotency_key, request_hash, state, wait_kind, wait_key, wake_at)
+                      idempotency_key, request_hash, state, wait_kind, wait_key, wake_at,
+                      trace_context)
     SELECT f.id, %(tenant)s, f.kind, f.payload, f.max_attempts, f.timeout_seconds,
            f.idempotency_key, f.request_hash,
            CASE WHEN f.delayed THEN 'waiting' ELSE 'queued' END::job_state,
            CASE WHEN f.delayed THEN 'timer' END, CASE WHEN f.delayed THEN 'run_at' END,
-           CASE WHEN f.delayed THEN f.wake_at END
+           CASE WHEN f.delayed THEN f.wake_at END, f.trace_context
     FROM fresh f, verdict v
     WHERE v.key_ok AND v.rate_ok AND v.flight_ok AND v.conflict_ord IS NULL
     ORDER BY f.ord

@@ -13,7 +13,9 @@ WHERE id = ANY(%(ids)s);
 
 -- name: take_unsent_outbox
 -- Rows the fast path did not send; SKIP LOCKED lets several relays share the work.
-SELECT id, job_id FROM outbox
+-- The job's trace context rides on the message it sends.
+SELECT id, job_id, (SELECT trace_context FROM jobs WHERE jobs.id = outbox.job_id) AS trace_context
+FROM outbox
 WHERE sent_at IS NULL AND created_at < now() - make_interval(secs => %(grace)s)
 ORDER BY created_at
 LIMIT %(limit)s

@@ -34,7 +34,8 @@ WHERE j.id = %(id)s AND j.state = 'waiting'
   AND wait_answered(j);
 
 -- name: unsent_of_job
-SELECT id, job_id FROM outbox WHERE job_id = %(id)s AND sent_at IS NULL ORDER BY id;
+SELECT o.id, o.job_id, (SELECT trace_context FROM jobs WHERE id = o.job_id) AS trace_context
+FROM outbox o WHERE o.job_id = %(id)s AND o.sent_at IS NULL ORDER BY o.id;
 
 -- name: due_wakeups
 -- Waiting jobs that need a wake-up message now: due within SQS's delay cap and none
@@ -139,9 +140,9 @@ WHERE c.token_hash = %(token_hash)s;
 -- Fenced by the parent's lease; once per (parent, key). Same tenant as the parent.
 WITH made AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
-                      request_hash, parent_id, spawn_key)
+                      request_hash, parent_id, spawn_key, trace_context)
     SELECT %(child)s, p.tenant, %(kind)s, %(payload)s, %(max_attempts)s, %(timeout)s,
-           %(request_hash)s, p.id, %(key)s
+           %(request_hash)s, p.id, %(key)s, %(trace_context)s
     FROM jobs p
     WHERE p.id = %(id)s AND p.lease_token = %(token)s AND p.state = 'running'
     ON CONFLICT (parent_id, spawn_key) DO NOTHING

@@ -1,0 +1,7 @@
+-- One trace per job (OpenTelemetry): the W3C traceparent of the span that submitted the
+-- job (the request's, or for a spawned child its parent's attempt's), so every attempt,
+-- after a crash, a retry, a wait, the outbox relay or a redrive, is a span of that one
+-- trace even when the message that wakes it carries no trace context. NULL: written
+-- with tracing off, or before this migration (such a job's attempts start their own).
+ALTER TABLE jobs ADD COLUMN trace_context text
+    CONSTRAINT jobs_trace_context_is_a_traceparent CHECK (length(trace_context) <= 256);
