@@ -382,3 +382,24 @@ def bearer(key: str) -> dict[str, str]:
 
 def api_client(url: str, key: str) -> httpx.Client:
     return httpx.Client(base_url=url, timeout=30, headers=bearer(key))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``make test-localstack`` (TASKLEASE_TEST_SQS without moto), a test that never
+    reaches the SQS endpoint under test (no ``sqs_endpoint`` fixture, no parameter naming
+    the target, as tests/e2e/test_chaos.py has) would run exactly as it did under ``make
+    test``: it is deselected there rather than run twice (it still runs once)."""
+    if "moto" in _sqs_targets():
+        return
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        targets = set(_sqs_targets())
+        uses_sqs = "sqs_endpoint" in getattr(item, "fixturenames", ()) or bool(
+            callspec and targets & {str(v) for v in callspec.params.values()}
+        )
+        (keep if uses_sqs or item.get_closest_marker("unit") else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
