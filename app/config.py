@@ -13,7 +13,7 @@ import os
 import socket
 import urllib.parse
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 import limits as rate_limits
 from pydantic import (
@@ -25,7 +25,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app import aws_limits as limits
 from app import bounds, errors
@@ -181,7 +181,7 @@ class Settings(BaseSettings):
     # The fake's streamed answers: the wait before each piece.
     fake_model_chunk_ms: int = Field(20, ge=0, le=60_000)
     # US dollars per million tokens, by model (JSON), over DEFAULT_MODEL_PRICES.
-    model_prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    model_prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(default_factory=dict)
 
     # Where support.triage posts its draft reply.
     webhook_url: str | None = None
@@ -194,6 +194,16 @@ class Settings(BaseSettings):
     worker_ready_file: str | None = None
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("model_prices", mode="before")
+    @classmethod
+    def _prices_json(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            try:
+                return json.loads(v) if v.strip() else {}
+            except ValueError as exc:
+                raise ValueError(f"not JSON ({exc}): give {{model: {{input, output}}}}") from exc
+        return v
 
     @field_validator("model_prices")
     @classmethod

@@ -66,12 +66,13 @@ class OutputBuffer:
                 self._token,
                 [store.streams.OutputItem(i.at, i.type, i.data, i.key, i.seq) for i in items],
             )
+            chunks = any(i.type == "chunk" for i in items)
             # Taken off only once written: a failed write keeps them for the next flush.
             del self._pending[: len(items)]
             if not written:
                 self.refused = True
                 raise errors.LeaseLost()
-            if any(i.type == "chunk" for i in items):
+            if chunks:
                 crashpoints.hit(crashpoints.Point.INSIDE_STREAM, job_id=self._job_id)
 
     async def close(self, *, quiet: bool = False) -> None:
