@@ -57,9 +57,7 @@ def test_a_streamed_answer_is_chunked_recorded_with_its_usage_and_replayed(tmp_p
 
 def test_a_crash_mid_stream_continues_from_the_recorded_chunks(tmp_path: Path) -> None:
     store, log = EffectStore(), tmp_path / "calls.jsonl"
-    run = asyncio.run(
-        run_kind(write, PAYLOAD, deps=deps(log), store=store, crash_inside_stream=5)
-    )
+    run = asyncio.run(run_kind(write, PAYLOAD, deps=deps(log), store=store, crash_inside_stream=5))
     text = fake_text(PAYLOAD["prompt"], 12)
     assert run.attempts == 2 and run.crashed_after == "answer"
     pieces = chunk_texts(store)
