@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.api.routes import callbacks, dead_letters, health, jobs, me, schedules, streams
+from app.api.routes import callbacks, dead_letters, health, jobs, me, schedules, streams, usage
 
 ROUTERS = (
     jobs.router,
@@ -11,5 +11,6 @@ ROUTERS = (
     dead_letters.router,
     schedules.router,
     me.router,
+    usage.router,
     health.router,
 )
