@@ -13,6 +13,7 @@ from app.crashpoints import Point
 from app.kinds.triage.writing import fake_text
 from app.states import JobState
 from tests.conftest import Stack
+from tests.e2e.test_auth_cli import cli
 from tests.e2e.test_crash_points import died_by_sigkill, submit
 from tests.helpers import crash_env
 from tests.invariants import describe, wait_for_state
@@ -84,3 +85,10 @@ async def test_a_worker_killed_mid_stream_leaves_the_next_to_continue_the_text(
     read = streamed_chunks(api, job_id)
     assert [c["seq"] for c in read] == list(range(len(final)))
     assert "".join(c["text"] for c in read) == text
+
+    # And `tasklease jobs show` prints the two calls' tokens as one model effect.
+    code, out, err = cli(stack, "jobs", "show", job_id)
+    assert code == 0, err
+    tokens_in = len(PROMPT.split()) + len(partial.split())
+    assert f"Model usage: {tokens_in} input + {effect['output_tokens']} output tokens" in out
+    assert "fake-writer-1 x1" in out
