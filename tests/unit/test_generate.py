@@ -128,3 +128,21 @@ def test_prices_come_from_settings_over_the_defaults_and_bad_ones_name_the_varia
         monkeypatch.setenv("TASKLEASE_MODEL_PRICES", bad)
         with pytest.raises(errors.ConfigError, match="TASKLEASE_MODEL_PRICES"):
             config.load()
+
+
+def test_a_recorded_model_call_counts_its_tokens_and_cost_in_the_metrics() -> None:
+    from prometheus_client import REGISTRY
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    tokens = {"kind": "test.k", "model": "fake-writer-1"}
+    before_in = sample("tasklease_model_tokens_total", **tokens, direction="input")
+    before_out = sample("tasklease_model_tokens_total", **tokens, direction="output")
+    before_cost = sample("tasklease_model_cost_dollars_total", **tokens)
+    costs.count(config.load(), "test.k", Usage("fake-writer-1", 1_000_000, 2_000_000))
+    assert sample("tasklease_model_tokens_total", **tokens, direction="input") - before_in == 1e6
+    assert sample("tasklease_model_tokens_total", **tokens, direction="output") - before_out == 2e6
+    assert sample("tasklease_model_cost_dollars_total", **tokens) - before_cost == pytest.approx(
+        0.9
+    )
