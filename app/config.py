@@ -170,6 +170,10 @@ class Settings(BaseSettings):
     openai_base_url: str | None = None
     openai_api_key: str | None = Field(default=None, repr=False)
     openai_model: str = "gpt-4o-mini"
+    # How a partial answer is handed back to be continued (README "Streamed model output"):
+    # a trailing assistant message; plus vLLM's continue_final_message; or "prefix": true
+    # on it (DeepSeek's /beta, Mistral).
+    openai_prefill: Literal["assistant", "vllm", "prefix"] = "assistant"
     model_timeout_seconds: float = Field(120.0, gt=0)
     fake_model_latency_ms: int = Field(200, ge=0, le=3_600_000)
     fake_model_transient_rate: float = Field(0.0, ge=0, le=1)

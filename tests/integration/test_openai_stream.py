@@ -80,8 +80,9 @@ def server() -> Iterator[FakeOpenAI]:
         srv.server_close()
 
 
-def provider(server: FakeOpenAI) -> providers.OpenAICompatibleProvider:
+def provider(server: FakeOpenAI, prefill: str = "assistant") -> providers.OpenAICompatibleProvider:
     settings = config.load(
+        openai_prefill=prefill,
         model_provider="openai",
         openai_base_url=server.url,
         openai_api_key="sk-test",
@@ -109,10 +110,14 @@ def test_it_streams_the_pieces_then_the_usage_of_the_final_chunk(server: FakeOpe
 
 def test_a_partial_answer_is_sent_as_a_trailing_assistant_message(server: FakeOpenAI) -> None:
     asyncio.run(collect(provider(server), "Leases expire,"))
-    assert server.received[0]["messages"][-1] == {
-        "role": "assistant",
-        "content": "Leases expire,",
-    }
+    asyncio.run(collect(provider(server, "vllm"), "Leases expire,"))
+    asyncio.run(collect(provider(server, "prefix"), "Leases expire,"))
+    plain, vllm, prefix = server.received
+    assert plain["messages"][-1] == {"role": "assistant", "content": "Leases expire,"}
+    assert "continue_final_message" not in plain
+    assert vllm["messages"] == plain["messages"]
+    assert (vllm["continue_final_message"], vllm["add_generation_prompt"]) == (True, False)
+    assert prefix["messages"][-1] == {**plain["messages"][-1], "prefix": True}
 
 
 @pytest.mark.parametrize(

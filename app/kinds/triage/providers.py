@@ -185,6 +185,7 @@ class OpenAICompatibleProvider:
         settings.need("openai_base_url")
         self.base_url = str(settings.openai_base_url).rstrip("/")
         self.model = settings.openai_model
+        self.prefill = settings.openai_prefill
         self.api_key = settings.openai_api_key
         self.timeout = settings.model_timeout_seconds
 
@@ -204,6 +205,7 @@ class OpenAICompatibleProvider:
             model=self.model,
             prompt=prompt,
             partial=partial,
+            prefill=self.prefill,
             transient=TransientModelError,
         )
 

@@ -125,16 +125,23 @@ async def fake_generate(
         end_span(span, usage)
 
 
-def chat_request(model: str, prompt: str, partial: str) -> dict[str, Any]:
-    messages: list[dict[str, str]] = [{"role": "user", "content": prompt}]
+def chat_request(model: str, prompt: str, partial: str, prefill: str) -> dict[str, Any]:
+    """The streamed request; a ``partial`` is the trailing assistant message (prefill)
+    the model continues, marked as the server asks (``prefill``: TASKLEASE_OPENAI_PREFILL)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    extra: dict[str, Any] = {}
     if partial:
-        # Prefill: the model continues its own unfinished answer.
         messages.append({"role": "assistant", "content": partial})
+        if prefill == "prefix":
+            messages[-1]["prefix"] = True
+        elif prefill == "vllm":
+            extra = {"continue_final_message": True, "add_generation_prompt": False}
     return {
         "model": model,
         "stream": True,
         "stream_options": {"include_usage": True},
         "messages": messages,
+        **extra,
     }
 
 
@@ -146,6 +153,7 @@ async def openai_generate(
     model: str,
     prompt: str,
     partial: str,
+    prefill: str,
     transient: type[errors.JobError],
 ) -> AsyncIterator[str | Usage]:
     """POST /chat/completions with stream=true; yields each delta's content, then the
@@ -158,7 +166,7 @@ async def openai_generate(
                 client,
                 "POST",
                 f"{base_url}/chat/completions",
-                json=chat_request(model, prompt, partial),
+                json=chat_request(model, prompt, partial, prefill),
                 headers=headers,
             ) as source,
         ):
