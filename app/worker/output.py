@@ -57,7 +57,8 @@ class OutputBuffer:
     async def flush(self) -> None:
         """Write what is waiting, in one statement; LeaseLost when the fence refuses it."""
         async with self._lock:
-            items = self._pending
+            # A copy: items added while the write is awaited are not in it, and must stay.
+            items = list(self._pending)
             if not items or self.refused:
                 return
             written = await store.streams.append(
@@ -66,13 +67,12 @@ class OutputBuffer:
                 self._token,
                 [store.streams.OutputItem(i.at, i.type, i.data, i.key, i.seq) for i in items],
             )
-            chunks = any(i.type == "chunk" for i in items)
             # Taken off only once written: a failed write keeps them for the next flush.
             del self._pending[: len(items)]
             if not written:
                 self.refused = True
                 raise errors.LeaseLost()
-            if chunks:
+            if any(i.type == "chunk" for i in items):
                 crashpoints.hit(crashpoints.Point.INSIDE_STREAM, job_id=self._job_id)
 
     async def close(self, *, quiet: bool = False) -> None:

@@ -16,21 +16,13 @@ from tests.conftest import Stack
 from tests.e2e.test_auth_cli import cli
 from tests.e2e.test_crash_points import died_by_sigkill, submit
 from tests.helpers import crash_env
-from tests.invariants import describe, wait_for_state
+from tests.invariants import chunks, describe, wait_for_state
 
 pytestmark = pytest.mark.e2e
 
 PROMPT = "Explain leases to a new engineer"
 WORDS = 40
 SLOW = {"TASKLEASE_FAKE_MODEL_CHUNK_MS": "30"}  # ~1.2 s an answer: the first batch kills
-
-
-def chunks(sql: Any, job_id: str) -> list[dict[str, Any]]:
-    return sql.execute(  # type: ignore[no-any-return]
-        "SELECT seq, data->>'text' AS text FROM job_output "
-        "WHERE job_id = %s AND type = 'chunk' ORDER BY seq",
-        (job_id,),
-    ).fetchall()
 
 
 def streamed_chunks(api: Any, job_id: str) -> list[dict[str, Any]]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -19,6 +18,7 @@ from app.kinds.generate import Usage
 from app.kinds.testing import EffectStore, run_kind
 from app.kinds.triage import TriageDeps, providers
 from app.kinds.writer import write
+from tests.helpers import serving
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_env")]
 
@@ -71,13 +71,8 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[FakeOpenAI]:
     srv = FakeOpenAI()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(srv):
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 def provider(server: FakeOpenAI, prefill: str = "assistant") -> providers.OpenAICompatibleProvider:
