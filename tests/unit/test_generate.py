@@ -146,3 +146,30 @@ def test_a_recorded_model_call_counts_its_tokens_and_cost_in_the_metrics() -> No
     assert sample("tasklease_model_cost_dollars_total", **tokens) - before_cost == pytest.approx(
         0.9
     )
+
+
+def test_a_model_call_is_a_chat_span_with_the_genai_attributes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from app.kinds.triage import writing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(writing, "tracer", provider.get_tracer("test"))
+    asyncio.run(run_kind(write, PAYLOAD, deps=deps(tmp_path / "l")))
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "chat fake-writer-1"
+    assert dict(span.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": "fake",
+        "gen_ai.provider.name": "fake",
+        "gen_ai.request.model": "fake-writer-1",
+        "gen_ai.response.model": "fake-writer-1",
+        "gen_ai.usage.input_tokens": 4,
+        "gen_ai.usage.output_tokens": 12,
+    }
