@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from app.api.deps import Db, Settings
 from app.api.errors import COMMON
-from app.api.schemas import TENANT_PATTERN
+from app.api.schemas import TENANT_PATTERN, Problem
 from app.api.security import Caller
 from app.services import auth, costs
 
@@ -38,7 +38,14 @@ class Usage(BaseModel):
     cost_usd: float = Field(description="estimated, over the priced models only")
 
 
-@router.get("/v1/usage", response_model=Usage, responses=COMMON)
+@router.get(
+    "/v1/usage",
+    response_model=Usage,
+    responses={
+        403: {"model": Problem, "description": "a tenant key naming another tenant"},
+        **COMMON,
+    },
+)
 async def usage(
     caller: Caller,
     db: Db,
