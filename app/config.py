@@ -13,11 +13,19 @@ import os
 import socket
 import urllib.parse
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 import limits as rate_limits
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app import aws_limits as limits
 from app import bounds, errors
@@ -30,6 +38,24 @@ MIN_KEY_HASH_SECRET = 32
 # tests/infra/test_drift.py fails on any drift. Visibility and the function timeout
 # differ on purpose: the local defaults suit one machine, the file's suit Lambda.
 SHARED: dict[str, Any] = json.loads(Path(__file__).with_name("shared_settings.json").read_text())
+
+
+class ModelPrice(BaseModel):
+    """A model's price in US dollars per million tokens (TASKLEASE_MODEL_PRICES)."""
+
+    model_config = ConfigDict(extra="forbid")
+    input: float = Field(ge=0, le=10_000)
+    output: float = Field(ge=0, le=10_000)
+
+
+# Estimates (list prices, $/1M tokens); TASKLEASE_MODEL_PRICES overrides or adds.
+DEFAULT_MODEL_PRICES: dict[str, dict[str, float]] = {
+    "fake-writer-1": {"input": 0.1, "output": 0.4},
+    "fake-triage-1": {"input": 0.1, "output": 0.4},
+    "gpt-4o-mini": {"input": 0.15, "output": 0.6},
+    "gpt-4o": {"input": 2.5, "output": 10.0},
+    "gpt-4.1-mini": {"input": 0.4, "output": 1.6},
+}
 
 
 class Settings(BaseSettings):
@@ -144,6 +170,10 @@ class Settings(BaseSettings):
     openai_base_url: str | None = None
     openai_api_key: str | None = Field(default=None, repr=False)
     openai_model: str = "gpt-4o-mini"
+    # How a partial answer is handed back to be continued (README "Streamed model output"):
+    # a trailing assistant message; plus vLLM's continue_final_message; or "prefix": true
+    # on it (DeepSeek's /beta, Mistral).
+    openai_prefill: Literal["assistant", "vllm", "prefix"] = "assistant"
     model_timeout_seconds: float = Field(120.0, gt=0)
     fake_model_latency_ms: int = Field(200, ge=0, le=3_600_000)
     fake_model_transient_rate: float = Field(0.0, ge=0, le=1)
@@ -152,6 +182,10 @@ class Settings(BaseSettings):
     fake_model_slow_ms: int = Field(5000, ge=0, le=3_600_000)
     # Append-only JSON lines: one line per fake model call, shared by all processes.
     fake_model_log: str | None = None
+    # The fake's streamed answers: the wait before each piece.
+    fake_model_chunk_ms: int = Field(20, ge=0, le=60_000)
+    # US dollars per million tokens, by model (JSON), over DEFAULT_MODEL_PRICES.
+    model_prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(default_factory=dict)
 
     # Where support.triage posts its draft reply.
     webhook_url: str | None = None
@@ -168,6 +202,21 @@ class Settings(BaseSettings):
     metrics_host: str = "127.0.0.1"
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("model_prices", mode="before")
+    @classmethod
+    def _prices_json(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            try:
+                return json.loads(v) if v.strip() else {}
+            except ValueError as exc:
+                raise ValueError(f"not JSON ({exc}): give {{model: {{input, output}}}}") from exc
+        return v
+
+    @field_validator("model_prices")
+    @classmethod
+    def _with_default_prices(cls, v: dict[str, ModelPrice]) -> dict[str, ModelPrice]:
+        return {**{m: ModelPrice(**p) for m, p in DEFAULT_MODEL_PRICES.items()}, **v}
 
     @field_validator("key_hash_secret")
     @classmethod

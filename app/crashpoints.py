@@ -23,6 +23,8 @@ class Point(enum.StrEnum):
     AFTER_CLAIM = "after_claim"
     INSIDE_EFFECT = "inside_effect"  # the outside call returned, nothing recorded yet
     AFTER_EFFECT = "after_effect"  # the effect is recorded
+    # A streamed answer's batch of chunks is written, the answer not finished nor recorded.
+    INSIDE_STREAM = "inside_stream"
     BEFORE_COMPLETION = "before_completion"
     AFTER_COMPLETION = "after_completion"  # the row says succeeded, the message is not deleted
     WHILE_DEAD_LETTERING = "while_dead_lettering"  # DLQ message sent, row not yet marked

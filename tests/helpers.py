@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from http.server import HTTPServer
 from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
@@ -28,6 +30,18 @@ def count(sql: Any, table: str) -> int:
 def queue_depth(stack: Stack) -> int:
     """Messages on the test's source queue, visible or in flight."""
     return stack.queue_depth()
+
+
+@contextlib.contextmanager
+def serving(server: HTTPServer) -> Iterator[None]:
+    """Serve ``server`` on a thread of its own until the block ends, then close it."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def crash_env(point: str) -> dict[str, str]:

@@ -50,6 +50,15 @@ def timeline(sql: Any, job_id: Any) -> list[dict[str, Any]]:
     ).fetchall()
 
 
+def chunks(sql: Any, job_id: Any) -> list[dict[str, Any]]:
+    """A job's streamed answers' chunks (seq, text), in seq order."""
+    return sql.execute(  # type: ignore[no-any-return]
+        "SELECT seq, data->>'text' AS text FROM job_output "
+        "WHERE job_id = %s AND type = 'chunk' ORDER BY key, seq",
+        (job_id,),
+    ).fetchall()
+
+
 def effects(sql: Any, job_id: Any) -> list[dict[str, Any]]:
     return sql.execute(  # type: ignore[no-any-return]
         "SELECT key, seq, attempt, worker, recorded_at, result FROM effects "

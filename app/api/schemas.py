@@ -157,21 +157,44 @@ class ChildPublic(BaseModel):
     finished_at: dt.datetime | None
 
 
+class ModelUsage(BaseModel):
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None = Field(description="estimated; null for a model without a price")
+
+
+class JobUsage(BaseModel):
+    """The tokens a job's model calls reported and their estimated cost (TASKLEASE_MODEL_PRICES)."""
+
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None = Field(description="estimated; null when a model has no price")
+    models: list[ModelUsage]
+
+
 class JobDetail(JobPublic):
     children: list[ChildPublic] = Field(
         description=f"the jobs it spawned, oldest first (the first {jobs.MAX_CHILDREN_SHOWN})"
     )
     children_count: int = Field(description="how many jobs it spawned, in all")
+    usage: JobUsage | None = Field(None, description="its model calls' tokens and cost")
 
     @classmethod
     def with_children(
-        cls, row: dict[str, Any], children: list[dict[str, Any]], count: int
+        cls,
+        row: dict[str, Any],
+        children: list[dict[str, Any]],
+        count: int,
+        usage: dict[str, Any] | None = None,
     ) -> JobDetail:
         return cls.model_validate(
             {
                 **cls.fields_of(row),
                 "children": [{k: c[k] for k in ChildPublic.model_fields} for c in children],
                 "children_count": count,
+                "usage": usage,
             }
         )
 

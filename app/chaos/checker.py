@@ -44,6 +44,7 @@ def check(
     deliveries: list[dict[str, Any]],
     kills: list[dict[str, Any]],
     callbacks: Sequence[Mapping[str, Any]] = (),
+    chunks: Sequence[Mapping[str, Any]] = (),
     plans: Mapping[str, str] | None = None,
     answers: Mapping[str, Mapping[str, Any]] | None = None,
     now: dt.datetime | None = None,
@@ -81,7 +82,10 @@ def check(
     for j in jobs:
         if j.get("parent_id"):
             children_of[j["parent_id"]].append(j)
-    world = World(by_id, effects_of, events_of, callbacks_of, children_of, set(redriven))
+    chunks_of: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for ch in chunks:
+        chunks_of[f"{ch['job_id']}:{ch['key']}"].append((int(ch["seq"]), str(ch["text"])))
+    world = World(by_id, effects_of, events_of, callbacks_of, children_of, set(redriven), chunks_of)
 
     states: Counter[str] = Counter()
     by_kind: dict[str, Counter[str]] = defaultdict(Counter)

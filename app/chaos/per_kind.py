@@ -40,6 +40,8 @@ class World:
     callbacks: Mapping[str, Mapping[str, Mapping[str, Any]]]
     children: Mapping[str, Sequence[Mapping[str, Any]]]
     redriven: set[str]
+    # "job_id:key" to a streamed answer's chunks (seq, text), in seq order.
+    chunks: Mapping[str, Sequence[tuple[int, str]]] = dataclasses.field(default_factory=dict)
 
 
 def ref_of_job(
@@ -174,6 +176,8 @@ def odd_of_kind(
         return _odd_triage(job, tag, fx, delivered, calls_of)
     if kind == "demo.approval":
         return _odd_approval(job, world, plan, answer)
+    if kind == "demo.write":
+        return _odd_write(job, world, fx, calls_of)
     if job["state"] != JobState.SUCCEEDED:
         return []
     if kind == "demo.nap":
@@ -311,4 +315,37 @@ def _odd_child(job: Mapping[str, Any], world: World, parent_id: str) -> list[str
         if meant_to_fail != (job["state"] == JobState.DEAD_LETTERED):
             meant = "fail" if meant_to_fail else "succeed"
             found.append(f"{job['state']}, yet its parent meant it to {meant}")
+    return found
+
+
+def _odd_write(
+    job: Mapping[str, Any],
+    world: World,
+    fx: Mapping[str, Mapping[str, Any]],
+    calls_of: dict[str, Counter[str]],
+) -> list[str]:
+    """A streamed answer: its chunks seq 0..n-1 (no gap; the table keeps each once), one
+    continuous text equal to the recorded effect's, the result's and the fake's; and no
+    more model calls than attempts that ran (each continues, none starts over twice)."""
+    from app.kinds.triage.writing import fake_text
+
+    job_id, found = job["id"], []
+    chunks = world.chunks.get(f"{job_id}:answer", [])
+    seqs = [seq for seq, _ in chunks]
+    if seqs != list(range(len(seqs))):
+        found.append(f"its chunks' seqs are not 0..{len(seqs) - 1} without a gap: {seqs[:20]}")
+    ran = sum(1 for e in world.events.get(job_id, []) if e["to_state"] == JobState.RUNNING)
+    calls = calls_of[f"{job_id}:answer"]["stream"]
+    if calls > ran:
+        found.append(f"{calls} model calls for its answer in {ran} attempts")
+    if job["state"] != JobState.SUCCEEDED:
+        return found
+    payload = job["payload"] or {}
+    want = fake_text(str(payload.get("prompt")), int(payload.get("words", 60)))
+    text = "".join(t for _, t in chunks)
+    recorded = (fx.get("answer") or {}).get("result") or {}
+    if text != want:
+        found.append(f"its chunks read {text[:60]!r}..., not the fake's text")
+    if recorded.get("text") != want or (job["result"] or {}).get("text") != want:
+        found.append("its recorded answer or result is not the fake's text")
     return found

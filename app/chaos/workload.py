@@ -52,6 +52,11 @@ FANOUTS = [
     {"children": 5, "at_least": 2, "fail": [1, 3], "child_seconds": 1.0},
     {"children": 3, "tolerate": 1, "fail": [], "child_seconds": 0.5},  # all, tolerating 1
 ]
+# Streamed answers (ctx.generate): a worker killed mid-answer leaves the next to continue.
+WRITES = [
+    {"prompt": "Explain leases in a paragraph", "words": 40},
+    {"prompt": "Why record effects?", "words": 80},
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,13 +72,15 @@ class Item:
 
 
 def waiting_work(cfg: Config, rng: random.Random) -> list[Item]:
-    """``cfg.waiting`` of the jobs: naps, approvals and fan-outs in turn."""
+    """``cfg.waiting`` of the jobs: naps, approvals, fan-outs and streamed answers in turn."""
     n = round(cfg.waiting * cfg.jobs)
     items = []
     for i in range(n):
         ref = f"W-{i}"
-        which, variant = i % 3, (i // 3) % 4
-        if which == 0:
+        which, variant = i % 4, (i // 4) % 4
+        if which == 3:
+            items.append(Item(ref, "demo.write", WRITES[variant % len(WRITES)]))
+        elif which == 0:
             items.append(Item(ref, "demo.nap", NAPS[variant % len(NAPS)]))
         elif which == 1:
             payload, plan = APPROVALS[variant % len(APPROVALS)]

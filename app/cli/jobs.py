@@ -15,7 +15,8 @@ from rich.text import Text
 from app import bounds
 from app.cli import remote, render, runner
 from app.cli.render import err, out
-from app.services import auth, jobs
+from app.config import Settings
+from app.services import auth, costs, jobs
 from app.services import submit as service
 from app.states import JobState
 from app.store.pool import Database
@@ -148,9 +149,10 @@ class JobView(NamedTuple):
     children: list[dict[str, Any]]
     children_count: int
     callbacks: list[dict[str, Any]]
+    usage: dict[str, Any]
 
 
-async def _view(database: Database, job_id: uuid.UUID) -> JobView:
+async def _view(s: Settings, database: Database, job_id: uuid.UUID) -> JobView:
     # The operator's view: every tenant.
     children, count = await jobs.children(database, job_id, scope=None)
     return JobView(
@@ -160,6 +162,21 @@ async def _view(database: Database, job_id: uuid.UUID) -> JobView:
         children,
         count,
         await jobs.callbacks(database, job_id, scope=None),
+        await costs.of_job(s, database, job_id),
+    )
+
+
+def usage_line(usage: dict[str, Any]) -> str:
+    """A job's model usage in one line: tokens, estimated cost, by model."""
+    cost = usage["cost_usd"]
+    shown = "cost unknown (a model has no price)" if cost is None else f"est. ${cost:.6f}"
+    models = ", ".join(
+        f"{m['model']} x{m['calls']}: {m['input_tokens']} in / {m['output_tokens']} out"
+        for m in usage["models"]
+    )
+    return (
+        f"Model usage: {usage['input_tokens']} input + {usage['output_tokens']} output "
+        f"tokens, {shown} ({models})"
     )
 
 
@@ -169,10 +186,12 @@ def show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
     callbacks and its children."""
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
-    view = runner.on_database(s, lambda database: _view(database, jid))
+    view = runner.on_database(s, lambda database: _view(s, database, jid))
     out.print(render.job(jid, view.job, jobs.waiting_for(view.job)))
     out.print(render.timeline(view.events))
     out.print(render.effects(view.effects))
+    if view.usage["models"]:
+        out.print(usage_line(view.usage), markup=False, highlight=False)
     if view.callbacks:
         out.print(render.callbacks(view.callbacks))
     if view.children_count:

@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, Generic, Literal, TypeVar
 
 from app import bounds, errors, tracing
+from app.kinds import generate as generating
+from app.kinds.generate import ModelCall, Produce, Usage
 from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted
 from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
 
@@ -87,6 +89,24 @@ class JobContext(abc.ABC, Generic[D]):
         is the one window this cannot close: pass ``ctx.idempotency_key(key)`` to outside
         systems that take one.
         """
+
+        async def plain() -> tuple[T, None]:
+            return await fn(), None
+
+        return await self._spanned(key, plain)
+
+    async def model_call(self, key: str, fn: ModelCall) -> Any:
+        """``effect`` for a model call: ``fn`` returns the answer and its ``Usage``, which
+        is recorded with the answer (the job's tokens and cost; GET /v1/usage)."""
+        return await self._spanned(key, fn)
+
+    async def generate(self, key: str, produce: Produce) -> str:
+        """A streamed model answer as an effect, continued (not restarted) after a crash
+        from the chunks recorded: see app/kinds/generate.py. Returns the whole text."""
+        return await generating.generate(self, key, produce)
+
+    async def _spanned(self, key: str, fn: Callable[[], Awaitable[tuple[T, Usage | None]]]) -> T:
+        """The key's checks and the effect's span around ``_effect``."""
         if not key or len(key) > MAX_EFFECT_KEY:
             raise errors.PermanentError(
                 f"effect key must be 1 to {MAX_EFFECT_KEY} characters: {key!r}"
@@ -109,12 +129,12 @@ class JobContext(abc.ABC, Generic[D]):
                 tracing.failed(span, exc)
                 raise
 
-    async def _effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
+    async def _effect(self, key: str, fn: Callable[[], Awaitable[tuple[T, Usage | None]]]) -> T:
         if key in self._recorded:
             self._replayed.append(key)
             self.log.info("effect replayed", extra={"effect": key})
             return self._recorded[key]  # type: ignore[no-any-return]
-        result = await fn()
+        result, usage = await fn()
         self._ran.append(key)
         try:
             # The record holds JSON: what a replay returns is what this attempt returns.
@@ -123,7 +143,7 @@ class JobContext(abc.ABC, Generic[D]):
             raise errors.PermanentError(
                 f"effect {key!r} returned a value that is not JSON"
             ) from exc
-        stored = await self._record(key, len(self._recorded), value)
+        stored = await self._record(key, len(self._recorded), value, usage)
         self._recorded[key] = stored
         self._after_effect(key)
         return stored  # type: ignore[no-any-return]
@@ -307,10 +327,15 @@ class JobContext(abc.ABC, Generic[D]):
         """These children's states (an id that is not this job's child is an error)."""
         raise self._no_waits()
 
+    async def _recorded_chunks(self, key: str) -> list[tuple[int, str]]:
+        """(seq, text) of the chunks of ``key`` that earlier attempts recorded."""
+        return []
+
     @abc.abstractmethod
-    async def _record(self, key: str, seq: int, value: Any) -> Any:
-        """Record ``value`` as effect ``key`` (the ``seq``-th of the job) and return what
-        is recorded under that key now: ``value``, or an earlier record that won."""
+    async def _record(self, key: str, seq: int, value: Any, usage: Usage | None = None) -> Any:
+        """Record ``value`` as effect ``key`` (the ``seq``-th of the job; a model call's
+        ``usage`` with it) and return what is recorded under that key now: ``value``, or
+        an earlier record that won."""
 
     def _after_effect(self, key: str) -> None:
         """Called once an effect is recorded; runners hook crash simulation here."""

@@ -15,7 +15,7 @@ from typing import Any
 from app import config, errors
 from app.kinds.kind import Kind
 
-BUILTIN = ("app.kinds.demo", "app.kinds.triage", "app.kinds.research")
+BUILTIN = ("app.kinds.demo", "app.kinds.triage", "app.kinds.research", "app.kinds.writer")
 
 AnyKind = Kind[Any, Any, Any]
 

@@ -10,7 +10,9 @@ The recorded-effects store behaves like the worker's: an effect recorded by an
 earlier attempt is returned, not run again. ``crash_after_effect=N`` kills the
 first attempt once its N-th effect is recorded (the AFTER_EFFECT crash point);
 ``crash_inside_effect=N`` once the N-th effect's function returned but before it
-is recorded (INSIDE_EFFECT: that function runs again). A second attempt then
+is recorded (INSIDE_EFFECT: that function runs again); ``crash_inside_stream=N`` once
+N chunks of a streamed answer are written (INSIDE_STREAM: the next attempt continues
+the answer from them). A second attempt then
 replays the store, as another worker would.
 
 A kind that waits ends the run with ``KindSuspended`` (its ``wait`` says for what);
@@ -36,7 +38,9 @@ from app import config, errors
 from app.config import Settings
 from app.kinds.context import JobContext
 from app.kinds.deps import close
+from app.kinds.generate import Usage
 from app.kinds.kind import Kind
+from app.kinds.output import Emitted
 from app.kinds.waits import CallbackStatus, ChildStatus, Wait
 
 D = TypeVar("D")
@@ -61,6 +65,9 @@ class EffectStore:
     callbacks: dict[str, CallbackStatus] = field(default_factory=dict)
     children: dict[str, ChildStatus] = field(default_factory=dict)
     spawned: list[tuple[str, str, Any]] = field(default_factory=list)  # (key, kind, payload)
+    # Streamed answers' chunks as job_output holds them: key to seq to text (once each).
+    chunks: dict[str, dict[int, str]] = field(default_factory=dict)
+    usage: dict[str, Usage] = field(default_factory=dict)  # model effects' usage, by key
     clock: dt.datetime = field(default_factory=lambda: dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
 
     def answer(self, key: str, *, result: Any = None, error: str | None = None) -> None:
@@ -91,17 +98,33 @@ class MemoryContext(JobContext[D]):
         store: EffectStore,
         crash_after_effect: int | None = None,
         crash_inside_effect: int | None = None,
+        crash_inside_stream: int | None = None,
         **context: Any,
     ) -> None:
         super().__init__(recorded=store.records, **context)
         self.store = store
         self._crash_after = crash_after_effect
         self._crash_inside = crash_inside_effect
+        self._crash_stream = crash_inside_stream
 
-    async def _record(self, key: str, seq: int, value: Any) -> Any:
+    async def _output(self, item: Emitted) -> None:
+        await super()._output(item)
+        if item.type == "chunk" and item.key is not None and item.seq is not None:
+            written = self.store.chunks.setdefault(item.key, {})
+            written.setdefault(item.seq, item.data["text"])
+            # INSIDE_STREAM: the attempt dies once this many chunks of it are written.
+            if self._crash_stream == sum(1 for i in self._emitted if i.type == "chunk"):
+                raise SimulatedCrash(item.key)
+
+    async def _recorded_chunks(self, key: str) -> list[tuple[int, str]]:
+        return sorted(self.store.chunks.get(key, {}).items())
+
+    async def _record(self, key: str, seq: int, value: Any, usage: Usage | None = None) -> Any:
         if self._crash_inside == seq + 1:
             raise SimulatedCrash(key)
         # The first record wins, as the table's ON CONFLICT DO NOTHING makes it.
+        if usage is not None and key not in self.store.records:
+            self.store.usage[key] = usage
         return self.store.records.setdefault(key, value)
 
     def _after_effect(self, key: str) -> None:
@@ -191,6 +214,7 @@ async def run_kind(
     settings: Settings | None = None,
     crash_after_effect: int | None = None,
     crash_inside_effect: int | None = None,
+    crash_inside_stream: int | None = None,
     store: EffectStore | None = None,
     job_id: uuid.UUID | None = None,
     attempt: int = 1,
@@ -213,6 +237,7 @@ async def run_kind(
         crash = {
             "crash_after_effect": crash_after_effect,
             "crash_inside_effect": crash_inside_effect,
+            "crash_inside_stream": crash_inside_stream,
         }
         while True:
             ctx: MemoryContext[D] = MemoryContext(

@@ -41,7 +41,7 @@ async def transient_dead_letter_ids(database: Database) -> list[Any]:
 
 
 async def witnesses(database: Database) -> dict[str, Any]:
-    """Every job, event, effect and callback, the effect rows recorded twice, and the
+    """Every job, event, effect, streamed chunk and callback, the effect rows recorded twice, and the
     database's clock when they were read: the checker's input."""
     now = await database.fetch_one(q("audit_now"))
     return {
@@ -50,5 +50,6 @@ async def witnesses(database: Database) -> dict[str, Any]:
         "callbacks": await database.fetch(q("audit_callbacks")),
         "events": await database.fetch(q("audit_events")),
         "effects": await database.fetch(q("audit_effects")),
+        "chunks": await database.fetch(q("audit_chunks")),
         "duplicated_effect_rows": len(await database.fetch(q("audit_duplicated_effects"))),
     }

@@ -15,9 +15,10 @@ from typing import Any
 
 from app import crashpoints, errors, store, tracing
 from app.kinds import JobContext
+from app.kinds.generate import Usage
 from app.kinds.output import Emitted
 from app.kinds.waits import CallbackStatus, ChildStatus
-from app.services import callbacks, submit
+from app.services import callbacks, costs, submit
 from app.store.records import OutboxRow
 from app.worker.output import OutputBuffer
 
@@ -66,6 +67,10 @@ class LeasedContext(JobContext[Any]):
     async def _output(self, item: Emitted) -> None:
         # Not kept in memory too: a long streamed answer is written, not held.
         await self.output.add(item)
+
+    async def _recorded_chunks(self, key: str) -> list[tuple[int, str]]:
+        rows = await store.streams.output_of(self._db, self.job_id, "chunk", key)
+        return [(r["seq"], r["data"]["text"]) for r in rows]
 
     # --- callbacks ---------------------------------------------------------------
 
@@ -160,15 +165,29 @@ class LeasedContext(JobContext[Any]):
             "effect": key,
         }
 
-    async def _record(self, key: str, seq: int, value: Any) -> Any:
+    async def _record(self, key: str, seq: int, value: Any, usage: Usage | None = None) -> Any:
         """A conditional insert fenced by the lease token; if another attempt recorded
         first, *its* result; if neither, the lease moved on: LeaseLost."""
         crashpoints.hit(crashpoints.Point.INSIDE_EFFECT, **self._fields(key))
+        if usage is not None:
+            # The chunks are written before the record: a reader of the stream has the
+            # whole text once the effect says it is done.
+            await self.output.flush()
         recorded = await store.effects.record(
-            self._db, job_id=self.job_id, token=self._token, key=key, seq=seq, result=value
+            self._db,
+            job_id=self.job_id,
+            token=self._token,
+            key=key,
+            seq=seq,
+            result=value,
+            usage=None
+            if usage is None
+            else store.effects.ModelUsage(usage.model, usage.input_tokens, usage.output_tokens),
         )
         if recorded is not None:
             log.info("effect recorded", extra=self._fields(key))
+            if usage is not None:
+                costs.count(self._settings, self.kind, usage)
             return recorded.result
         existing = await store.effects.get(self._db, self.job_id, key)
         if existing is None:

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import uuid
 
-from app import errors, store
+from app import crashpoints, errors, store
 from app.kinds.output import Emitted
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,8 @@ class OutputBuffer:
     async def flush(self) -> None:
         """Write what is waiting, in one statement; LeaseLost when the fence refuses it."""
         async with self._lock:
-            items = self._pending
+            # A copy: items added while the write is awaited are not in it, and must stay.
+            items = list(self._pending)
             if not items or self.refused:
                 return
             written = await store.streams.append(
@@ -71,6 +72,8 @@ class OutputBuffer:
             if not written:
                 self.refused = True
                 raise errors.LeaseLost()
+            if any(i.type == "chunk" for i in items):
+                crashpoints.hit(crashpoints.Point.INSIDE_STREAM, job_id=self._job_id)
 
     async def close(self, *, quiet: bool = False) -> None:
         """Write what is waiting and stop the timer. ``quiet``: the attempt failed

@@ -187,8 +187,10 @@ def test_get_returns_the_job(api: TestClient) -> None:
     job = post(api, {"kind": "demo.noop", "payload": {"x": 1}}).json()
     resp = api.get(f"/v1/jobs/{job['id']}")
     assert resp.status_code == 200
-    # The one job's answer adds its children to the job as every route answers it.
-    assert resp.json() == {**job, "children": [], "children_count": 0}
+    # The one job's answer adds its children and its model usage to the job as every
+    # route answers it.
+    no_usage = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0, "models": []}
+    assert resp.json() == {**job, "children": [], "children_count": 0, "usage": no_usage}
     assert job["parent_id"] is None and job["waiting_for"] is None
 
 

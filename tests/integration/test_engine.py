@@ -192,6 +192,9 @@ async def test_a_zombie_workers_late_effect_and_completion_change_nothing(
                 "key": "late",
                 "seq": 9,
                 "result": jsonb({"from": "zombie"}),
+                "model": None,
+                "input_tokens": None,
+                "output_tokens": None,
             },
         )
         finish = await a.db.fetch_one(

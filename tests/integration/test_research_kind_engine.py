@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 from app.services import callbacks
 from app.states import JobState
 from tests.conftest import Stack, job_row
-from tests.helpers import engine_for, receive_records, submit
+from tests.helpers import engine_for, receive_records, serving, submit
 
 pytestmark = pytest.mark.integration
 
@@ -60,13 +59,8 @@ class Receiver(http.server.ThreadingHTTPServer):
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.asyncio

@@ -173,3 +173,40 @@ def test_a_second_answer_accepted_and_a_nap_woken_early_are_unexpected() -> None
     assert any("second answer to its callback was accepted" in w for w in whys), whys
     assert any("before it was due" in w for w in whys), whys
     assert violated(report)
+
+
+def streamed(pieces: list[str], calls: int = 2, lost: int | None = None) -> dict[str, Any]:
+    """A demo.write job killed mid-answer once and continued: ``pieces`` are its chunks."""
+    from app.kinds.triage.writing import fake_pieces, fake_text
+
+    text = fake_text("p", 8)
+    assert "".join(fake_pieces(text, 0)) == text
+    f = facts()
+    f["acked"] = {**f["acked"], "W-3": "w"}
+    f["submitted"] = 4
+    f["jobs"].append(
+        job("w", "demo.write", payload={"prompt": "p", "words": 8}, result={"text": text})
+    )
+    f["effects"].append(effect("w", "answer", {"text": text}, 2))
+    f["events"] += done("w")  # two runs
+    f["chunks"] = [
+        {"job_id": "w", "key": "answer", "seq": i, "text": p}
+        for i, p in enumerate(pieces)
+        if i != lost
+    ]
+    f["model_calls"] = [{"key": "w:answer", "outcome": "stream"}] * calls
+    return f
+
+
+def test_the_checker_sees_a_streamed_answer_with_a_gap_a_wrong_text_or_a_restart() -> None:
+    from app.kinds.triage.writing import fake_pieces, fake_text
+
+    pieces = fake_pieces(fake_text("p", 8), 0)
+    assert check(**streamed(pieces))["unexpected_jobs"] == []
+    gap = check(**streamed(pieces, lost=3))["unexpected_jobs"]
+    assert any("without a gap" in u["why"] for u in gap)
+    assert any("not the fake's text" in u["why"] for u in gap)
+    wrong = check(**streamed([*pieces[:-1], " oops."]))["unexpected_jobs"]
+    assert [u["why"][:10] for u in wrong] == ["its chunks"]
+    many = check(**streamed(pieces, calls=3))["unexpected_jobs"]
+    assert [u["why"] for u in many] == ["3 model calls for its answer in 2 attempts"]

@@ -34,9 +34,10 @@ def fake(log: Path | None = None, **overrides: Any) -> providers.FakeProvider:
 def triage(
     model: providers.FakeProvider, subject: str, key: str = "job-1:triage"
 ) -> dict[str, Any]:
-    return asyncio.run(
+    answer, _usage = asyncio.run(
         model.triage(subject=subject, body="I was charged twice.", idempotency_key=key)
     )
+    return answer
 
 
 # --- the registry -----------------------------------------------------------------

@@ -12,6 +12,7 @@ from app.api.routes import (
     schedules,
     streams,
     ui,
+    usage,
 )
 
 ROUTERS = (
@@ -21,6 +22,7 @@ ROUTERS = (
     dead_letters.router,
     schedules.router,
     me.router,
+    usage.router,
     health.router,
     metrics.router,
     ui.router,

@@ -2,7 +2,7 @@
 
 1. fans out three sub-queries as child jobs (``agent.subquery``, each one model call)
    and gathers any two of them (a third that fails or is slow does not hold it up);
-2. drafts a summary (an effect);
+2. drafts a summary (a streamed model answer, ctx.generate);
 3. waits for a person to approve it: the notify posts the callback's token and the
    URL that answers it to the webhook; no answer before the timeout escalates (an
    effect that tells the webhook) and the job ends saying so;
@@ -116,7 +116,7 @@ class SubQuery(BaseModel):
 async def subquery(ctx: JobContext[TriageDeps], q: SubQuery) -> dict[str, Any]:
     """One sub-query of agent.research: one call to the model, recorded."""
     model, key = ctx.deps.model, ctx.idempotency_key("model")
-    answer: dict[str, Any] = await ctx.effect(
+    answer: dict[str, Any] = await ctx.model_call(
         "model",
         lambda: model.triage(
             subject=q.query, body=f"Research topic: {q.topic}", idempotency_key=key
@@ -139,13 +139,18 @@ async def research(ctx: JobContext[TriageDeps], p: ResearchRequest) -> ResearchR
         # The recorded outcome fails the same way on every attempt: do not retry it.
         raise errors.PermanentError(str(exc)) from None
 
-    async def draft() -> dict[str, Any]:
-        found = [got.results[c] for c in children if c in got.results]
-        lines = [f"Research on {p.topic}: {len(found)} of {len(children)} sub-queries."]
-        lines += [f"- {f.get('query')}: {f.get('finding')}" for f in found]
-        return {"summary": "\n".join(lines)}
-
-    summary: str = (await ctx.effect("draft", draft))["summary"]
+    found = [got.results[c] for c in children if c in got.results]
+    lines = [f"Research on {p.topic}: {len(found)} of {len(children)} sub-queries."]
+    lines += [f"- {f.get('query')}: {f.get('finding')}" for f in found]
+    prompt = "Summarise these findings in a short paragraph.\n" + "\n".join(lines)
+    model, draft_key = ctx.deps.model, ctx.idempotency_key("draft")
+    # Streamed: readers of the job's stream watch the summary being written, and a
+    # crash mid-draft continues it from the chunks recorded.
+    written = await ctx.generate(
+        "draft",
+        lambda partial: model.generate(prompt, partial=partial, idempotency_key=draft_key),
+    )
+    summary = "\n".join(lines) + "\n\n" + written
     result = ResearchResult(
         topic=p.topic,
         status="rejected",

@@ -82,7 +82,7 @@ async def triage(ctx: JobContext[TriageDeps], ticket: Ticket) -> TriageResult:
     """Classify a support ticket with a model, draft a reply, post it to a webhook."""
     model = ctx.deps.model
     key = ctx.idempotency_key("triage")
-    answer: dict[str, Any] = await ctx.effect(
+    answer: dict[str, Any] = await ctx.model_call(
         "triage",
         lambda: model.triage(subject=ticket.subject, body=ticket.body, idempotency_key=key),
     )

@@ -20,6 +20,7 @@ import json
 import os
 import re
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,6 +28,8 @@ import httpx
 
 from app import errors
 from app.config import Settings
+from app.kinds.generate import Usage
+from app.kinds.triage import writing
 
 CATEGORIES = ("billing", "bug", "account", "feature_request", "other")
 _KEYWORDS = {
@@ -45,7 +48,16 @@ class TransientModelError(errors.JobError):
 class ModelProvider(Protocol):
     name: str
 
-    async def triage(self, *, subject: str, body: str, idempotency_key: str) -> dict[str, Any]: ...
+    async def triage(
+        self, *, subject: str, body: str, idempotency_key: str
+    ) -> tuple[dict[str, Any], Usage]: ...
+
+    def generate(
+        self, prompt: str, *, partial: str, idempotency_key: str, words: int = 60
+    ) -> AsyncIterator[str | Usage]:
+        """A streamed answer to ``prompt`` continuing ``partial``: pieces, then Usage.
+        ``words``: how long an answer the fake writes (a real model ignores it)."""
+        ...
 
 
 class FakeProvider:
@@ -60,6 +72,7 @@ class FakeProvider:
         self.slow_rate = settings.fake_model_slow_rate
         self.slow = settings.fake_model_slow_ms / 1000
         self.log_path = Path(settings.fake_model_log) if settings.fake_model_log else None
+        self.chunk_seconds = settings.fake_model_chunk_ms / 1000
         self._calls: Counter[str] = Counter()
 
     def _prior_calls(self, key: str) -> int:
@@ -71,7 +84,7 @@ class FakeProvider:
             return 0
         return sum(1 for line in lines if f'"key":"{key}"' in line)
 
-    def _log(self, key: str, outcome: str) -> None:
+    def _log(self, key: str, outcome: str, **more: Any) -> None:
         self._calls[key] += 1
         if self.log_path is None:
             return
@@ -81,6 +94,7 @@ class FakeProvider:
                 "key": key,
                 "pid": os.getpid(),
                 "outcome": outcome,
+                **more,
             },
             separators=(",", ":"),
         )
@@ -96,7 +110,31 @@ class FakeProvider:
         digest = hashlib.sha256(f"{salt}:{key}:{call}".encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2**64
 
-    async def triage(self, *, subject: str, body: str, idempotency_key: str) -> dict[str, Any]:
+    def generate(
+        self, prompt: str, *, partial: str, idempotency_key: str, words: int = 60
+    ) -> AsyncIterator[str | Usage]:
+        """Deterministic: ``words`` words that are a function of the prompt, a word a
+        piece every TASKLEASE_FAKE_MODEL_CHUNK_MS, continuing after ``partial``; each call
+        is logged with the partial's length."""
+        self._log(idempotency_key, "stream", op="generate", partial=len(partial))
+        return writing.fake_generate(
+            prompt, words=words, partial=partial, chunk_seconds=self.chunk_seconds
+        )
+
+    async def triage(
+        self, *, subject: str, body: str, idempotency_key: str
+    ) -> tuple[dict[str, Any], Usage]:
+        span = writing.model_span("fake", "fake-triage-1")
+        usage = None
+        try:
+            answer = await self._triage(subject=subject, body=body, idempotency_key=idempotency_key)
+            words = len(f"{subject} {body}".split())
+            usage = Usage("fake-triage-1", words, len(answer["draft_reply"].split()))
+            return answer, usage
+        finally:
+            writing.end_span(span, usage)
+
+    async def _triage(self, *, subject: str, body: str, idempotency_key: str) -> dict[str, Any]:
         call = self._prior_calls(idempotency_key)
         slow = self._chance(idempotency_key, call, "slow") < self.slow_rate
         delay = self.slow if slow else self.latency
@@ -147,13 +185,45 @@ class OpenAICompatibleProvider:
         settings.need("openai_base_url")
         self.base_url = str(settings.openai_base_url).rstrip("/")
         self.model = settings.openai_model
+        self.prefill = settings.openai_prefill
         self.api_key = settings.openai_api_key
         self.timeout = settings.model_timeout_seconds
 
-    async def triage(self, *, subject: str, body: str, idempotency_key: str) -> dict[str, Any]:
+    def _headers(self, idempotency_key: str) -> dict[str, str]:
         headers = {"Idempotency-Key": idempotency_key}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def generate(
+        self, prompt: str, *, partial: str, idempotency_key: str, words: int = 60
+    ) -> AsyncIterator[str | Usage]:
+        return writing.openai_generate(
+            base_url=self.base_url,
+            headers=self._headers(idempotency_key),
+            timeout=self.timeout,
+            model=self.model,
+            prompt=prompt,
+            partial=partial,
+            prefill=self.prefill,
+            transient=TransientModelError,
+        )
+
+    async def triage(
+        self, *, subject: str, body: str, idempotency_key: str
+    ) -> tuple[dict[str, Any], Usage]:
+        span = writing.model_span("openai", self.model)
+        usage = None
+        try:
+            answer, usage = await self._triage(subject, body, idempotency_key)
+            return answer, usage
+        finally:
+            writing.end_span(span, usage)
+
+    async def _triage(
+        self, subject: str, body: str, idempotency_key: str
+    ) -> tuple[dict[str, Any], Usage]:
+        headers = self._headers(idempotency_key)
         request = {
             "model": self.model,
             "response_format": {"type": "json_object"},
@@ -181,14 +251,21 @@ class OpenAICompatibleProvider:
         if resp.status_code >= 400:
             raise errors.PermanentError(f"model endpoint refused the request: {resp.status_code}")
         try:
-            content = resp.json()["choices"][0]["message"]["content"]
+            reply = resp.json()
+            content = reply["choices"][0]["message"]["content"]
             answer = json.loads(content)
+            used = reply.get("usage") or {}
+            usage = Usage(
+                str(reply.get("model") or self.model),
+                used.get("prompt_tokens"),
+                used.get("completion_tokens"),
+            )
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise TransientModelError("model answer was not the JSON asked for") from exc
         if not isinstance(answer, dict) or "draft_reply" not in answer:
             raise TransientModelError("model answer has no draft_reply")
         answer.setdefault("model", self.model)
-        return answer
+        return answer, usage
 
 
 def build(settings: Settings) -> ModelProvider:

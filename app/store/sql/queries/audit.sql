@@ -32,6 +32,11 @@ FROM job_events ORDER BY job_id, id;
 -- name: audit_effects
 SELECT job_id::text AS job_id, key, attempt, result, recorded_at FROM effects;
 
+-- name: audit_chunks
+-- Streamed answers' chunks (ctx.generate): the checker joins them into each answer's text.
+SELECT job_id::text AS job_id, key, seq, data->>'text' AS text
+FROM job_output WHERE type = 'chunk' ORDER BY job_id, key, seq;
+
 -- name: audit_callbacks
 SELECT job_id::text AS job_id, key, state, result, error, deadline, answered_at FROM callbacks;
 

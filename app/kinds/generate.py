@@ -1,0 +1,83 @@
+"""A streamed model answer as an effect (``ctx.generate``) and a model call's usage.
+
+``await ctx.generate(key, produce)``: a recorded effect ``key`` is returned as is (no
+call). Otherwise ``partial`` is the text of this key's chunks that earlier attempts
+*recorded* (seq 0..n-1), ``produce(partial)`` is called, and each piece it yields is
+streamed as a chunk with seq n, n+1, ... (batched by the runner). Once it ends, the
+effect is recorded with the whole text (partial + new), the model and the usage (the
+``Usage`` it yielded last). Chunks emitted but not written when a worker died are
+produced again by the continuation, since it starts from what was recorded: a reader of
+the stream sees one continuous text, no chunk twice, none lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from app import errors
+from app.kinds.output import Emitted
+
+if TYPE_CHECKING:
+    from app.kinds.context import JobContext
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What one model call used, as its provider reported it."""
+
+    model: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+
+
+# produce(partial): the pieces of text that continue ``partial``, then (once) its Usage.
+Produce = Callable[[str], AsyncIterator["str | Usage"]]
+# A model call that is not streamed: its JSON answer and its usage.
+ModelCall = Callable[[], Awaitable[tuple[Any, Usage]]]
+
+
+def contiguous(chunks: list[tuple[int, str]]) -> list[str]:
+    """The texts of the chunks seq 0, 1, ... up to the first gap (the recorded prefix)."""
+    by_seq = dict(chunks)
+    out: list[str] = []
+    while len(out) in by_seq:
+        out.append(by_seq[len(out)])
+    return out
+
+
+async def generate(ctx: JobContext[Any], key: str, produce: Produce) -> str:
+    """``ctx.generate``: see the module's docstring. Returns the whole text."""
+
+    async def call() -> tuple[dict[str, Any], Usage]:
+        recorded = contiguous(await ctx._recorded_chunks(key))
+        partial = "".join(recorded)
+        seq = len(recorded)
+        pieces = [partial]
+        usage: Usage | None = None
+        async for piece in produce(partial):
+            if isinstance(piece, Usage):
+                usage = piece
+                continue
+            if not isinstance(piece, str):
+                raise errors.PermanentError(f"generate {key!r}: produced {type(piece).__name__}")
+            if not piece:
+                continue
+            pieces.append(piece)
+            await ctx._output(Emitted(ctx.now(), "chunk", {"text": piece}, key=key, seq=seq))
+            seq += 1
+        if usage is None:
+            raise errors.PermanentError(f"generate {key!r}: the model reported no usage")
+        value = {"text": "".join(pieces), "chunks": seq, "continued_from": len(partial)}
+        return {**value, **usage.to_json()}, usage
+
+    recorded: dict[str, Any] = await ctx.model_call(key, call)
+    return str(recorded["text"])
