@@ -15,6 +15,9 @@ app = create_app(settings)
 # API Gateway cannot stream a response from a Python Lambda: the stream routes answer
 # long polls (?after=) here, and their readers poll the tables.
 app.state.runtime.streaming = False
+# GET /metrics asks for no key (as Prometheus scrapes): behind API Gateway it would be
+# public, so it is 404 here; the metrics go to CloudWatch as EMF lines instead.
+app.state.runtime.serve_metrics = False
 # Mangum would run the lifespan around every invocation, closing the pool each time;
 # the app opens its clients on the first request instead and keeps them while warm.
 _mangum = Mangum(app, lifespan="off")

@@ -42,6 +42,8 @@ class Runtime:
         self._lock = asyncio.Lock()
         # Started by the first stream request (a Lambda answering long polls has none).
         self.streaming = True
+        # GET /metrics (off under Lambda: no key guards it, and EMF carries the figures).
+        self.serve_metrics = True
         self._hub: streams.Hub | None = None
 
     def _opened(self) -> _Clients:

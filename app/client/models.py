@@ -97,11 +97,31 @@ class Child(_Model):
     finished_at: dt.datetime | None
 
 
+class ModelUsage(_Model):
+    """ModelUsage: one model's calls, tokens and estimated cost in a job."""
+
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+class JobUsage(_Model):
+    """JobUsage: the tokens a job's model calls reported and their estimated cost."""
+
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    models: list[ModelUsage]
+
+
 class JobDetail(Job):
-    """JobDetail: the job with its children."""
+    """JobDetail: the job with its children and its model usage."""
 
     children: list[Child]
     children_count: int
+    usage: JobUsage | None = None
 
 
 class JobRequest(_Model):

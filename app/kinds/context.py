@@ -20,7 +20,7 @@ from typing import Any, Generic, Literal, TypeVar
 from app import bounds, errors, tracing
 from app.kinds import generate as generating
 from app.kinds.generate import ModelCall, Produce, Usage
-from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted
+from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted, unstorable
 from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
 
 D = TypeVar("D")
@@ -158,7 +158,11 @@ class JobContext(abc.ABC, Generic[D]):
             isinstance(fraction, int | float) and 0.0 <= float(fraction) <= 1.0
         ):
             raise errors.PermanentError(f"progress: fraction must be 0 to 1, not {fraction!r}")
-        if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE_CHARS):
+        if fraction is not None and isinstance(fraction, bool):
+            raise errors.PermanentError(f"progress: fraction must be 0 to 1, not {fraction!r}")
+        if note is not None and (
+            not isinstance(note, str) or len(note) > MAX_NOTE_CHARS or unstorable(note)
+        ):
             raise errors.PermanentError(
                 f"progress: note must be text of {MAX_NOTE_CHARS} chars or fewer"
             )

@@ -30,9 +30,34 @@ class Emitted:
 def check_emitted(data: Any) -> Any:
     """``data`` as the JSON a reader will get; PermanentError when it is not JSON or too big."""
     try:
-        text = json.dumps(data)
+        # No NaN or Infinity: PostgreSQL's jsonb refuses them, as the API does.
+        text = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise errors.PermanentError("emit: data must be a JSON value") from exc
+    problem = unstorable(data)
+    if problem:
+        raise errors.PermanentError(f"emit: {problem}")
     if len(text.encode()) > MAX_EMIT_BYTES:
         raise errors.PermanentError(f"emit: data is more than {MAX_EMIT_BYTES} bytes as JSON")
     return json.loads(text)
+
+
+def unstorable(value: Any) -> str | None:
+    """Why PostgreSQL could not store ``value`` (a JSON value): a string, or an object's
+    key, with a NUL character or a lone surrogate; None when it can."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return "text with a NUL character cannot be stored"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "text with a lone surrogate cannot be stored"
+    return None

@@ -44,7 +44,9 @@ def parse_position(text: str | None, name: str) -> Position | None:
     if text == "0":
         return START
     tx, sep, row = text.partition("-")
-    if sep and tx.isdigit() and row.isdigit() and len(text) <= 41:
+    digits = sep and tx.isascii() and tx.isdigit() and row.isascii() and row.isdigit()
+    # A transaction id is 64 bits, a row id a bigint.
+    if digits and int(tx) < 2**64 and int(row) < 2**63:
         return Position(int(tx), int(row))
     raise errors.BadRequest(
         f'{name} must be a stream event id ("<n>-<n>", or 0), not {text[:50]!r}'
@@ -137,7 +139,8 @@ class Page:
     done: bool
 
 
-Read = Callable[[Position], Awaitable[list[StreamEvent]]]
+# A read: the events after a position, and the position to read after next.
+Read = Callable[[Position], Awaitable[tuple[list[StreamEvent], Position]]]
 
 
 async def _batch(
@@ -147,20 +150,20 @@ async def _batch(
     after: Position,
     deadline: float,
     ended: Callable[[Position], Awaitable[bool]] | None = None,
-) -> tuple[list[StreamEvent], bool]:
-    """The next rows after ``after``, waiting until ``deadline`` (monotonic) for some;
-    ([], True) when ``ended`` says the stream is over."""
+) -> tuple[list[StreamEvent], bool, Position]:
+    """The next rows after ``after``, waiting until ``deadline`` (monotonic) for some,
+    and where to read after them; ([], True, …) when ``ended`` says the stream is over."""
     quick = len(QUICK)
     while True:
         with _Waiter(hub, job_id) as waiter:
-            events = await read(after)
+            events, after = await read(after)
             if events:
-                return events, False
+                return events, False, after
             if ended is not None and await ended(after):
-                return [], True
+                return [], True, after
             left = deadline - time.monotonic()
             if left <= 0:
-                return [], False
+                return [], False, after
             if quick < len(QUICK):
                 pause = QUICK[quick]
             elif hub is None or not hub.connected.is_set():
@@ -185,9 +188,10 @@ def _job_ended(db: store.Database, job_id: uuid.UUID) -> Callable[[Position], Aw
 
 
 def _reader(db: store.Database, job_id: uuid.UUID | None, tenant: str | None) -> Read:
-    async def read(after: Position) -> list[StreamEvent]:
+    async def read(after: Position) -> tuple[list[StreamEvent], Position]:
         if job_id is not None:
-            return await store.streams.read_job(db, job_id, after, limit=BATCH)
+            events = await store.streams.read_job(db, job_id, after, limit=BATCH)
+            return events, events[-1].position if events else after
         return await store.streams.read_all(db, tenant, after, limit=BATCH)
 
     return read
@@ -206,13 +210,12 @@ async def follow_job(
     a caller that wants more asks again."""
     read, ended = _reader(db, job_id, None), _job_ended(db, job_id)
     while True:
-        events, done = await _batch(hub, job_id, read, after, time.monotonic() + 3600, ended)
+        events, done, after = await _batch(hub, job_id, read, after, time.monotonic() + 3600, ended)
         if done:
             yield None
             return
         for event in events:
             yield event
-        after = events[-1].position if events else after
 
 
 async def follow_all(
@@ -221,10 +224,9 @@ async def follow_all(
     """Every event of ``tenant``'s jobs (all tenants' for None) after ``after``; never ends."""
     read = _reader(db, None, tenant)
     while True:
-        events, _ = await _batch(hub, None, read, after, time.monotonic() + 3600)
+        events, _, after = await _batch(hub, None, read, after, time.monotonic() + 3600)
         for event in events:
             yield event
-        after = events[-1].position if events else after
 
 
 async def poll(
@@ -236,13 +238,14 @@ async def poll(
     after: Position,
     wait: float,
 ) -> Page:
-    """A long poll: the events after ``after``, waiting up to ``wait`` seconds for one."""
+    """A long poll: the events after ``after``, waiting up to ``wait`` seconds for one;
+    ``next`` may pass rows of other tenants that were read and not sent."""
     wait = max(0.0, min(wait, MAX_WAIT_SECONDS))
     ended = _job_ended(db, job_id) if job_id is not None else None
-    events, done = await _batch(
+    events, done, after = await _batch(
         hub, job_id, _reader(db, job_id, tenant), after, time.monotonic() + wait, ended
     )
-    return Page(events, events[-1].position if events else after, done)
+    return Page(events, after, done)
 
 
 async def overview(db: store.Database, tenant: str | None) -> store.streams.Overview:

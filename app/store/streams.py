@@ -121,13 +121,19 @@ async def read_job(
 
 async def read_all(
     db: Database, tenant: str | None, after: Position, *, limit: int
-) -> list[StreamEvent]:
-    """Every job's rows after ``after``: ``tenant``'s, or all tenants' for None."""
+) -> tuple[list[StreamEvent], Position]:
+    """Every job's rows after ``after`` (``tenant``'s, or all tenants' for None), and
+    where to read from next: past the last row, or, when fewer than ``limit`` came, up
+    to the horizon they were read below (nothing of the tenant's is left below it)."""
     rows = await db.fetch(
         q("stream_tenant"),
         {"tenant": tenant, "tx": str(after.tx), "after": after.id, "limit": limit},
     )
-    return [StreamEvent.from_row(r) for r in rows]
+    events = [StreamEvent.from_row(r) for r in rows if r["id"] is not None]
+    last = events[-1].position if events else after
+    if len(events) < limit and rows:
+        last = max(last, Position(int(str(rows[0]["horizon"])), 0))
+    return events, last
 
 
 async def horizon(db: Database) -> Position:

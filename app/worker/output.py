@@ -50,8 +50,8 @@ class OutputBuffer:
             await self.flush()
         except errors.LeaseLost:
             log.warning("output refused: lease lost", extra={"job_id": self._job_id})
-        except errors.StoreError as exc:
-            # Kept: the next flush (or close) tries again.
+        except Exception as exc:  # a background task: log it, never lose it
+            # Kept: the next flush (or close) tries again, and close() raises what stays.
             log.warning("output not written yet: %s", exc, extra={"job_id": self._job_id})
 
     async def flush(self) -> None:

@@ -276,3 +276,32 @@ def test_a_warm_api_function_serves_invocation_after_invocation(
     assert json.loads(replay["body"])["id"] == json.loads(first["body"])["id"]
     assert {k.lower(): v for k, v in replay["headers"].items()}["idempotent-replayed"] == "true"
     assert sql.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 1
+
+
+def _get(path: str, query: str = "", key: str | None = None) -> dict[str, Any]:
+    request = event("apigw_v2_get_healthz.json")
+    request["rawPath"] = request["requestContext"]["http"]["path"] = path
+    request["rawQueryString"] = query
+    return with_key(request, key) if key else request
+
+
+def test_behind_api_gateway_metrics_are_not_served_and_streams_answer_long_polls(
+    api_handler: types.ModuleType, stack: Stack
+) -> None:
+    """/metrics asks for no key, so behind API Gateway it would be public: 404 there (the
+    figures go out as EMF). A stream route answers a long poll even without ?after=:
+    a Python Lambda cannot stream its answer."""
+    metrics = api_handler.handler(_get("/metrics"), FakeLambdaContext(29))
+    assert metrics["statusCode"] == 404, metrics
+    key = stack.key()
+    posted = api_handler.handler(
+        with_key(event("apigw_v2_post_job.json"), key), FakeLambdaContext(29)
+    )
+    job = json.loads(posted["body"])
+    page = api_handler.handler(
+        _get(f"/v1/jobs/{job['id']}/stream", "wait=0", key), FakeLambdaContext(29)
+    )
+    assert page["statusCode"] == 200, page
+    body = json.loads(page["body"])
+    assert [e["data"]["to_state"] for e in body["events"]] == ["queued"]
+    assert body["done"] is False

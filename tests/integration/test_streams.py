@@ -212,6 +212,9 @@ def test_tenant_stream_and_overview_see_one_tenant(stack: Stack, api: Any, sql: 
         ({"after": "12"}, {}, "after"),
         ({"after": "x-1"}, {}, "after"),
         ({}, {"Last-Event-ID": "1-2-3"}, "Last-Event-ID"),
+        ({"after": "1-99999999999999999999"}, {}, "after"),
+        ({"after": f"{2**64}-1"}, {}, "after"),
+        ({}, {"Last-Event-ID": "1-9223372036854775808"}, "Last-Event-ID"),
     ],
 )
 def test_a_bad_position_is_422_naming_it(
@@ -278,3 +281,18 @@ def test_a_reader_gets_the_event_when_the_listener_lost_its_connection(
         f"/v1/jobs/{job['id']}/stream", params={"after": head["next"], "wait": 15}
     ).json()
     assert [e["data"] for e in page["events"]] == ["after the kill"]
+
+
+def test_a_quiet_tenants_stream_moves_past_other_tenants_rows(stack: Stack, api: Any) -> None:
+    """A long poll that finds nothing of its tenant still moves ``next`` on, past the rows
+    of others it read: the next poll does not read them again."""
+    start = api.get("/v1/stream", params={"after": "0", "wait": 0}).json()["next"]
+    other = bearer(stack.key("globex"))
+    for _ in range(3):
+        submit(api, {"kind": "demo.noop", "payload": {}}, **other)
+    page = api.get("/v1/stream", params={"after": start, "wait": 1}).json()
+    assert page["events"] == []
+    assert Position(*map(int, page["next"].split("-"))) > Position(*map(int, start.split("-")))
+    mine = submit(api, {"kind": "demo.noop", "payload": {}})
+    later = api.get("/v1/stream", params={"after": page["next"], "wait": 5}).json()
+    assert [e["job_id"] for e in later["events"]] == [mine["id"]]

@@ -20,6 +20,8 @@ PAIRS: list[tuple[type[BaseModel], str]] = [
     (models.Job, "JobPublic"),
     (models.JobDetail, "JobDetail"),
     (models.Child, "ChildPublic"),
+    (models.JobUsage, "JobUsage"),
+    (models.ModelUsage, "ModelUsage"),
     (models.WaitingFor, "WaitingFor"),
     (models.WaitRule, "WaitRule"),
     (models.JobBatch, "JobBatchPublic"),

@@ -47,6 +47,13 @@ def test_progress_and_emit_are_kept_in_order() -> None:
         (lambda c: c.progress(0.1, "x" * 501), "note"),
         (lambda c: c.emit({1, 2}), "JSON"),
         (lambda c: c.emit("x" * MAX_EMIT_BYTES), "bytes"),
+        (lambda c: c.progress(True), "fraction"),
+        (lambda c: c.emit({"x": float("nan")}), "JSON"),
+        (lambda c: c.emit({"x": float("inf")}), "JSON"),
+        (lambda c: c.emit("a\x00b"), "NUL"),
+        (lambda c: c.emit({"k\x00": 1}), "NUL"),
+        (lambda c: c.emit(["\ud800"]), "surrogate"),
+        (lambda c: c.progress(0.5, "a\x00"), "note"),
     ],
 )
 def test_bad_output_is_a_permanent_error_naming_it(call: Any, named: str) -> None:

@@ -6,19 +6,25 @@ names or volumes are not for everyone."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from app.api.deps import Db, JobQueue
+from app import errors
+from app.api.deps import Db, JobQueue, Runtime
 from app.services import gauges
 
 router = APIRouter()
 
 
 @router.get("/metrics", include_in_schema=False)
-async def metrics(db: Db, queue: JobQueue) -> Response:
+async def metrics(request: Request, db: Db, queue: JobQueue) -> Response:
     """This process's counters and histograms, and the deployment's jobs by state and
-    kind, oldest queued age and DLQ depth (read at most once a second)."""
+    kind, oldest queued age and DLQ depth (read at most once a second). Not behind API
+    Gateway: there the figures go to CloudWatch as EMF, and a route without a key would
+    be public."""
+    runtime: Runtime = request.app.state.runtime
+    if not runtime.serve_metrics:
+        raise errors.NotFound("no /metrics here: on Lambda the metrics go to CloudWatch (EMF)")
     await gauges.refresh(db, queue)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -195,7 +195,8 @@ async def stream_all(
             done=False,
         )
     begin = service.parse_position(last_event_id, "Last-Event-ID")
-    start = begin if begin is not None else await service.start_of_all(db)
+    # 0 means now here, as for ?after=: a tenant's stream never replays its history.
+    start = begin if begin not in (None, START) else await service.start_of_all(db)
 
     async def events() -> AsyncIterator[dict[str, Any]]:
         # The first frame says where the stream begins, so a reader that reconnects

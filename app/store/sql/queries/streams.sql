@@ -46,26 +46,32 @@ LIMIT %(limit)s;
 
 -- name: stream_tenant
 -- Every job's transitions and output after the cursor (a tenant's, or all with a NULL
--- tenant), oldest first. Rows from before migration 0010 (no tx) are not in it.
-WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin), ev AS (
-    SELECT e.tx, e.id, e.job_id, e.at, e.attempt,
-           'transition'::text AS type, NULL::text AS key, NULL::int AS seq,
-           jsonb_build_object('from_state', e.from_state, 'to_state', e.to_state,
-                              'worker', e.worker, 'detail', e.detail) AS data
-    FROM job_events e
-    WHERE (e.tx, e.id) > (%(tx)s::text::xid8, %(after)s::bigint)
-      AND e.tx < (SELECT xmin FROM horizon)
-    UNION ALL
-    SELECT o.tx, o.id, o.job_id, o.at, o.attempt, o.type, o.key, o.seq, o.data
-    FROM job_output o
-    WHERE (o.tx, o.id) > (%(tx)s::text::xid8, %(after)s::bigint)
-      AND o.tx < (SELECT xmin FROM horizon)
-)
-SELECT ev.*, j.tenant, j.kind
-FROM ev JOIN jobs j ON j.id = ev.job_id
-WHERE %(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text
-ORDER BY ev.tx, ev.id
-LIMIT %(limit)s;
+-- tenant), oldest first, and the horizon they were read below (one row with no event
+-- when there is none: a reader whose tenant is quiet moves its cursor up to the
+-- horizon, rather than reading other tenants' rows again at every wake-up). Rows from
+-- before migration 0010 (no tx) are not in it.
+WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin)
+SELECT h.xmin AS horizon, found.*
+FROM horizon h LEFT JOIN LATERAL (
+    SELECT ev.*, j.tenant, j.kind
+    FROM (
+        SELECT e.tx, e.id, e.job_id, e.at, e.attempt,
+               'transition'::text AS type, NULL::text AS key, NULL::int AS seq,
+               jsonb_build_object('from_state', e.from_state, 'to_state', e.to_state,
+                                  'worker', e.worker, 'detail', e.detail) AS data
+        FROM job_events e
+        WHERE (e.tx, e.id) > (%(tx)s::text::xid8, %(after)s::bigint) AND e.tx < h.xmin
+        UNION ALL
+        SELECT o.tx, o.id, o.job_id, o.at, o.attempt, o.type, o.key, o.seq, o.data
+        FROM job_output o
+        WHERE (o.tx, o.id) > (%(tx)s::text::xid8, %(after)s::bigint) AND o.tx < h.xmin
+    ) AS ev
+    JOIN jobs j ON j.id = ev.job_id
+    WHERE %(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text
+    ORDER BY ev.tx, ev.id
+    LIMIT %(limit)s
+) AS found ON true
+ORDER BY found.tx, found.id;
 
 -- name: stream_horizon
 -- Where a stream that starts now begins: every transaction from the oldest still running.
