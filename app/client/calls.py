@@ -240,6 +240,10 @@ def position(event_id: str) -> tuple[int, int]:
     return (int(tx), int(rest or 0))
 
 
+# Answers a reconnection tries again after, as after a dropped connection.
+GATEWAY_ERRORS = (502, 503, 504)
+
+
 class Resume:
     """``stream``'s state across connections: the last event id seen, sent back as
     ``Last-Event-ID`` on a reconnection, and whatever a server repeats is skipped."""
@@ -257,6 +261,9 @@ class Resume:
         """Whether the stream's answer is Server-Sent Events; an error answer (its body
         read) raises. Not SSE: the API answers long polls only (behind API Gateway and
         Lambda, which cannot stream), and the stream goes on by ``poll``."""
+        if response.status_code in GATEWAY_ERRORS:
+            # A proxy or a deploy between the client and an API process: try again.
+            raise httpx.TransportError(f"{self.path} answered {response.status_code}")
         if response.is_error:
             raise error_of(response)
         return str(response.headers.get("content-type", "")).startswith("text/event-stream")

@@ -117,6 +117,18 @@ def test_a_stream_that_keeps_dropping_gives_up_naming_it() -> None:
         resume.dropped(httpx.ReadError("gone"))
 
 
+@pytest.mark.parametrize("status", [502, 503, 504])
+def test_a_gateway_error_on_reconnecting_is_tried_again_as_a_drop(status: int) -> None:
+    """A rolling deploy or a proxy answers 502-504 for a moment: the stream reconnects."""
+    resume = calls.Resume("j", "5-2")
+    with pytest.raises(httpx.TransportError):
+        resume.answered(httpx.Response(status, request=httpx.Request("GET", "http://t/x")))
+    with pytest.raises(client.NotFound):
+        resume.answered(
+            httpx.Response(404, json={"detail": "no job"}, request=httpx.Request("GET", "http://t"))
+        )
+
+
 def page(ids: list[str], done: bool) -> dict[str, Any]:
     events = [json.loads(frame(i).data) for i in ids]
     return {"events": events, "next": ids[-1] if ids else "0", "done": done}
