@@ -93,3 +93,13 @@ async def _admin(caller: Annotated[auth.Principal, Depends(_caller)]) -> auth.Pr
 Caller = Annotated[auth.Principal, Depends(_caller)]
 Submitter = Annotated[auth.Principal, Depends(_submitter)]
 Admin = Annotated[auth.Principal, Depends(_admin)]
+
+
+def tenant_scope(caller: auth.Principal, tenant: str | None) -> str | None:
+    """The tenant a read covers: the caller's own (an admin's: every tenant, None), or
+    ``tenant`` when it names one; a tenant key naming another tenant is 403."""
+    if tenant is None:
+        return caller.scope
+    if not caller.admin and tenant != caller.tenant:
+        raise auth.Forbidden("a tenant key sees only its own tenant")
+    return tenant

@@ -17,6 +17,7 @@ from app import store
 from app.store.streams import OutputItem, Position
 from tests.conftest import Stack, bearer, run
 from tests.integration.test_api_waits import drain, submit
+from tests.integration.test_output_buffer import running
 
 pytestmark = pytest.mark.integration
 
@@ -100,12 +101,7 @@ def test_long_poll_pages_through_the_same_events(stack: Stack, api: Any, sql: An
 def test_long_poll_is_woken_by_a_write(stack: Stack, api: Any, sql: Any) -> None:
     """A poll waiting for a running job's next event answers when it is written."""
     job = submit(api, {"kind": "demo.noop", "payload": {}})
-    token = uuid.uuid4()
-    sql.execute(
-        "UPDATE jobs SET state = 'running', lease_token = %s, lease_expires_at = now() + "
-        "interval '1 minute', attempt = 1 WHERE id = %s",
-        (token, job["id"]),
-    )
+    token = running(sql, job["id"])
     head = api.get(f"/v1/jobs/{job['id']}/stream", params={"after": "0", "wait": 0}).json()
     result: dict[str, Any] = {}
 
@@ -135,12 +131,7 @@ async def emit(stack: Stack, job_id: uuid.UUID, token: uuid.UUID, datas: list[An
 
 def test_output_is_fenced_by_the_lease_token(stack: Stack, api: Any, sql: Any) -> None:
     job = submit(api, {"kind": "demo.noop", "payload": {}})
-    token = uuid.uuid4()
-    sql.execute(
-        "UPDATE jobs SET state = 'running', lease_token = %s, lease_expires_at = now() + "
-        "interval '1 minute', attempt = 1 WHERE id = %s",
-        (token, job["id"]),
-    )
+    token = running(sql, job["id"])
     assert not run(emit(stack, uuid.UUID(job["id"]), uuid.uuid4(), [{"zombie": True}]))
     assert sql.execute("SELECT count(*) AS n FROM job_output").fetchone()["n"] == 0
     assert run(emit(stack, uuid.UUID(job["id"]), token, [{"holder": True}, {"n": 2}]))
@@ -155,12 +146,7 @@ def test_a_running_transaction_holds_back_later_rows_never_skipped(
     an earlier one committed would resume past the earlier one. The reader never takes a
     row of a transaction that began after one still running."""
     job = submit(api, {"kind": "demo.noop", "payload": {}})
-    token = uuid.uuid4()
-    sql.execute(
-        "UPDATE jobs SET state = 'running', lease_token = %s, lease_expires_at = now() + "
-        "interval '1 minute', attempt = 1 WHERE id = %s",
-        (token, job["id"]),
-    )
+    token = running(sql, job["id"])
     with psycopg.connect(database_url) as slow:  # a transaction, left open
         slow.execute(
             "INSERT INTO job_output (job_id, attempt, type, data) VALUES (%s, 1, 'output', '\"first\"')",
@@ -259,12 +245,7 @@ def test_a_reader_gets_the_event_when_the_listener_lost_its_connection(
     import time
 
     job = submit(api, {"kind": "demo.noop", "payload": {}})
-    token = uuid.uuid4()
-    sql.execute(
-        "UPDATE jobs SET state = 'running', lease_token = %s, lease_expires_at = now() + "
-        "interval '1 minute', attempt = 1 WHERE id = %s",
-        (token, job["id"]),
-    )
+    token = running(sql, job["id"])
     head = api.get(f"/v1/jobs/{job['id']}/stream", params={"after": "0", "wait": 0}).json()
     killed = 0
     for _ in range(50):

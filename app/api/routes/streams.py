@@ -23,8 +23,8 @@ from sse_starlette import EventSourceResponse
 from app.api.deps import Db, JobQueue, Runtime
 from app.api.errors import COMMON
 from app.api.schemas import TENANT_PATTERN, Problem
-from app.api.security import Caller
-from app.services import auth, jobs
+from app.api.security import Caller, tenant_scope
+from app.services import jobs
 from app.services import streams as service
 from app.store.streams import START, StreamEvent
 
@@ -182,7 +182,7 @@ async def stream_all(
 ) -> Any:
     """Every event of the caller's tenant's jobs (an admin key: every tenant's, or
     ``tenant``'s) from now (or after ``Last-Event-ID``), as they happen."""
-    scope = _scope(caller, tenant)
+    scope = tenant_scope(caller, tenant)
     hub = _hub(request)
     if _long_poll(request, after):
         start = service.parse_position(after, "after")
@@ -219,18 +219,10 @@ async def stream_all(
 async def overview(caller: Caller, db: Db, queue: JobQueue, tenant: TenantQuery = None) -> Overview:
     """Jobs by state and the oldest queued job's age, for the caller's tenant (an admin
     key: every tenant, or ``tenant``); an admin also sees the dead-letter queue's depth."""
-    scope = _scope(caller, tenant)
+    scope = tenant_scope(caller, tenant)
     found = await service.overview(db, scope)
     return Overview(
         counts=found.counts,
         oldest_queued_seconds=found.oldest_queued_seconds,
         dead_letter_queue=await queue.dead_letter_depth() if caller.admin else None,
     )
-
-
-def _scope(caller: auth.Principal, tenant: str | None) -> str | None:
-    if tenant is None:
-        return caller.scope
-    if not caller.admin and tenant != caller.tenant:
-        raise auth.Forbidden("a tenant key sees only its own tenant")
-    return tenant

@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field
 from app.api.deps import Db, Settings
 from app.api.errors import COMMON
 from app.api.schemas import TENANT_PATTERN, Problem
-from app.api.security import Caller
-from app.services import auth, costs
+from app.api.security import Caller, tenant_scope
+from app.services import costs
 
 router = APIRouter()
 
@@ -60,9 +60,7 @@ async def usage(
 ) -> Usage:
     """Model calls, tokens and estimated cost by tenant, kind, day and model, for at most
     366 days."""
-    if tenant is not None and not caller.admin and tenant != caller.tenant:
-        raise auth.Forbidden("a tenant key sees only its own tenant")
-    scope = tenant if tenant is not None else caller.scope
+    scope = tenant_scope(caller, tenant)
     first, last = costs.days(since, until, dt.datetime.now(dt.UTC).date())
     rows = await costs.totals(settings, db, tenant=scope, since=first, until=last)
     return Usage(
