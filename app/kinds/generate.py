@@ -31,6 +31,17 @@ class Usage:
     input_tokens: int | None = None
     output_tokens: int | None = None
 
+    def __post_init__(self) -> None:
+        # A count a provider got wrong (negative, not a whole number, past what the
+        # column holds) is not known: None, rather than a failed record or metric.
+        for name in ("input_tokens", "output_tokens"):
+            value = getattr(self, name)
+            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31
+            if value is not None and not ok:
+                object.__setattr__(self, name, None)
+        if not isinstance(self.model, str) or not self.model or len(self.model) > 200:
+            object.__setattr__(self, "model", str(self.model)[:200] or "unknown")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
@@ -69,11 +80,10 @@ async def generate(ctx: JobContext[Any], key: str, produce: Produce) -> str:
                 continue
             if not isinstance(piece, str):
                 raise errors.PermanentError(f"generate {key!r}: produced {type(piece).__name__}")
-            if not piece:
-                continue
-            pieces.append(piece)
-            await ctx._output(Emitted(ctx.now(), "chunk", {"text": piece}, key=key, seq=seq))
-            seq += 1
+            for part in storable_parts(piece):
+                pieces.append(part)
+                await ctx._output(Emitted(ctx.now(), "chunk", {"text": part}, key=key, seq=seq))
+                seq += 1
         if usage is None:
             raise errors.PermanentError(f"generate {key!r}: the model reported no usage")
         value = {"text": "".join(pieces), "chunks": seq, "continued_from": len(partial)}
@@ -81,3 +91,19 @@ async def generate(ctx: JobContext[Any], key: str, produce: Produce) -> str:
 
     recorded: dict[str, Any] = await ctx.model_call(key, call)
     return str(recorded["text"])
+
+
+# A chunk's most characters: a piece of a stream is short; a longer one is cut.
+MAX_PIECE_CHARS = 8_000
+
+
+def storable_parts(piece: str) -> list[str]:
+    """A model's piece as chunks PostgreSQL can store: a NUL or a lone surrogate (which a
+    server may send as \\u0000 or \\ud800) becomes U+FFFD, and a long piece is cut. The
+    text recorded and continued from is this one."""
+    clean = piece.replace("\x00", "\ufffd")
+    try:
+        clean.encode("utf-8")
+    except UnicodeEncodeError:
+        clean = clean.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return [clean[i : i + MAX_PIECE_CHARS] for i in range(0, len(clean), MAX_PIECE_CHARS)]

@@ -17,10 +17,20 @@ MAX_DAYS = 366
 
 def cost_usd(settings: Settings, model: str, input_tokens: int, output_tokens: int) -> float | None:
     """The estimated cost in US dollars; None for a model without a price."""
-    price = settings.model_prices.get(model)
+    price = price_of(settings, model)
     if price is None:
         return None
     return round((input_tokens * price.input + output_tokens * price.output) / 1_000_000, 8)
+
+
+def price_of(settings: Settings, model: str) -> Any:
+    """The price of ``model``, or of the longest priced name it is a dated version of
+    (providers answer "gpt-4o-mini-2024-07-18" to a request for "gpt-4o-mini")."""
+    prices = settings.model_prices
+    if model in prices:
+        return prices[model]
+    versions = [name for name in prices if model.startswith(name + "-")]
+    return prices[max(versions, key=len)] if versions else None
 
 
 def count(settings: Settings | None, kind: str, usage: Usage) -> None:
@@ -62,7 +72,10 @@ def days(since: dt.date | None, until: dt.date | None, today: dt.date) -> tuple[
     """The asked days (default: the last 30 up to today); BadRequest naming the
     parameter when they are out of order or span more than MAX_DAYS."""
     until = until or today
-    since = since or until - dt.timedelta(days=29)
+    try:
+        since = since or until - dt.timedelta(days=29)
+    except OverflowError:
+        raise errors.BadRequest(f"until: {until} leaves no 30 days before it") from None
     if since > until:
         raise errors.BadRequest(f"since: {since} is after until ({until})")
     if (until - since).days + 1 > MAX_DAYS:

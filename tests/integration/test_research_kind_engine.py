@@ -113,6 +113,6 @@ async def test_no_answer_escalates_and_a_failed_sub_query_is_tolerated(
     effects = {
         r["key"] for r in sql.execute("SELECT key FROM effects WHERE job_id = %s", (job_id,))
     }
-    assert {"escalate", "notify:approve", "draft"} <= effects and "post" not in effects
+    assert {"escalate", "notify:approve", "draft-text"} <= effects and "post" not in effects
     cb = sql.execute("SELECT state FROM callbacks WHERE job_id = %s", (job_id,)).fetchone()
     assert cb["state"] == "timed_out"

@@ -102,6 +102,7 @@ def test_a_tenant_sees_only_its_own_usage_and_an_admin_every_tenant(
         ({"since": "2020-01-01", "until": "2026-01-01"}, "since"),
         ({"since": "yesterday"}, "since"),
         ({"until": "2026-13-01"}, "until"),
+        ({"until": "0001-01-01"}, "until"),
         ({"tenant": "not a tenant!"}, "tenant"),
     ],
 )

@@ -173,3 +173,42 @@ def test_a_model_call_is_a_chat_span_with_the_genai_attributes(
         "gen_ai.usage.input_tokens": 4,
         "gen_ai.usage.output_tokens": 12,
     }
+
+
+def test_pieces_postgresql_cannot_store_are_recorded_as_replacement_characters() -> None:
+    """A server may send \\u0000 or a lone surrogate; jsonb refuses both, which would fail
+    every write of the attempt: the chunk and the recorded text carry U+FFFD instead, and
+    a piece too long for one chunk is cut."""
+
+    async def pieces(partial: str) -> Any:
+        yield "a\x00b"
+        yield "c\ud800d"
+        yield "e" * 20_000
+        yield Usage(model="m", input_tokens=1, output_tokens=3)
+
+    @kind("test.unstorable")
+    async def unstorable(ctx: JobContext[None], p: Nothing) -> str:
+        return await ctx.generate("g", pieces)
+
+    store = EffectStore()
+    run = asyncio.run(run_kind(unstorable, {}, deps=None, store=store))
+    assert run.result.startswith("a\ufffdbc") and "\x00" not in run.result
+    run.result.encode("utf-8")  # no lone surrogate left
+    assert len(run.result) == 3 + 1 + 3 + 1 + 20_000
+    texts = [text for _seq, text in sorted(store.chunks["g"].items())]
+    assert "".join(texts) == run.result and max(len(t) for t in texts) <= 8_000
+
+
+@pytest.mark.parametrize("count", [-1, 2**31, 1.5, True, "7"])
+def test_a_token_count_a_provider_got_wrong_is_not_known(count: Any) -> None:
+    usage = Usage(model="m", input_tokens=count, output_tokens=4)
+    assert (usage.input_tokens, usage.output_tokens) == (None, 4)
+
+
+def test_a_dated_model_version_takes_its_models_price() -> None:
+    settings = config.Settings(
+        model_prices='{"gpt-4o-mini": {"input": 1, "output": 2}, "gpt-4o": {"input": 5, "output": 5}}'
+    )
+    assert costs.cost_usd(settings, "gpt-4o-mini-2024-07-18", 1_000_000, 0) == 1.0
+    assert costs.cost_usd(settings, "gpt-4o-2024-08-06", 0, 1_000_000) == 5.0
+    assert costs.cost_usd(settings, "o3-2025-04-16", 1, 1) is None

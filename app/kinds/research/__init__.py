@@ -143,11 +143,12 @@ async def research(ctx: JobContext[TriageDeps], p: ResearchRequest) -> ResearchR
     lines = [f"Research on {p.topic}: {len(found)} of {len(children)} sub-queries."]
     lines += [f"- {f.get('query')}: {f.get('finding')}" for f in found]
     prompt = "Summarise these findings in a short paragraph.\n" + "\n".join(lines)
-    model, draft_key = ctx.deps.model, ctx.idempotency_key("draft")
+    model, draft_key = ctx.deps.model, ctx.idempotency_key("draft-text")
     # Streamed: readers of the job's stream watch the summary being written, and a
-    # crash mid-draft continues it from the chunks recorded.
+    # crash mid-draft continues it from the chunks recorded. (Not the key "draft": a job
+    # that recorded its draft before it was streamed holds another shape under that one.)
     written = await ctx.generate(
-        "draft",
+        "draft-text",
         lambda partial: model.generate(prompt, partial=partial, idempotency_key=draft_key),
     )
     summary = "\n".join(lines) + "\n\n" + written
