@@ -21,6 +21,9 @@ app.state.runtime.serve_metrics = False
 # Mangum would run the lifespan around every invocation, closing the pool each time;
 # the app opens its clients on the first request instead and keeps them while warm.
 _mangum = Mangum(app, lifespan="off")
+# How long a request's answer waits for its spans' export (the worker's invocations wait
+# for tracing's default: no caller waits on them).
+API_FLUSH_MILLIS = 500
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -30,4 +33,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return dict(_mangum(event, context))
     finally:
         emf.flush()
-        tracing.flush()
+        # The caller waits for this: a slow collector costs it at most half a second.
+        tracing.flush(API_FLUSH_MILLIS)
