@@ -128,7 +128,12 @@ async def test_happy_path_gathers_two_waits_for_approval_sleeps_then_posts_once(
     assert job.posts[1][0] == f"{job.job_id}:post"
     # The last run replayed every step before the post; nothing ran twice.
     assert done.ran == ["post"]
-    assert set(done.replayed) >= {"draft-text", "callback:approve", "notify:approve", "gather:answers"}
+    assert set(done.replayed) >= {
+        "draft-text",
+        "callback:approve",
+        "notify:approve",
+        "gather:answers",
+    }
 
 
 @pytest.mark.asyncio
