@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from app import errors, metrics, store
-from app.config import Settings
+from app.config import ModelPrice, Settings
 from app.kinds.generate import Usage
 
 MAX_DAYS = 366
@@ -23,7 +23,7 @@ def cost_usd(settings: Settings, model: str, input_tokens: int, output_tokens: i
     return round((input_tokens * price.input + output_tokens * price.output) / 1_000_000, 8)
 
 
-def price_of(settings: Settings, model: str) -> Any:
+def price_of(settings: Settings, model: str) -> ModelPrice | None:
     """The price of ``model``, or of the longest priced name it is a dated version of
     (providers answer "gpt-4o-mini-2024-07-18" to a request for "gpt-4o-mini")."""
     prices = settings.model_prices
