@@ -127,6 +127,12 @@ class Settings(BaseSettings):
     rate_limit_per_second: float = Field(50.0, gt=0, le=100_000)
     rate_limit_burst: int = Field(100, ge=1, le=1_000_000)
     max_jobs_in_flight: int = Field(10_000, ge=1, le=100_000_000)
+    # What one tenant may run at once: jobs holding a live lease (leased or running),
+    # checked by the worker's claim. A message over the cap goes back, no attempt used,
+    # for about running_cap_delay_seconds times (the tenant's backlog / its cap), at most
+    # 30 times that (README "Who may do what").
+    max_running_per_tenant: int = Field(100, ge=1, le=1_000_000)
+    running_cap_delay_seconds: float = Field(1.0, gt=0, le=60)
     # Request bodies above this are refused with 413 before they are parsed.
     max_body_bytes: int = Field(256 * 1024, ge=1024, le=limits.MAX_API_GATEWAY_PAYLOAD_BYTES)
 

@@ -55,6 +55,13 @@ DEAD_LETTERS = Counter(
     ["by"],
 )
 REDRIVES = Counter("tasklease_redrives", "Dead-lettered jobs redriven (reset to queued).")
+DEFERRED = Counter(
+    "tasklease_claims_deferred",
+    "Deliveries not claimed because the job's tenant was at its running cap (the message "
+    "handed back, no attempt used), by how: visibility (handed back) or resent (a fresh "
+    "message, before SQS's receive count reached the redrive policy's maxReceiveCount).",
+    ["how"],
+)
 WAKEUPS = Counter(
     "tasklease_wakeups",
     "Wake-ups of waiting jobs, by path. Timer messages sent: submit (a delayed job), "

@@ -22,6 +22,9 @@ class Config:
     # the rest are support.triage tickets.
     waiting: float = 0.3
     workers: int = 3
+    # The tenant's running cap (TASKLEASE_MAX_RUNNING_PER_TENANT): below the workers'
+    # slots (3 x 2), so claims are deferred all through the run.
+    max_running: int = 4
     sqs: str = "moto"  # moto | localstack
     transient_rate: float = 0.2
     permanent_rate: float = 0.05

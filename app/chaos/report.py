@@ -67,6 +67,12 @@ def render(report: dict[str, Any]) -> Table:
         row("  duplicate answers accepted", w["duplicate_answers_accepted"], bad=True)
     row("children spawned", w["children_spawned"])
     row("jobs by kind and state", report["by_kind"])
+    if "running_cap" in report:
+        cap = report["running_cap"]
+        row(
+            "most jobs leased at once (tenant's running cap)",
+            f"{cap['most_live_leases']} ({cap['cap']})",
+        )
     row("dead letters after first drain", report["dead_letters_after_first_drain"])
     row(
         "redriven, then",

@@ -26,6 +26,7 @@ from app.chaos.answers import answer_all
 from app.chaos.checker import check, violated
 from app.chaos.config import Config, Run, err, out
 from app.chaos.faults import inject_faults
+from app.chaos.leases import most_live_leases
 from app.chaos.per_kind import FINAL, cause
 from app.chaos.report import render
 from app.chaos.stack import (
@@ -162,6 +163,10 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         **facts,
     )
     report["dead_letters_after_first_drain"] = first
+    report["running_cap"] = {
+        "cap": cfg.max_running,
+        "most_live_leases": most_live_leases(facts["events"]),
+    }
     return report
 
 

@@ -143,6 +143,8 @@ class ChaosStack(Stack):
             # Chaos submits as fast as its clients go; the limits are tested elsewhere.
             "TASKLEASE_RATE_LIMIT_PER_SECOND": "100000",
             "TASKLEASE_RATE_LIMIT_BURST": "1000000",
+            "TASKLEASE_MAX_RUNNING_PER_TENANT": str(cfg.max_running),
+            "TASKLEASE_RUNNING_CAP_DELAY_SECONDS": "0.5",
             "PYTHONWARNINGS": "ignore::UserWarning",
         }
         self.api_headers = {

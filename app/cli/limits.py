@@ -12,7 +12,9 @@ from app.cli import render, runner
 from app.cli.render import err, out
 from app.services import auth, tenant_limits
 
-group = typer.Typer(help="Per-tenant limits on job submission.", no_args_is_help=True)
+group = typer.Typer(
+    help="Per-tenant limits on job submission and on jobs running at once.", no_args_is_help=True
+)
 
 
 def _valid_tenant_or_exit(tenant: str) -> None:
@@ -33,6 +35,10 @@ def set_(
     max_in_flight: Annotated[
         int | None, typer.Option(min=1, help="unfinished jobs the tenant may have")
     ] = None,
+    max_running: Annotated[
+        int | None,
+        typer.Option(min=1, help="jobs of the tenant leased or running at once (the claim's cap)"),
+    ] = None,
 ) -> None:
     """Override the deployment's limits for one tenant (the ones not given stay)."""
     s = runner.settings_or_exit()
@@ -40,7 +46,12 @@ def set_(
     rows = runner.on_database(
         s,
         lambda database: tenant_limits.set_limits(
-            database, tenant, rate_per_second=rate, burst=burst, max_in_flight=max_in_flight
+            database,
+            tenant,
+            rate_per_second=rate,
+            burst=burst,
+            max_in_flight=max_in_flight,
+            max_running=max_running,
         ),
     )
     out.print(render.limits(s, rows))
@@ -56,6 +67,6 @@ def clear(tenant: Annotated[str, typer.Argument(help="the tenant")]) -> None:
 
 @group.command("list")
 def list_() -> None:
-    """Each tenant's limits (override or default) and its unfinished jobs."""
+    """Each tenant's limits (override or default), its unfinished and its running jobs."""
     s = runner.settings_or_exit()
     out.print(render.limits(s, runner.on_database(s, tenant_limits.list_limits)))

@@ -360,7 +360,9 @@ def limits(s: config.Settings, rows: list[TenantUsage]) -> Table:
         "burst",
         "max in flight",
         "in flight now",
-        title="per-tenant limits on POST /v1/jobs",
+        "max running",
+        "running now",
+        title="per-tenant limits (admission on POST /v1/jobs; running at the claim)",
     )
     for r in rows:
         table.add_row(
@@ -369,6 +371,8 @@ def limits(s: config.Settings, rows: list[TenantUsage]) -> Table:
             value(r.burst, s.rate_limit_burst),
             value(r.max_in_flight, s.max_jobs_in_flight),
             r.in_flight,
+            value(r.max_running, s.max_running_per_tenant),
+            r.running,
         )
     return table
 

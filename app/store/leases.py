@@ -40,11 +40,17 @@ class RedriveBudget:
 @dataclass(frozen=True)
 class Verdict:
     """A claimed job; or, ``refused``, a redrive past the job's redrive budget: nothing
-    was claimed, the job stays dead-lettered and the message is to be deleted unrun."""
+    was claimed, the job stays dead-lettered and the message is to be deleted unrun; or,
+    ``deferred``, a job whose tenant is at its running cap: nothing was written and the
+    message is to be handed back (``backlog``: the tenant's jobs waiting for a slot,
+    ``cap``: its cap)."""
 
     job: Job
     refused: bool
     from_state: str | None = None  # the state the claim found: 'waiting' is a wake-up
+    deferred: bool = False
+    backlog: int = 0
+    cap: int = 0
 
 
 async def claim_batch(
@@ -56,9 +62,11 @@ async def claim_batch(
     owner: str,
     lease_seconds: float,
     redrive: RedriveBudget,
+    max_running: int,
 ) -> dict[uuid.UUID, Verdict]:
-    """Claim each job with its fresh token (one statement); the verdicts by token (a
-    delivery that neither claimed nor was refused is left out)."""
+    """Claim each job with its fresh token (one statement), each tenant held to its
+    running cap (``max_running`` unless tenant_limits says otherwise); the verdicts by
+    token (a delivery that was neither claimed, refused nor deferred is left out)."""
     rows = await db.fetch(
         q("claim_batch"),
         {
@@ -70,10 +78,18 @@ async def claim_batch(
             "redrive_budget": redrive.budget,
             "redrive_window": redrive.window_seconds,
             "refusal": redrive.refusal(),
+            "max_running": max_running,
         },
     )
     return {
-        row["token"]: Verdict(Job.from_row(row), bool(row["refused"]), row["from_state"])
+        row["token"]: Verdict(
+            Job.from_row(row),
+            bool(row["refused"]),
+            row["from_state"],
+            deferred=bool(row["deferred"]),
+            backlog=int(row["backlog"]),
+            cap=int(row["cap"]),
+        )
         for row in rows
     }
 

@@ -194,17 +194,21 @@ class TenantLimits(_Record):
     rate_per_second: float | None
     burst: int | None
     max_in_flight: int | None
+    max_running: int | None
 
 
 @dataclass(frozen=True, slots=True)
 class TenantUsage(_Record):
-    """A tenant that has a key or an override: its overrides and its unfinished jobs."""
+    """A tenant that has a key or an override: its overrides, its unfinished jobs and
+    those of them holding a live lease."""
 
     tenant: str
     rate_per_second: float | None
     burst: int | None
     max_in_flight: int | None
+    max_running: int | None
     in_flight: int
+    running: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Per-tenant overrides of the deployment's admission limits."""
+"""Per-tenant overrides of the deployment's limits: admission and running."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ async def set_limits(
     rate_per_second: float | None = None,
     burst: int | None = None,
     max_in_flight: int | None = None,
+    max_running: int | None = None,
 ) -> TenantLimits:
     """Override the limits given; the others keep their value (None: the default)."""
     row = await db.fetch_one(
@@ -22,6 +23,7 @@ async def set_limits(
             "rate_per_second": rate_per_second,
             "burst": burst,
             "max_in_flight": max_in_flight,
+            "max_running": max_running,
         },
     )
     if row is None:  # pragma: no cover - an upsert ... RETURNING answers its row

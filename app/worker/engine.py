@@ -25,7 +25,7 @@ from app.states import FINAL_FOR_NOW, JobState
 from app.store import Database
 from app.store.records import Job
 from app.transport import Transport, codec, secrets
-from app.worker import counting, leases, outcomes, traces
+from app.worker import counting, fairness, leases, outcomes, traces
 from app.worker.context import LeasedContext
 from app.worker.leases import Claim, LambdaContext, Lease
 
@@ -131,6 +131,8 @@ class Engine:
         if verdict is None:
             return await self._not_claimed(job_id, record, body)
         job = verdict.job
+        if verdict.deferred:
+            return await fairness.defer(self.settings, self.queue, record, verdict)
         if verdict.refused:
             # A redrive past the job's redrive budget: nothing runs, the message goes.
             fields = {"job_id": job_id, "kind": job.kind, "redrives": job.redrives}
@@ -376,6 +378,7 @@ class Engine:
             owner=self.owner,
             lease_seconds=self.settings.visibility_timeout_seconds,
             redrive=self.redrive_budget,
+            max_running=self.settings.max_running_per_tenant,
         )
         return [by_token.get(c.token) for c in claims]
 

@@ -142,23 +142,24 @@ def test_limits_set_list_clear_change_what_the_running_api_admits(
     ]
 
     # A second set changes only the limit it names; a bad tenant name changes nothing.
-    flight = start(stack, "limits", "set", "acme", "--max-in-flight", "5")
+    flight = start(stack, "limits", "set", "acme", "--max-in-flight", "5", "--max-running", "4")
     bad = start(stack, "limits", "set", "no tenant", "--burst", "5")
     assert finish(flight)[0] == 0
     code, _, err = finish(bad)
     assert code == 2
     assert "not valid" in err
     rows = sql.execute("SELECT * FROM tenant_limits ORDER BY tenant").fetchall()
-    assert [(r["tenant"], r["rate_per_second"], r["burst"], r["max_in_flight"]) for r in rows] == [
-        ("acme", 0.001, 1, 5)
-    ]
+    assert [
+        (r["tenant"], r["rate_per_second"], r["burst"], r["max_in_flight"], r["max_running"])
+        for r in rows
+    ] == [("acme", 0.001, 1, 5, 4)]
 
-    # limits list: the overrides, the defaults for the rest, and the jobs in flight.
+    # limits list: the overrides, the defaults for the rest, the jobs in flight and running.
     code, out, err = cli(stack, "limits", "list")
     assert code == 0, err
     (acme_line,) = [line for line in out.splitlines() if " acme " in f" {line} "]
     cells = [c.strip() for c in re.split(r"[│|]", acme_line) if c.strip()]
-    assert cells == ["acme", "0.001", "1", "5", "1"]
+    assert cells == ["acme", "0.001", "1", "5", "1", "4", "0"]
 
     # limits clear: back to the deployment's defaults (a burst of 100 at 50 per second).
     code, out, err = cli(stack, "limits", "clear", "acme")

@@ -352,7 +352,12 @@ async def test_a_lambda_running_out_of_time_hands_the_lease_back_without_using_a
 
 
 # Named queries used by the zombie test to act as a paused worker would.
-REDRIVE_BUDGET = {"redrive_budget": 3, "redrive_window": 86_400, "refusal": "budget used up"}
+REDRIVE_BUDGET = {
+    "redrive_budget": 3,
+    "redrive_window": 86_400,
+    "refusal": "budget used up",
+    "max_running": 100,
+}
 
 
 def a_claim() -> Any:

@@ -30,6 +30,7 @@ async def running_job(db: store.Database) -> tuple[uuid.UUID, uuid.UUID]:
         owner="w",
         lease_seconds=30,
         redrive=store.leases.RedriveBudget(budget=3, window_seconds=86_400),
+        max_running=100,
     )
     assert claimed[token].job.state is JobState.LEASED and not claimed[token].refused
     assert await store.leases.start_batch(db, [(row.id, token)]) == {token: []}

@@ -89,9 +89,17 @@ def test_keys_and_limits_tables_escape_names_and_mark_defaults() -> None:
     assert "[red]ops[/]" in shown
     assert "admin" in shown
     limit = TenantUsage(
-        tenant="acme", rate_per_second=0.5, burst=None, max_in_flight=7, in_flight=2
+        tenant="acme",
+        rate_per_second=0.5,
+        burst=None,
+        max_in_flight=7,
+        max_running=None,
+        in_flight=2,
+        running=1,
     )
-    shown = text(render.limits(config.load(rate_limit_burst=100), [limit]))
+    shown = text(
+        render.limits(config.load(rate_limit_burst=100, max_running_per_tenant=3), [limit])
+    )
     (line,) = [ln for ln in shown.splitlines() if "acme" in ln]
     assert [c.strip() for c in line.split("│") if c.strip()] == [
         "acme",
@@ -99,6 +107,8 @@ def test_keys_and_limits_tables_escape_names_and_mark_defaults() -> None:
         "100 (default)",
         "7",
         "2",
+        "3 (default)",
+        "1",
     ]
 
 

@@ -15,16 +15,52 @@
 -- and the row comes back with refused = true (the caller deletes the message unrun).
 -- Two deliveries of one job in a batch: one claim wins, the other finds the winner's
 -- live lease (a duplicate). The caller matches rows by token.
+-- The tenant's running cap (tenant_limits.max_running, else the default given): a job whose
+-- tenant already holds that many live leases (counting the ones this batch would add,
+-- in id order) is not claimed; its row comes back with deferred = true and the tenant's
+-- backlog, nothing written (no attempt used), and the caller hands the message back.
+-- Counted from the statement's snapshot, so claims that run at the same moment for one
+-- tenant may each see the same free slots: the cap holds give or take those.
 WITH input AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(generations)s::int[])
         AS t(id, token, generation)
 ), target AS (
-    SELECT j.id, j.state AS from_state,
-           redrives_within(j.redriven_at, %(redrive_window)s) < %(redrive_budget)s AS budget_left
+    SELECT j.id, j.state AS from_state, j.tenant,
+           redrives_within(j.redriven_at, %(redrive_window)s) < %(redrive_budget)s AS budget_left,
+           (j.state IN ('queued', 'retrying', 'stalled')
+            OR (j.state = 'dead_lettered'
+                AND redrives_within(j.redriven_at, %(redrive_window)s) < %(redrive_budget)s)
+            OR (j.state = 'waiting' AND j.wake_at <= now())
+            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now()))
+           AND NOT j.cancel_requested AS claimable
     FROM jobs j
     WHERE j.id IN (SELECT id FROM input)
     ORDER BY j.id
     FOR UPDATE OF j
+), capped AS (
+    SELECT c.id, c.tenant, c.running + c.rank > c.cap AS over
+    FROM (
+        SELECT t.id, t.tenant,
+               row_number() OVER (PARTITION BY t.tenant ORDER BY t.id) AS rank,
+               coalesce((SELECT l.max_running FROM tenant_limits l WHERE l.tenant = t.tenant),
+                        %(max_running)s::int) AS cap,
+               (SELECT count(*) FROM jobs r
+                WHERE r.tenant = t.tenant AND r.state IN ('leased', 'running')
+                  AND r.lease_expires_at > now()
+                  AND r.id NOT IN (SELECT id FROM input)) AS running
+        FROM target t
+        WHERE t.claimable
+    ) c
+), deferred AS (
+    SELECT j.*, t.from_state, i.token AS token, false AS refused, true AS deferred,
+           (SELECT count(*) FROM jobs b
+            WHERE b.tenant = j.tenant AND b.state IN ('queued', 'retrying', 'stalled')) AS backlog,
+           coalesce((SELECT l.max_running FROM tenant_limits l WHERE l.tenant = j.tenant),
+                    %(max_running)s::int) AS cap
+    FROM jobs j
+    JOIN target t ON t.id = j.id
+    JOIN input i ON i.id = j.id
+    JOIN capped c ON c.id = j.id AND c.over
 ), claimed AS (
     UPDATE jobs j
     SET state = 'leased',
@@ -47,7 +83,9 @@ WITH input AS (
            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now())
            OR (j.state = 'dead_lettered' AND t.budget_left
                AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')))
-    RETURNING j.*, t.from_state, i.token AS token, false AS refused
+      AND NOT EXISTS (SELECT 1 FROM capped c WHERE c.id = j.id AND c.over)
+    RETURNING j.*, t.from_state, i.token AS token, false AS refused, false AS deferred,
+              0::bigint AS backlog, 0 AS cap
 ), refused AS (
     UPDATE jobs j
     SET last_error = CASE WHEN starts_with(coalesce(j.last_error, ''), 'redrive budget used up')
@@ -60,7 +98,8 @@ WITH input AS (
       AND NOT j.cancel_requested
       AND j.state = 'dead_lettered' AND NOT t.budget_left
       AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')
-    RETURNING j.*, t.from_state, i.token AS token, true AS refused
+    RETURNING j.*, t.from_state, i.token AS token, true AS refused, false AS deferred,
+              0::bigint AS backlog, 0 AS cap
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
     SELECT id, from_state, 'leased'::job_state, attempt, lease_owner,
@@ -72,7 +111,7 @@ WITH input AS (
            'redrive refused, message deleted unrun: ' || %(refusal)s
     FROM refused
 )
-SELECT * FROM claimed UNION ALL SELECT * FROM refused;
+SELECT * FROM claimed UNION ALL SELECT * FROM refused UNION ALL SELECT * FROM deferred;
 
 -- name: start_batch
 -- leased -> running for a batch, with each job's recorded effects, in one round trip.
