@@ -33,10 +33,18 @@ def set_(
     max_in_flight: Annotated[
         int | None, typer.Option(min=1, help="unfinished jobs the tenant may have")
     ] = None,
+    daily_tokens: Annotated[
+        int | None, typer.Option(min=1, help="model tokens a UTC day (provider budgets)")
+    ] = None,
 ) -> None:
     """Override the deployment's limits for one tenant (the ones not given stay)."""
     s = runner.settings_or_exit()
     _valid_tenant_or_exit(tenant)
+    if daily_tokens is not None:
+        runner.on_database(
+            s, lambda database: tenant_limits.set_daily_tokens(database, tenant, daily_tokens)
+        )
+        out.print(f"{escape(tenant)}: {daily_tokens} model tokens a day (UTC)")
     rows = runner.on_database(
         s,
         lambda database: tenant_limits.set_limits(
