@@ -369,5 +369,7 @@ def load(**overrides: object) -> Settings:
         for err in exc.errors():
             loc = [str(p) for p in err["loc"]]
             msg = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(f"{PREFIX + loc[0].upper()}: {msg}" if loc else msg)
+            # A JSON setting's inner field too: TASKLEASE_MODEL_BUDGETS (openai/x.rps): ...
+            inner = f" ({'.'.join(loc[1:])})" if len(loc) > 1 else ""
+            problems.append(f"{PREFIX + loc[0].upper()}{inner}: {msg}" if loc else msg)
         raise errors.ConfigError("invalid configuration: " + "; ".join(problems)) from exc
