@@ -94,21 +94,27 @@ class FakeProvider:
         self.throttle_rate = settings.fake_model_throttle_rate
         self.retry_after = settings.fake_model_retry_after_seconds
         self._calls: Counter[str] = Counter()
+        self._throttled: Counter[str] = Counter()
 
     def budget_name(self, op: str) -> str:
         return f"fake/{writing.FAKE_WRITER if op == 'generate' else 'fake-triage-1'}"
 
-    def _prior_calls(self, key: str) -> int:
+    def _prior_calls(self, key: str) -> tuple[int, int]:
+        """This key's earlier calls: (all of them, those not throttled). The injected
+        failures count the calls that were not throttled, so a throttle (which uses no
+        attempt) does not change which attempt a [transient:N] tag fails."""
         if self.log_path is None:
-            return self._calls[key]
+            return self._calls[key], self._calls[key] - self._throttled[key]
         try:
             lines = self.log_path.read_text().splitlines()
         except FileNotFoundError:
-            return 0
-        return sum(1 for line in lines if f'"key":"{key}"' in line)
+            return 0, 0
+        mine = [line for line in lines if f'"key":"{key}"' in line]
+        return len(mine), sum(1 for line in mine if '"outcome":"throttled"' not in line)
 
     def _log(self, key: str, outcome: str, **more: Any) -> None:
         self._calls[key] += 1
+        self._throttled[key] += outcome == "throttled"
         if self.log_path is None:
             return
         line = json.dumps(
@@ -172,8 +178,8 @@ class FakeProvider:
             )
 
     async def _triage(self, *, subject: str, body: str, idempotency_key: str) -> dict[str, Any]:
-        call = self._prior_calls(idempotency_key)
-        self._throttle(idempotency_key, call, subject)
+        every, call = self._prior_calls(idempotency_key)
+        self._throttle(idempotency_key, every, subject)
         slow = self._chance(idempotency_key, call, "slow") < self.slow_rate
         delay = self.slow if slow else self.latency
         if delay:
