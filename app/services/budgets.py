@@ -15,6 +15,7 @@ import datetime as dt
 import random
 import time
 import uuid
+import weakref
 from dataclasses import dataclass
 
 from app import errors, metrics, store
@@ -28,7 +29,10 @@ WAIT_JITTER_SECONDS = 1.0
 # The key of a tenant's daily-budget timer wait.
 TENANT_WAIT_KEY = "tenant-daily-tokens"
 
-_tenant_flag: dict[int, tuple[float, bool]] = {}  # id(db) -> (read at, any tenant has one)
+# Per database pool: (read at, whether any tenant has a daily budget of its own).
+_tenant_flag: weakref.WeakKeyDictionary[store.Database, tuple[float, bool]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @dataclass(frozen=True)
@@ -45,10 +49,10 @@ class Held:
 async def _tenant_budgets_apply(settings: Settings, db: store.Database) -> bool:
     if settings.tenant_daily_tokens is not None:
         return True
-    read_at, anyone = _tenant_flag.get(id(db), (-TENANT_FLAG_SECONDS, False))
+    read_at, anyone = _tenant_flag.get(db, (-TENANT_FLAG_SECONDS, False))
     if time.monotonic() - read_at >= TENANT_FLAG_SECONDS:
         anyone = await store.model_limits.any_tenant_daily_tokens(db)
-        _tenant_flag[id(db)] = (time.monotonic(), anyone)
+        _tenant_flag[db] = (time.monotonic(), anyone)
     return anyone
 
 

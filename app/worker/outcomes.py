@@ -101,10 +101,10 @@ class Outcomes:
             error=message,
             detail=f"throttled by {exc.by()}, retry in {delay:.1f} s",
         )
-        metrics.count(metrics.THROTTLES, provider=exc.provider, model=exc.model)
         if not done.held:
             log.warning("throttle refused: lease lost", extra=lease.fields)
             return False
+        metrics.count(metrics.THROTTLES, provider=exc.provider, model=exc.model)
         if not done.throttled:
             return await self.dead_letter(
                 lease,
