@@ -26,15 +26,15 @@ def _valid_tenant_or_exit(tenant: str) -> None:
 @group.command("set")
 def set_(
     tenant: Annotated[str, typer.Argument(help="the tenant")],
+    daily_tokens: Annotated[
+        int | None, typer.Option(min=1, help="model tokens a UTC day (provider budgets)")
+    ] = None,
     rate: Annotated[
         float | None, typer.Option(min=0.001, help="jobs per second, refilled steadily")
     ] = None,
     burst: Annotated[int | None, typer.Option(min=1, help="jobs at once after a pause")] = None,
     max_in_flight: Annotated[
         int | None, typer.Option(min=1, help="unfinished jobs the tenant may have")
-    ] = None,
-    daily_tokens: Annotated[
-        int | None, typer.Option(min=1, help="model tokens a UTC day (provider budgets)")
     ] = None,
 ) -> None:
     """Override the deployment's limits for one tenant (the ones not given stay)."""
