@@ -97,6 +97,20 @@ async def test_the_throttle_cap_dead_letters_a_job_its_provider_always_throttles
     assert [c["outcome"] for c in stack.model_calls()] == ["throttled"] * 3
 
 
+@pytest.mark.asyncio
+async def test_a_streamed_call_throttled_before_its_first_piece_uses_no_attempt(
+    stack: Stack, sql: Any
+) -> None:
+    settings = stack.with_settings(fake_model_throttle_rate=1.0)
+    async with engine_for(settings) as engine:
+        job_id = await submit(engine, "demo.write", {"prompt": "Explain leases", "words": 5})
+        await handle_and_ack(engine, await receive_records(engine))
+    row = job_row(sql, job_id)
+    assert (row["state"], row["attempt"], row["throttles"]) == (JobState.RETRYING, 0, 1)
+    assert timeline(sql, job_id)[-1]["detail"].startswith("throttled by fake (fake-writer-1): 429")
+    assert sql.execute("SELECT count(*) AS n FROM job_output").fetchone()["n"] == 0
+
+
 def fill_model_minutes(sql: Any, model: str, requests: int) -> None:
     """This minute's and the next one's budget already used (a test that crosses a
     minute still finds it used)."""

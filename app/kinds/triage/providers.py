@@ -144,7 +144,10 @@ class FakeProvider:
     ) -> AsyncIterator[str | Usage]:
         """Deterministic: ``words`` words that are a function of the prompt, a word a
         piece every TASKLEASE_FAKE_MODEL_CHUNK_MS, continuing after ``partial``; each call
-        is logged with the partial's length."""
+        is logged with the partial's length. Throttled at the rate, as ``triage`` is."""
+        if self.throttle_rate:
+            every, _ = self._prior_calls(idempotency_key)
+            self._throttle(idempotency_key, every, "", model=writing.FAKE_WRITER)
         self._log(idempotency_key, "stream", op="generate", partial=len(partial))
         return writing.fake_generate(
             prompt, words=words, partial=partial, chunk_seconds=self.chunk_seconds
@@ -163,7 +166,7 @@ class FakeProvider:
         finally:
             writing.end_span(span, usage)
 
-    def _throttle(self, key: str, call: int, subject: str) -> None:
+    def _throttle(self, key: str, call: int, subject: str, model: str = "fake-triage-1") -> None:
         """Answer like a provider's 429 (with Retry-After) by tag or at the rate."""
         tag = _THROTTLE_TAG.search(subject)
         tagged = tag is not None and (tag.group(1) is None or call < int(tag.group(1)))
@@ -172,7 +175,7 @@ class FakeProvider:
             raise errors.Throttled(
                 f"fake model throttled the call (429), retry after {self.retry_after} s",
                 provider=self.name,
-                model="fake-triage-1",
+                model=model,
                 status=429,
                 delay=float(self.retry_after) if self.retry_after else None,
             )
