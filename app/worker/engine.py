@@ -255,6 +255,8 @@ class Engine:
             if done:  # past TASKLEASE_MAX_THROTTLES: dead-lettered
                 counting.ended(job, "dead_lettered", done, started)
                 await self.wake_parent(job)
+            else:
+                counting.ran(job, "throttled", started, True)
             return done
         except errors.Suspend as suspended:
             return counting.ran(
