@@ -48,6 +48,21 @@ class ModelPrice(BaseModel):
     output: float = Field(ge=0, le=10_000)
 
 
+class ModelBudget(BaseModel):
+    """A provider's model's shared budget per calendar minute (TASKLEASE_MODEL_BUDGETS):
+    requests (rpm) and tokens (tpm); at least one of the two."""
+
+    model_config = ConfigDict(extra="forbid")
+    rpm: int | None = Field(None, ge=1, le=10_000_000)
+    tpm: int | None = Field(None, ge=1, le=10_000_000_000)
+
+    @model_validator(mode="after")
+    def _one_at_least(self) -> Self:
+        if self.rpm is None and self.tpm is None:
+            raise ValueError("a budget needs rpm, tpm or both")
+        return self
+
+
 # Estimates (list prices, $/1M tokens); TASKLEASE_MODEL_PRICES overrides or adds.
 DEFAULT_MODEL_PRICES: dict[str, dict[str, float]] = {
     "fake-writer-1": {"input": 0.1, "output": 0.4},
@@ -190,6 +205,23 @@ class Settings(BaseSettings):
     fake_model_log: str | None = None
     # The fake's streamed answers: the wait before each piece.
     fake_model_chunk_ms: int = Field(20, ge=0, le=60_000)
+    # The fake answers 429 (with Retry-After: this many seconds; 0: no header) at this rate.
+    fake_model_throttle_rate: float = Field(0.0, ge=0, le=1)
+    fake_model_retry_after_seconds: int = Field(1, ge=0, le=3600)
+    # A throttle (429, 503 with Retry-After) retries after the provider's delay without
+    # using an attempt; past this many throttles of one job it is dead-lettered.
+    max_throttles: int = Field(20, ge=1, le=100_000)
+    # The delay when the provider gives none (jittered), and the most a provider may ask.
+    throttle_delay_seconds: float = Field(5.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
+    max_throttle_delay_seconds: float = Field(300.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
+    # Shared budgets per "provider/model" (JSON: {"openai/gpt-4o-mini": {"rpm": 500,
+    # "tpm": 200000}}): a call over it waits. None set: no reservation round trip.
+    model_budgets: Annotated[dict[str, ModelBudget], NoDecode] = Field(default_factory=dict)
+    # A tenant's model tokens per UTC day (default; `tasklease limits set --daily-tokens`
+    # per tenant). Unset: no daily budget unless a tenant has one.
+    tenant_daily_tokens: int | None = Field(None, ge=1, le=10**15)
+    # Past a tenant's daily budget its model calls wait for the next UTC day, or fail.
+    tenant_budget_policy: Literal["wait", "fail"] = "wait"
     # US dollars per million tokens, by model (JSON), over DEFAULT_MODEL_PRICES.
     model_prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(default_factory=dict)
 
@@ -217,6 +249,23 @@ class Settings(BaseSettings):
                 return json.loads(v) if v.strip() else {}
             except ValueError as exc:
                 raise ValueError(f"not JSON ({exc}): give {{model: {{input, output}}}}") from exc
+        return v
+
+    @field_validator("model_budgets", mode="before")
+    @classmethod
+    def _budgets_json(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            try:
+                v = json.loads(v) if v.strip() else {}
+            except ValueError as exc:
+                raise ValueError(
+                    f'not JSON ({exc}): give {{"provider/model": {{"rpm": N, "tpm": N}}}}'
+                ) from exc
+        if isinstance(v, dict):
+            for name in v:
+                provider, _, model = str(name).partition("/")
+                if not provider or not model:
+                    raise ValueError(f"{name!r} is not a provider/model name (openai/gpt-4o-mini)")
         return v
 
     @field_validator("model_prices")
@@ -326,5 +375,7 @@ def load(**overrides: object) -> Settings:
         for err in exc.errors():
             loc = [str(p) for p in err["loc"]]
             msg = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(f"{PREFIX + loc[0].upper()}: {msg}" if loc else msg)
+            # A JSON setting's inner field too: TASKLEASE_MODEL_BUDGETS (openai/x.rps): ...
+            inner = f" ({'.'.join(loc[1:])})" if len(loc) > 1 else ""
+            problems.append(f"{PREFIX + loc[0].upper()}{inner}: {msg}" if loc else msg)
         raise errors.ConfigError("invalid configuration: " + "; ".join(problems)) from exc

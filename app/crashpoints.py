@@ -28,6 +28,9 @@ class Point(enum.StrEnum):
     BEFORE_COMPLETION = "before_completion"
     AFTER_COMPLETION = "after_completion"  # the row says succeeded, the message is not deleted
     WHILE_DEAD_LETTERING = "while_dead_lettering"  # DLQ message sent, row not yet marked
+    # The provider throttled the call: the row says retrying (no attempt used), the
+    # message's visibility not yet set to the provider's delay.
+    AFTER_THROTTLE = "after_throttle"
     # A redrive past the job's redrive budget was refused; the message is not deleted yet.
     AFTER_REDRIVE_REFUSED = "after_redrive_refused"
     # API: job committed, message not sent (a delayed job: its wake-up not marked nor sent)

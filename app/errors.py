@@ -40,6 +40,38 @@ class Retry(JobError):
         self.delay = delay
 
 
+class Throttled(Retry):
+    """The model provider asked to slow down (429, or 503 with Retry-After)."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        provider: str,
+        model: str,
+        status: int,
+        delay: float | None = None,
+    ) -> None:
+        super().__init__(message, delay=delay)
+        self.provider = provider
+        self.model = model
+        self.status = status
+
+    def by(self) -> str:
+        """Who throttled: "openai (gpt-4o-mini): 429"."""
+        return f"{self.provider} ({self.model}): {self.status}"
+
+
+class BudgetWait(TaskleaseError):
+    """A model call would go past a model budget: the job waits (the lease handed back
+    with ``delay``, no attempt used) instead of being refused by the provider."""
+
+    def __init__(self, message: str | None = None, *, budget: str, delay: float) -> None:
+        super().__init__(message)
+        self.budget = budget  # "model" or "tenant_day"
+        self.delay = delay
+
+
 class LeaseLost(TaskleaseError):
     """The lease on this job moved to another worker; this worker stops and writes nothing."""
 

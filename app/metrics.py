@@ -54,6 +54,18 @@ DEAD_LETTERS = Counter(
     "sweeper: a dead letter SQS moved itself, reconciled).",
     ["by"],
 )
+THROTTLES = Counter(
+    "tasklease_model_throttles",
+    "Model calls a provider throttled (429, 503 with Retry-After), by provider and model: "
+    "retried after its delay without using an attempt.",
+    ["provider", "model"],
+)
+BUDGET_WAITS = Counter(
+    "tasklease_model_budget_waits",
+    "Model calls that waited for a budget instead of going out, by budget (model: "
+    "TASKLEASE_MODEL_BUDGETS' minute; tenant_day: a tenant's daily tokens).",
+    ["budget"],
+)
 REDRIVES = Counter("tasklease_redrives", "Dead-lettered jobs redriven (reset to queued).")
 DEFERRED = Counter(
     "tasklease_claims_deferred",

@@ -153,6 +153,7 @@ def check(
         "waits": wait_stats(jobs, events, effects, callbacks, answers, delay_cap),
         "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
         "model_calls": _model_call_stats(model_calls, calls_of, succeeded, kills),
+        "throttles": _throttles(model_calls, events),
         "effect_window_repeats_by_cause": dict(window_causes),
         "dead_lettered_by_cause": dict(
             Counter(cause(j["last_error"]) for j in jobs if j["state"] == JobState.DEAD_LETTERED)
@@ -189,6 +190,17 @@ def _delivery_repeats(
         if dup:
             duplicated_keys.append(key)
     return window, duplicated, window_causes, duplicated_keys
+
+
+def _throttles(model_calls: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str, int]:
+    """Throttles (429s) the fake model answered, and those the jobs' timelines show
+    (retried without an attempt; fewer when a worker was killed before writing one)."""
+    return {
+        "answered": sum(1 for c in model_calls if c["outcome"] == "throttled"),
+        "retried_without_an_attempt": sum(
+            1 for e in events if str(e.get("detail") or "").startswith("throttled by ")
+        ),
+    }
 
 
 def _model_call_stats(

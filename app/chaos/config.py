@@ -28,6 +28,9 @@ class Config:
     sqs: str = "moto"  # moto | localstack
     transient_rate: float = 0.2
     permanent_rate: float = 0.05
+    # The fake answers 429 (Retry-After: 1) to this share of its calls: throttles use no
+    # attempt, so they change nothing the checker expects but the time.
+    throttle_rate: float = 0.1
     slow_rate: float = 0.1
     tagged_rate: float = 0.02  # tickets tagged [permanent] and, as many again, [transient:N]
     kill_every: float = 3.0

@@ -43,6 +43,11 @@ def render(report: dict[str, Any]) -> Table:
         f"{mc['calls_per_effect_mean']} / {mc['calls_per_effect_max']}",
     )
     row("model calls by outcome", mc["by_outcome"])
+    th = report.get("throttles", {})
+    row(
+        "throttles (429): answered / retried without an attempt",
+        f"{th.get('answered', 0)} / {th.get('retried_without_an_attempt', 0)}",
+    )
     row(
         "repeated model answers: after a kill / other",
         f"{mc['ok_repeats_after_a_kill']} / {mc['ok_repeats_otherwise']}",

@@ -138,6 +138,8 @@ class ChaosStack(Stack):
             "TASKLEASE_FAKE_MODEL_LOG": str(self.dir / "model-calls.jsonl"),
             "TASKLEASE_FAKE_MODEL_LATENCY_MS": "50",
             "TASKLEASE_FAKE_MODEL_PERMANENT_RATE": str(cfg.permanent_rate),
+            "TASKLEASE_FAKE_MODEL_THROTTLE_RATE": str(cfg.throttle_rate),
+            "TASKLEASE_FAKE_MODEL_RETRY_AFTER_SECONDS": "1",
             "TASKLEASE_WEBHOOK_URL": f"{self.hook_url}/hook",
             "TASKLEASE_LOG_LEVEL": "INFO",
             # Chaos submits as fast as its clients go; the limits are tested elsewhere.

@@ -28,6 +28,9 @@ def _valid_tenant_or_exit(tenant: str) -> None:
 @group.command("set")
 def set_(
     tenant: Annotated[str, typer.Argument(help="the tenant")],
+    daily_tokens: Annotated[
+        int | None, typer.Option(min=1, help="model tokens a UTC day (provider budgets)")
+    ] = None,
     rate: Annotated[
         float | None, typer.Option(min=0.001, help="jobs per second, refilled steadily")
     ] = None,
@@ -43,6 +46,11 @@ def set_(
     """Override the deployment's limits for one tenant (the ones not given stay)."""
     s = runner.settings_or_exit()
     _valid_tenant_or_exit(tenant)
+    if daily_tokens is not None:
+        runner.on_database(
+            s, lambda database: tenant_limits.set_daily_tokens(database, tenant, daily_tokens)
+        )
+        out.print(f"{escape(tenant)}: {daily_tokens} model tokens a day (UTC)")
     rows = runner.on_database(
         s,
         lambda database: tenant_limits.set_limits(

@@ -176,6 +176,9 @@ def chaos(
     sqs: Annotated[str, typer.Option(help="moto (started here) or localstack")] = "moto",
     transient_rate: Annotated[float, typer.Option(min=0, max=1, help="fake model")] = 0.2,
     permanent_rate: Annotated[float, typer.Option(min=0, max=1, help="fake model")] = 0.05,
+    throttle_rate: Annotated[
+        float, typer.Option(min=0, max=1, help="fake model: share of calls answered 429")
+    ] = 0.1,
     slow_rate: Annotated[
         float,
         typer.Option(
@@ -207,6 +210,7 @@ def chaos(
             sqs=sqs,
             transient_rate=transient_rate,
             permanent_rate=permanent_rate,
+            throttle_rate=throttle_rate,
             slow_rate=slow_rate,
             tagged_rate=tagged_rate,
             kill_every=kill_every,

@@ -95,15 +95,45 @@ class JobContext(abc.ABC, Generic[D]):
 
         return await self._spanned(key, plain)
 
-    async def model_call(self, key: str, fn: ModelCall) -> Any:
+    async def model_call(
+        self, key: str, fn: ModelCall, *, budget: str | None = None, tokens: int = 0
+    ) -> Any:
         """``effect`` for a model call: ``fn`` returns the answer and its ``Usage``, which
-        is recorded with the answer (the job's tokens and cost; GET /v1/usage)."""
-        return await self._spanned(key, fn)
+        is recorded with the answer (the job's tokens and cost; GET /v1/usage).
 
-    async def generate(self, key: str, produce: Produce) -> str:
+        ``budget`` ("provider/model") and ``tokens`` (its estimate): the call first
+        reserves them under the model's and the tenant's budgets, and its usage settles
+        them after (README "Provider budgets"); over a budget the job waits."""
+        if budget is None:
+            return await self._spanned(key, fn)
+
+        async def budgeted() -> tuple[Any, Usage]:
+            held = await self._reserve(budget, max(0, tokens))
+            try:
+                answer, usage = await fn()
+            except errors.Throttled:
+                await self._settle(held, None)  # refused: the provider counted no tokens
+                raise
+            await self._settle(held, usage)
+            return answer, usage
+
+        return await self._spanned(key, budgeted)
+
+    async def generate(
+        self, key: str, produce: Produce, *, budget: str | None = None, tokens: int = 0
+    ) -> str:
         """A streamed model answer as an effect, continued (not restarted) after a crash
-        from the chunks recorded: see app/kinds/generate.py. Returns the whole text."""
-        return await generating.generate(self, key, produce)
+        from the chunks recorded: see app/kinds/generate.py. Returns the whole text.
+        ``budget`` and ``tokens``: as ``model_call``'s."""
+        return await generating.generate(self, key, produce, budget=budget, tokens=tokens)
+
+    async def _reserve(self, budget: str, tokens: int) -> Any:
+        """Reserve a model call under its budgets (what to settle, or None). A runner
+        without shared budgets (the in-memory one) reserves nothing."""
+        return None
+
+    async def _settle(self, held: Any, usage: Usage | None) -> None:
+        """Settle a reservation with the usage reported (None: no tokens used)."""
 
     async def _spanned(self, key: str, fn: Callable[[], Awaitable[tuple[T, Usage | None]]]) -> T:
         """The key's checks and the effect's span around ``_effect``."""

@@ -65,7 +65,9 @@ def contiguous(chunks: list[tuple[int, str]]) -> list[str]:
     return out
 
 
-async def generate(ctx: JobContext[Any], key: str, produce: Produce) -> str:
+async def generate(
+    ctx: JobContext[Any], key: str, produce: Produce, *, budget: str | None = None, tokens: int = 0
+) -> str:
     """``ctx.generate``: see the module's docstring. Returns the whole text."""
 
     async def call() -> tuple[dict[str, Any], Usage]:
@@ -89,7 +91,7 @@ async def generate(ctx: JobContext[Any], key: str, produce: Produce) -> str:
         value = {"text": "".join(pieces), "chunks": seq, "continued_from": len(partial)}
         return {**value, **usage.to_json()}, usage
 
-    recorded: dict[str, Any] = await ctx.model_call(key, call)
+    recorded: dict[str, Any] = await ctx.model_call(key, call, budget=budget, tokens=tokens)
     return str(recorded["text"])
 
 

@@ -87,6 +87,7 @@ async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -
         report.resent = len(lost) - len(failed)
         log.info("re-sent messages for waiting jobs", extra={"count": report.resent})
     report.dead_lettered, report.stale_dead_letters = await reconcile_dlq(settings, db, queue)
+    await store.model_limits.prune(db)  # provider budgets' past minutes and days
     metrics.count(metrics.OUTBOX_RELAYED, report.outbox_sent)
     metrics.count(metrics.DEAD_LETTERS, report.dead_lettered, by="sweeper")
     metrics.count(metrics.SWEEPER_PASSES)

@@ -29,6 +29,11 @@ async def set_limits(
     return [r for r in await store.tenants.list_limits(db) if r.tenant == tenant]
 
 
+async def set_daily_tokens(db: store.Database, tenant: str, daily_tokens: int) -> None:
+    """The tenant's model tokens per UTC day (README "Provider budgets")."""
+    await store.model_limits.set_tenant_daily_tokens(db, tenant, daily_tokens)
+
+
 async def clear_limits(db: store.Database, tenant: str) -> bool:
     """Drop the tenant's overrides; whether it had any."""
     return await store.tenants.clear_limits(db, tenant)

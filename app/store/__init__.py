@@ -1,7 +1,7 @@
 """The store: the only package that runs SQL or imports psycopg.
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
-effects, outbox, keys, tenants, dead_letters, sweeper_marks, waits, schedules, streams,
+effects, outbox, keys, tenants, model_limits, dead_letters, sweeper_marks, waits, schedules, streams,
 gauges), each a set of small typed functions taking the ``Database`` (or, with the ``_txn``
 suffix, a connection inside the caller's transaction) and answering the records of
 ``store.records``.
@@ -14,6 +14,7 @@ from app.store import (
     jobs,
     keys,
     leases,
+    model_limits,
     outbox,
     records,
     schedules,
@@ -36,6 +37,7 @@ __all__ = [
     "keys",
     "leases",
     "migrate",
+    "model_limits",
     "outbox",
     "records",
     "redact",

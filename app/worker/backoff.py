@@ -16,3 +16,8 @@ def full_jitter(
     """A delay in [0, min(cap, base * 2**(attempt-1))] seconds, never past SQS's visibility cap."""
     ceiling = min(cap, base * 2 ** max(0, attempt - 1), limits.MAX_VISIBILITY_SECONDS)
     return (rng or random).uniform(0, ceiling)
+
+
+def equal_jitter(seconds: float, rng: random.Random | None = None) -> float:
+    """A delay in [seconds/2, seconds]: spread out, never much shorter than asked."""
+    return (rng or random).uniform(seconds / 2, seconds)

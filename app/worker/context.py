@@ -18,7 +18,7 @@ from app.kinds import JobContext
 from app.kinds.generate import Usage
 from app.kinds.output import Emitted
 from app.kinds.waits import CallbackStatus, ChildStatus
-from app.services import callbacks, costs, submit
+from app.services import budgets, callbacks, costs, submit
 from app.store.records import OutboxRow
 from app.worker.output import OutputBuffer
 
@@ -67,6 +67,14 @@ class LeasedContext(JobContext[Any]):
     async def _output(self, item: Emitted) -> None:
         # Not kept in memory too: a long streamed answer is written, not held.
         await self.output.add(item)
+
+    async def _reserve(self, budget: str, tokens: int) -> budgets.Held | None:
+        if self._settings is None:
+            return None
+        return await budgets.reserve(self._settings, self._db, self.job_id, budget, tokens)
+
+    async def _settle(self, held: Any, usage: Usage | None) -> None:
+        await budgets.settle(self._db, held, usage)
 
     async def _recorded_chunks(self, key: str) -> list[tuple[int, str]]:
         rows = await store.streams.output_of(self._db, self.job_id, "chunk", key)

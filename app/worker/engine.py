@@ -250,6 +250,16 @@ class Engine:
             return False
         except errors.HandBack:
             return await self.outcomes.hand_back(lease)
+        except errors.BudgetWait as waiting:
+            return await self.outcomes.budget_wait(lease, waiting)
+        except errors.Throttled as exc:
+            done = await self.outcomes.throttled(lease, exc)
+            if done:  # past TASKLEASE_MAX_THROTTLES: dead-lettered
+                counting.ended(job, "dead_lettered", done, started)
+                await self.wake_parent(job)
+            else:
+                counting.ran(job, "throttled", started, True)
+            return done
         except errors.Suspend as suspended:
             return counting.ran(
                 job, "waiting", started, await self.outcomes.suspend(lease, suspended.wait)

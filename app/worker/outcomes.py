@@ -81,6 +81,64 @@ class Outcomes:
         )
         return False
 
+    async def throttled(self, lease: Lease, exc: errors.Throttled) -> bool:
+        """The provider throttled the call: retry after its delay (capped; jittered when
+        it gave none) without using an attempt, or dead-letter the job past
+        TASKLEASE_MAX_THROTTLES. True when it was dead-lettered."""
+        s = self.settings
+        cap = s.max_throttles
+        if exc.delay is None:
+            delay = backoff.equal_jitter(s.throttle_delay_seconds)
+        else:
+            delay = min(max(exc.delay, 0.0), s.max_throttle_delay_seconds)
+        message = f"throttled by {exc.by()}: {exc}"[:MAX_ERROR_CHARS]
+        done = await store.model_limits.throttle(
+            self.db,
+            lease.job_id,
+            lease.token,
+            delay=delay,
+            cap=cap,
+            error=message,
+            detail=f"throttled by {exc.by()}, retry in {delay:.1f} s",
+        )
+        if not done.held:
+            log.warning("throttle refused: lease lost", extra=lease.fields)
+            return False
+        metrics.count(metrics.THROTTLES, provider=exc.provider, model=exc.model)
+        if not done.throttled:
+            return await self.dead_letter(
+                lease,
+                JobState.RUNNING,
+                f"throttled too often: {done.throttles} throttles, the cap "
+                f"(TASKLEASE_MAX_THROTTLES={cap}); last by {exc.by()}: {exc}",
+            )
+        traces.outcome("throttled")
+        crashpoints.hit(crashpoints.Point.AFTER_THROTTLE, **lease.fields)
+        with contextlib.suppress(errors.QueueError):
+            await self.queue.change_visibility(lease.receipt_handle, delay)
+        log.info(
+            "throttled by %s: retry in %.1f s, no attempt used",
+            exc.by(),
+            delay,
+            extra={**lease.fields, "state": JobState.RETRYING, "delay": round(delay, 3)},
+        )
+        return False
+
+    async def budget_wait(self, lease: Lease, exc: errors.BudgetWait) -> bool:
+        """Over a model budget: the lease handed back with the budget's delay, no attempt
+        used (a hand-back, not a failure)."""
+        delay = min(max(exc.delay, 1.0), aws_limits.MAX_VISIBILITY_SECONDS)
+        if await self.finish(
+            lease, JobState.QUEUED, refund=1, detail=f"waiting for a budget: {exc}"
+        ):
+            with contextlib.suppress(errors.QueueError):
+                await self.queue.change_visibility(lease.receipt_handle, delay)
+            log.info(
+                "waiting for a budget: %s", exc, extra={**lease.fields, "state": JobState.QUEUED}
+            )
+            traces.outcome("handed_back")
+        return False
+
     async def dead_letter(self, lease: Lease, from_state: JobState, reason: str) -> bool:
         """Send a new, marked message to the DLQ, mark the row, then delete the source."""
         traces.outcome("dead_lettered")

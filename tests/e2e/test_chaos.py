@@ -96,5 +96,7 @@ def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> Non
     assert report["faults"]["sqs_restarts"] == 1, logs
     assert report["faults"]["pg_restarts"] == 1, logs
     assert report["redriven"] >= 1, "no dead letter was redriven: the redrive path went untested"
+    # And the fake provider throttled (429) calls, which were retried without an attempt
+    assert report["throttles"]["retried_without_an_attempt"] > 0, report["throttles"]
     assert proc.returncode == 0, logs
     shutil.rmtree(data_dir, ignore_errors=True)  # kept when the run fails, for its logs

@@ -31,6 +31,7 @@ class FakeOpenAI(ThreadingHTTPServer):
         self.received: list[dict[str, Any]] = []
         self.headers_seen: list[dict[str, str]] = []
         self.status = 200
+        self.reply_headers: dict[str, str] = {}  # sent with an error status
 
     @property
     def url(self) -> str:
@@ -50,6 +51,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.server.status != 200:
             self.send_response(self.server.status)
             self.send_header("Content-Type", "application/json")
+            for name, value in self.server.reply_headers.items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(b'{"error": {"message": "busy"}}')
             return
@@ -116,13 +119,18 @@ def test_a_partial_answer_is_sent_as_a_trailing_assistant_message(server: FakeOp
 
 
 @pytest.mark.parametrize(
-    ("status", "error"), [(429, "transient"), (503, "transient"), (400, "permanent")]
+    ("status", "error"),
+    [(429, "throttled"), (503, "transient"), (400, "permanent")],
 )
 def test_an_error_status_is_transient_or_permanent_as_for_triage(
     server: FakeOpenAI, status: int, error: str
 ) -> None:
     server.status = status
-    raises = providers.TransientModelError if error == "transient" else errors.PermanentError
+    raises = {
+        "throttled": errors.Throttled,
+        "transient": providers.TransientModelError,
+        "permanent": errors.PermanentError,
+    }[error]
     with pytest.raises(raises, match=str(status)):
         asyncio.run(collect(provider(server), ""))
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app import errors
 from app.kinds import JobContext, kind
-from app.kinds.triage import TriageDeps, build_deps, deliver
+from app.kinds.triage import TriageDeps, build_deps, deliver, providers
 
 QUERIES = 3  # sub-queries fanned out
 NEEDED = 2  # answers gathered before drafting
@@ -121,6 +121,8 @@ async def subquery(ctx: JobContext[TriageDeps], q: SubQuery) -> dict[str, Any]:
         lambda: model.triage(
             subject=q.query, body=f"Research topic: {q.topic}", idempotency_key=key
         ),
+        budget=model.budget_name("triage"),
+        tokens=providers.estimate_tokens(q.query, q.topic),
     )
     return {"query": q.query, "finding": answer.get("draft_reply"), "model": answer.get("model")}
 
@@ -150,6 +152,8 @@ async def research(ctx: JobContext[TriageDeps], p: ResearchRequest) -> ResearchR
     written = await ctx.generate(
         "draft-text",
         lambda partial: model.generate(prompt, partial=partial, idempotency_key=draft_key),
+        budget=model.budget_name("generate"),
+        tokens=providers.estimate_tokens(prompt),
     )
     summary = "\n".join(lines) + "\n\n" + written
     result = ResearchResult(

@@ -85,6 +85,8 @@ async def triage(ctx: JobContext[TriageDeps], ticket: Ticket) -> TriageResult:
     answer: dict[str, Any] = await ctx.model_call(
         "triage",
         lambda: model.triage(subject=ticket.subject, body=ticket.body, idempotency_key=key),
+        budget=model.budget_name("triage"),
+        tokens=providers.estimate_tokens(ticket.subject, ticket.body),
     )
 
     async def post() -> dict[str, Any]:

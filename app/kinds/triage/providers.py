@@ -6,7 +6,10 @@ and injects failures: by rate (``TASKLEASE_FAKE_MODEL_TRANSIENT_RATE``,
 ``..._PERMANENT_RATE``) or by a tag in the ticket's subject: ``[transient]``
 fails the first call for an idempotency key, ``[transient:N]`` the first N,
 ``[permanent]`` every call. ``..._SLOW_RATE`` makes that share of calls take
-``..._SLOW_MS`` instead (longer than a lease, to exercise the heartbeat). Each call is appended to a JSON-lines log when
+``..._SLOW_MS`` instead (longer than a lease, to exercise the heartbeat). It throttles
+like a provider's 429 (``Throttled``, with ``..._RETRY_AFTER_SECONDS``) at
+``..._THROTTLE_RATE``, or by tag: ``[throttle:N]`` the first N calls for a key,
+``[throttle]`` every call. Each call is appended to a JSON-lines log when
 ``TASKLEASE_FAKE_MODEL_LOG`` is set, so tests and the chaos report can count model
 calls per effect across processes.
 """
@@ -29,7 +32,7 @@ import httpx
 from app import errors
 from app.config import Settings
 from app.kinds.generate import Usage
-from app.kinds.triage import writing
+from app.kinds.triage import throttling, writing
 
 CATEGORIES = ("billing", "bug", "account", "feature_request", "other")
 _KEYWORDS = {
@@ -39,6 +42,16 @@ _KEYWORDS = {
     "feature_request": ("feature", "would be nice", "please add", "request"),
 }
 _TAG = re.compile(r"\[(transient|permanent)(?::(\d+))?\]")
+_THROTTLE_TAG = re.compile(r"\[throttle(?::(\d+))?\]")
+# What a model call is estimated to answer, in tokens (its budget reservation; the
+# reported usage settles it), and roughly how many characters a token is.
+ANSWER_TOKENS_ESTIMATE = 256
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(*texts: str) -> int:
+    """A call's tokens before it goes out: its prompt's, roughly, and an answer's."""
+    return sum(len(t) for t in texts) // CHARS_PER_TOKEN + ANSWER_TOKENS_ESTIMATE
 
 
 class TransientModelError(errors.JobError):
@@ -47,6 +60,11 @@ class TransientModelError(errors.JobError):
 
 class ModelProvider(Protocol):
     name: str
+
+    def budget_name(self, op: str) -> str:
+        """The "provider/model" a call of ``op`` ("triage", "generate") is budgeted under
+        (TASKLEASE_MODEL_BUDGETS)."""
+        ...
 
     async def triage(
         self, *, subject: str, body: str, idempotency_key: str
@@ -73,19 +91,30 @@ class FakeProvider:
         self.slow = settings.fake_model_slow_ms / 1000
         self.log_path = Path(settings.fake_model_log) if settings.fake_model_log else None
         self.chunk_seconds = settings.fake_model_chunk_ms / 1000
+        self.throttle_rate = settings.fake_model_throttle_rate
+        self.retry_after = settings.fake_model_retry_after_seconds
         self._calls: Counter[str] = Counter()
+        self._throttled: Counter[str] = Counter()
 
-    def _prior_calls(self, key: str) -> int:
+    def budget_name(self, op: str) -> str:
+        return f"fake/{writing.FAKE_WRITER if op == 'generate' else 'fake-triage-1'}"
+
+    def _prior_calls(self, key: str) -> tuple[int, int]:
+        """This key's earlier calls: (all of them, those not throttled). The injected
+        failures count the calls that were not throttled, so a throttle (which uses no
+        attempt) does not change which attempt a [transient:N] tag fails."""
         if self.log_path is None:
-            return self._calls[key]
+            return self._calls[key], self._calls[key] - self._throttled[key]
         try:
             lines = self.log_path.read_text().splitlines()
         except FileNotFoundError:
-            return 0
-        return sum(1 for line in lines if f'"key":"{key}"' in line)
+            return 0, 0
+        mine = [line for line in lines if f'"key":"{key}"' in line]
+        return len(mine), sum(1 for line in mine if '"outcome":"throttled"' not in line)
 
     def _log(self, key: str, outcome: str, **more: Any) -> None:
         self._calls[key] += 1
+        self._throttled[key] += outcome == "throttled"
         if self.log_path is None:
             return
         line = json.dumps(
@@ -115,7 +144,10 @@ class FakeProvider:
     ) -> AsyncIterator[str | Usage]:
         """Deterministic: ``words`` words that are a function of the prompt, a word a
         piece every TASKLEASE_FAKE_MODEL_CHUNK_MS, continuing after ``partial``; each call
-        is logged with the partial's length."""
+        is logged with the partial's length. Throttled at the rate, as ``triage`` is."""
+        if self.throttle_rate:
+            every, _ = self._prior_calls(idempotency_key)
+            self._throttle(idempotency_key, every, "", model=writing.FAKE_WRITER)
         self._log(idempotency_key, "stream", op="generate", partial=len(partial))
         return writing.fake_generate(
             prompt, words=words, partial=partial, chunk_seconds=self.chunk_seconds
@@ -134,8 +166,23 @@ class FakeProvider:
         finally:
             writing.end_span(span, usage)
 
+    def _throttle(self, key: str, call: int, subject: str, model: str = "fake-triage-1") -> None:
+        """Answer like a provider's 429 (with Retry-After) by tag or at the rate."""
+        tag = _THROTTLE_TAG.search(subject)
+        tagged = tag is not None and (tag.group(1) is None or call < int(tag.group(1)))
+        if tagged or self._chance(key, call, "throttle") < self.throttle_rate:
+            self._log(key, "throttled")
+            raise errors.Throttled(
+                f"fake model throttled the call (429), retry after {self.retry_after} s",
+                provider=self.name,
+                model=model,
+                status=429,
+                delay=float(self.retry_after) if self.retry_after else None,
+            )
+
     async def _triage(self, *, subject: str, body: str, idempotency_key: str) -> dict[str, Any]:
-        call = self._prior_calls(idempotency_key)
+        every, call = self._prior_calls(idempotency_key)
+        self._throttle(idempotency_key, every, subject)
         slow = self._chance(idempotency_key, call, "slow") < self.slow_rate
         delay = self.slow if slow else self.latency
         if delay:
@@ -188,6 +235,9 @@ class OpenAICompatibleProvider:
         self.prefill = settings.openai_prefill
         self.api_key = settings.openai_api_key
         self.timeout = settings.model_timeout_seconds
+
+    def budget_name(self, op: str) -> str:
+        return f"{self.name}/{self.model}"
 
     def _headers(self, idempotency_key: str) -> dict[str, str]:
         headers = {"Idempotency-Key": idempotency_key}
@@ -246,6 +296,7 @@ class OpenAICompatibleProvider:
                 )
         except httpx.HTTPError as exc:
             raise TransientModelError(f"model endpoint unreachable: {exc}") from exc
+        throttling.check(resp.status_code, resp.headers, provider=self.name, model=self.model)
         if resp.status_code in (408, 409, 429) or resp.status_code >= 500:
             raise TransientModelError(f"model endpoint answered {resp.status_code}")
         if resp.status_code >= 400:

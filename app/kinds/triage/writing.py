@@ -21,6 +21,7 @@ from opentelemetry.trace import Span
 
 from app import errors
 from app.kinds.generate import Usage
+from app.kinds.triage import throttling
 from app.tracing import tracer
 
 FAKE_WRITER = "fake-writer-1"
@@ -157,7 +158,8 @@ async def openai_generate(
     transient: type[errors.JobError],
 ) -> AsyncIterator[str | Usage]:
     """POST /chat/completions with stream=true; yields each delta's content, then the
-    usage of the final chunk. 408/409/429/5xx, a dropped stream: ``transient``."""
+    usage of the final chunk. A 429 (a 503 with Retry-After): ``Throttled``;
+    408/409/5xx, a dropped stream: ``transient``."""
     span, usage = model_span("openai", model), None
     try:
         async with (
@@ -171,6 +173,7 @@ async def openai_generate(
             ) as source,
         ):
             status = source.response.status_code
+            throttling.check(status, source.response.headers, provider="openai", model=model)
             if status in (408, 409, 429) or status >= 500:
                 raise transient(f"model endpoint answered {status}")
             if status >= 400:
