@@ -141,9 +141,38 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("celery jobs/s", f"skipped: {c.get('skipped')}"))
     for p in r.get("worker_counts", []):
         out.append((f"  {p['workers']} workers ({p['jobs']} jobs)", f"{p['jobs_per_s']} jobs/s"))
+    out += _noisy_rows(r.get("noisy_neighbour"))
     for note in r.get("notes", []):
         out.append(("note", note))
     return out
+
+
+def _noisy_rows(n: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The noisy-neighbour phase: p50 / p95 submit→start, idle against busy."""
+    if not n:
+        return []
+
+    def line(f: dict[str, Any]) -> str:
+        met = "target met" if f["target_met"] else "TARGET MISSED (2x)"
+        return (
+            f"idle {_fmt(f['idle_ms']['p50'])} / {_fmt(f['idle_ms']['p95'])}, busy "
+            f"{_fmt(f['busy_ms']['p50'])} / {_fmt(f['busy_ms']['p95'])}; p95 ratio "
+            f"{_fmt(f['p95_ratio'])} ({met}; {f['started']['busy']}/{f['jobs']} started)"
+        )
+
+    t, p = n["tenants"], n["priority"]
+    return [
+        (
+            f"noisy neighbour: B's {t['jobs']} jobs behind A's {t['noisy_jobs']} "
+            f"(cap {n['running_cap']} of {n['slots']} slots), submit→start p50 / p95 ms",
+            line(t),
+        ),
+        (
+            f"priority: {p['jobs']} high behind {p['backlog_jobs']} normal, "
+            "submit→start p50 / p95 ms",
+            line(p),
+        ),
+    ]
 
 
 def table(r: dict[str, Any]) -> Table:

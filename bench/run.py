@@ -24,7 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import celery_peer, phases, report
+from bench import celery_peer, fairness, phases, report
 from bench.stack import BenchStack, Unavailable
 
 err = Console(stderr=True)
@@ -33,6 +33,7 @@ out = Console()
 # moto's server scans the whole queue on every call (DESIGN.md): 2,000 jobs there take
 # minutes, so moto's default is smaller. LocalStack's is the 2,000.
 DEFAULT_JOBS = {"moto": 500, "localstack": 2000}
+DEFAULT_NOISY = {"moto": 1000, "localstack": 5000}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -66,6 +67,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--worker-counts", help="e.g. 1,2,4: also run at these worker counts and plot")
     p.add_argument(
         "--points-jobs", type=int, help="jobs per --worker-counts point (default jobs/2)"
+    )
+    p.add_argument(
+        "--noisy-jobs",
+        type=int,
+        help="the noisy neighbour's flood (default: 1000 on moto, 5000 on LocalStack; 0 skips)",
     )
     p.add_argument("--data-dir", type=Path, default=Path(".tasklease/bench"))
     return p.parse_args(argv)
@@ -173,6 +179,24 @@ def main(argv: list[str] | None = None) -> int:
             phases.worker_drain(stack, max(100, jobs // 2), args.clients, args.workers)
         )
         main_run["split"] = drain
+        noisy: dict[str, Any] | None = None
+        flood = DEFAULT_NOISY[args.sqs] if args.noisy_jobs is None else args.noisy_jobs
+        if args.sqs == "moto" and args.noisy_jobs is None:
+            notes.append(
+                f"--noisy-jobs defaults to {flood} on moto, not the issue's 5,000: moto's "
+                "server is O(N) per receive in queue depth, so a 5,000-job flood measures "
+                "moto; --sqs localstack floods 5,000"
+            )
+        if flood > 0:
+            noisy = asyncio.run(
+                fairness.noisy_neighbour(
+                    stack,
+                    workers=args.workers,
+                    noisy=flood,
+                    backlog=min(2000, flood),
+                    clients=args.clients,
+                )
+            )
         stack.stop_workers()
         consumers = args.workers * args.worker_concurrency
         broker = asyncio.run(phases.broker_limit(stack, jobs, args.clients, consumers))
@@ -213,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             "celery": celery,
             "ratio_to_celery": ratio(main_run["jobs_per_s"], celery.get("jobs_per_s")),
             "worker_counts": points,
+            "noisy_neighbour": noisy,
             "notes": notes,
             "total_s": round(time.monotonic() - t_start, 1),
         }

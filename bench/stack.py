@@ -138,11 +138,12 @@ class BenchStack(Stack):
         self.api_headers = {"Authorization": f"Bearer {self.create_key('bench', 'make bench')}"}
         self.start_api()
 
-    def set_workers(self, n: int, settle: float = 1.5) -> None:
-        """Exactly ``n`` tasklease worker processes (restarting them all)."""
+    def set_workers(self, n: int, settle: float = 1.5, env: dict[str, str] | None = None) -> None:
+        """Exactly ``n`` tasklease worker processes (restarting them all), with ``env``
+        added to their environment."""
         self.stop_workers()
         for i in range(n):
-            self.workers.append(self.start_worker(f"bench-w{i}", self.worker_concurrency))
+            self.workers.append(self.start_worker(f"bench-w{i}", self.worker_concurrency, env))
         time.sleep(settle)  # let them import and open their pools before the clock starts
         dead = [p.returncode for p in self.workers if p.poll() is not None]
         if dead:
