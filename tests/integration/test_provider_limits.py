@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from app.services import redrive
 from app.states import JobState
 from tests.conftest import Stack, job_row
 from tests.helpers import engine_for, handle_and_ack, receive_records, submit
@@ -95,6 +96,12 @@ async def test_the_throttle_cap_dead_letters_a_job_its_provider_always_throttles
     assert "TASKLEASE_MAX_THROTTLES=2" in row["last_error"]
     assert "fake (fake-triage-1): 429" in row["last_error"]
     assert [c["outcome"] for c in stack.model_calls()] == ["throttled"] * 3
+
+    # A redrive gives the job its throttles back, as it gives back its attempts.
+    async with engine_for(settings) as engine:
+        await redrive.redrive_job(settings, engine.db, engine.queue, job_id, scope=None)
+    row = job_row(sql, job_id)
+    assert (row["state"], row["attempt"], row["throttles"]) == (JobState.QUEUED, 0, 0)
 
 
 @pytest.mark.asyncio

@@ -26,7 +26,8 @@ WITH target AS (
     FOR UPDATE
 ), r AS (
     UPDATE jobs j
-    SET state = 'queued', attempt = 0, redrives = j.redrives + 1, dead_lettered_by = NULL,
+    SET state = 'queued', attempt = 0, throttles = 0, redrives = j.redrives + 1,
+        dead_lettered_by = NULL,
         redriven_at = redriven_now(j.redriven_at, %(redrive_window)s),
         cancel_requested = false,
         finished_at = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()

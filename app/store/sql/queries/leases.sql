@@ -66,6 +66,7 @@ WITH input AS (
     SET state = 'leased',
         attempt = CASE WHEN j.state = 'dead_lettered' THEN 1 ELSE j.attempt + 1 END,
         redrives = j.redrives + CASE WHEN j.state = 'dead_lettered' THEN 1 ELSE 0 END,
+        throttles = CASE WHEN j.state = 'dead_lettered' THEN 0 ELSE j.throttles END,
         redriven_at = CASE WHEN j.state = 'dead_lettered'
                            THEN redriven_now(j.redriven_at, %(redrive_window)s)
                            ELSE j.redriven_at END,
