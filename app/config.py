@@ -148,6 +148,10 @@ class Settings(BaseSettings):
     # 30 times that (README "Who may do what").
     max_running_per_tenant: int = Field(100, ge=1, le=1_000_000)
     running_cap_delay_seconds: float = Field(1.0, gt=0, le=60)
+    # A tenant's window on the queue: its running cap times this many of its jobs have a
+    # message or a lease at once; the rest wait parked in PostgreSQL, released one by one
+    # as its leases end (a flood waits in the database, not ahead of other tenants).
+    queue_window_per_slot: int = Field(2, ge=1, le=1000)
     # Request bodies above this are refused with 413 before they are parsed.
     max_body_bytes: int = Field(256 * 1024, ge=1024, le=limits.MAX_API_GATEWAY_PAYLOAD_BYTES)
 

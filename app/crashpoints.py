@@ -44,6 +44,9 @@ class Point(enum.StrEnum):
     # Sweeper: a schedule's slot made its job and moved next_slot (committed together);
     # the job's message is not sent, the sweep not done.
     AFTER_SCHEDULE_MATERIALISED = "after_schedule_materialised"
+    # A lease ended and parked jobs of its tenant were released (unparked, outbox rows
+    # committed); their messages are not sent yet.
+    AFTER_RELEASE = "after_release"
 
 
 def _armed() -> frozenset[str]:

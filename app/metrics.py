@@ -67,6 +67,10 @@ BUDGET_WAITS = Counter(
     ["budget"],
 )
 REDRIVES = Counter("tasklease_redrives", "Dead-lettered jobs redriven (reset to queued).")
+RELEASED = Counter(
+    "tasklease_parked_released",
+    "Parked jobs released (unparked and sent) as their tenant's window on the queue had room.",
+)
 DEFERRED = Counter(
     "tasklease_claims_deferred",
     "Deliveries not claimed because the job's tenant was at its running cap (the message "

@@ -241,6 +241,8 @@ def limits(settings: Settings) -> store.jobs.Limits:
         rate_per_second=settings.rate_limit_per_second,
         burst=settings.rate_limit_burst,
         max_in_flight=settings.max_jobs_in_flight,
+        max_running=settings.max_running_per_tenant,
+        window_per_slot=settings.queue_window_per_slot,
     )
 
 

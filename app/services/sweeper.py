@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from app import aws_limits, metrics, store
 from app.config import Settings
-from app.services import outbox, schedules, wakeups
+from app.services import outbox, parking, schedules, wakeups
 from app.states import JobState
 from app.store.records import Job
 from app.transport import Message, Transport, codec
@@ -37,13 +37,15 @@ class SweepReport:
     wakeups: int = 0  # wake-up messages sent for waiting jobs (due within the cap, or lost)
     woken: int = 0  # waiting jobs answered but not woken: woken now
     orphans_cancelled: int = 0  # children of a cancelled parent the cancel missed
+    released: int = 0  # parked jobs released (their tenant's window had room)
 
     def __str__(self) -> str:
         return (
             f"scheduled={self.scheduled} stalled={self.stalled} "
             f"outbox_sent={self.outbox_sent} resent={self.resent} "
             f"dead_lettered={self.dead_lettered} stale_dead_letters={self.stale_dead_letters} "
-            f"wakeups={self.wakeups} woken={self.woken} orphans_cancelled={self.orphans_cancelled}"
+            f"wakeups={self.wakeups} woken={self.woken} orphans_cancelled={self.orphans_cancelled} "
+            f"released={self.released}"
         )
 
 
@@ -79,6 +81,7 @@ async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -
     report.woken = len(
         await store.waits.wake_answered(db, grace=settings.wake_grace_seconds, limit=SWEEP_LIMIT)
     )
+    report.released = await parking.release_all(settings, db, queue)
     report.outbox_sent = await relay_outbox(settings, db, queue)
     report.wakeups = await wakeups.sweep(settings, db, queue, limit=SWEEP_LIMIT)
     lost = await store.leases.touch_lost(db, age=settings.lost_message_seconds, limit=SWEEP_LIMIT)

@@ -40,6 +40,10 @@ class Limits:
     rate_per_second: float
     burst: int
     max_in_flight: int
+    # The tenant's window on the queue: max_running x window_per_slot jobs with a message
+    # or a lease; past it a job to run now is written parked (migration 0013).
+    max_running: int = 100
+    window_per_slot: int = 2
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ async def insert_txn(
             "rate": limits.rate_per_second,
             "burst": limits.burst,
             "max_in_flight": limits.max_in_flight,
+            "max_running": limits.max_running,
+            "window_per_slot": limits.window_per_slot,
             "key_id": key_id,
         },
     )
@@ -109,7 +115,7 @@ async def insert_txn(
             for row in made
             if row["outbox_id"] is not None
         ],
-        delayed=[row["id"] for row in made if row["outbox_id"] is None],
+        delayed=[row["id"] for row in made if row["state"] == JobState.WAITING],
     )
 
 

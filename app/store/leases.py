@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 from app.config import Settings
 from app.states import JobState
 from app.store.pool import Database, q
-from app.store.records import Job
+from app.store.records import Job, OutboxRow
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class Verdict:
     deferred: bool = False
     backlog: int = 0
     cap: int = 0
+    has_parked: bool = False  # the tenant has parked jobs: release one when the lease ends
 
 
 async def claim_batch(
@@ -89,6 +90,7 @@ async def claim_batch(
             deferred=bool(row["deferred"]),
             backlog=int(row["backlog"]),
             cap=int(row["cap"]),
+            has_parked=bool(row["has_parked"]),
         )
         for row in rows
     }
@@ -189,3 +191,24 @@ async def touch_lost(db: Database, *, age: float, limit: int) -> list[uuid.UUID]
     the next sweep leaves them alone for as long again."""
     rows = await db.fetch(q("touch_lost"), {"age": age, "limit": limit})
     return [row["id"] for row in rows]
+
+
+async def release_parked(
+    db: Database, tenants: Sequence[str], *, max_running: int, window_per_slot: int
+) -> list[OutboxRow]:
+    """Unpark these tenants' oldest parked jobs, as far as each one's window on the queue
+    has room, each with an outbox row (one statement): the rows to send."""
+    rows = await db.fetch(
+        q("release_parked"),
+        {
+            "tenants": list(tenants),
+            "max_running": max_running,
+            "window_per_slot": window_per_slot,
+        },
+    )
+    return [OutboxRow.from_row(row) for row in rows]
+
+
+async def parked_tenants(db: Database, *, limit: int) -> list[str]:
+    """Tenants with parked jobs (at most ``limit``)."""
+    return [row["tenant"] for row in await db.fetch(q("parked_tenants"), {"limit": limit})]

@@ -77,6 +77,7 @@ class Job(_Record):
     wait_rule: Any  # a gather's rule: children, need, all, tolerate
     wake_sent_at: dt.datetime | None
     trace_context: str | None  # the W3C traceparent the job's trace continues from
+    parked: bool  # queued past its tenant's window on the queue: no message until released
 
     @classmethod
     def from_row(cls, row: Row) -> Self:

@@ -20,7 +20,7 @@ from typing import Any
 
 from app import batching, crashpoints, errors, kinds, metrics, store, tracing, transport
 from app.config import Settings
-from app.services import outbox, wakeups
+from app.services import outbox, parking, wakeups
 from app.states import FINAL_FOR_NOW, JobState
 from app.store import Database
 from app.store.records import Job
@@ -60,6 +60,9 @@ class Engine:
         ] = batching.Batcher(self._start_many, max_size=BATCH_STATEMENT_ROWS)
         self._successes: batching.Batcher[tuple[uuid.UUID, uuid.UUID, Any], bool] = (
             batching.Batcher(self._succeed_many, max_size=BATCH_STATEMENT_ROWS)
+        )
+        self._releases: batching.Batcher[str, None] = batching.Batcher(
+            self._release_many, max_size=BATCH_STATEMENT_ROWS
         )
 
     @classmethod
@@ -143,9 +146,15 @@ class Engine:
             )
             crashpoints.hit(crashpoints.Point.AFTER_REDRIVE_REFUSED, **fields)
             return True
-        with traces.attempt(record, job, self.owner, verdict.from_state):
-            await self.claim_exports.export()
-            return await self._claimed(record, job, token, asked, context, verdict.from_state)
+        try:
+            with traces.attempt(record, job, self.owner, verdict.from_state):
+                await self.claim_exports.export()
+                return await self._claimed(record, job, token, asked, context, verdict.from_state)
+        finally:
+            if verdict.has_parked:
+                # The lease ended (or moved on): the tenant's window may have room for
+                # one of its parked jobs.
+                await fairness.release(self._releases, job.tenant)
 
     async def _claimed(
         self,
@@ -397,6 +406,10 @@ class Engine:
     ) -> list[list[tuple[str, Any]] | None]:
         by_token = await store.leases.start_batch(self.db, items)
         return [by_token.get(token) for _, token in items]
+
+    async def _release_many(self, tenants: list[str]) -> list[None]:
+        await parking.release_parked(self.settings, self.db, self.queue, tenants)
+        return [None] * len(tenants)
 
     async def _succeed_many(self, items: list[tuple[uuid.UUID, uuid.UUID, Any]]) -> list[bool]:
         done = await store.leases.succeed_batch(self.db, items)

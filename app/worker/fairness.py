@@ -1,4 +1,7 @@
-"""A delivery whose tenant is at its running cap (TASKLEASE_MAX_RUNNING_PER_TENANT, or
+"""Fairness between tenants, in the worker: the running cap's hand-backs, and releasing
+parked jobs as leases end.
+
+A delivery whose tenant is at its running cap (TASKLEASE_MAX_RUNNING_PER_TENANT, or
 `tasklease limits set --max-running`): the claim wrote nothing, no attempt is used, and
 the message goes back to the queue for a while. How long grows with the tenant's
 backlog per slot, so a tenant with thousands of jobs queued does not have its messages
@@ -9,6 +12,12 @@ message SQS moves to the DLQ is dead-lettered by the sweeper. A message close to
 count is replaced by a fresh one (same job, count 0) instead of handed back: the job
 cannot be dead-lettered for having waited its turn. A crash between the send and the
 delete leaves two messages for one job, which the job row makes harmless.
+
+A job submitted past its tenant's window on the queue is parked (no message). When a
+lease of a tenant with parked jobs ends, the worker releases the oldest ones the window
+has room for: unparked with an outbox row in one statement, then sent. A crash between
+the two leaves the outbox rows to the relay; a release nobody makes (the tenant's last
+lease ended before its flood was parked) is the sweeper's (release_all).
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from app import errors, metrics
+from app import batching, errors, metrics
 from app.config import Settings
 from app.states import JobState
 from app.store.leases import Verdict
@@ -77,3 +86,11 @@ async def defer(
     metrics.count(metrics.DEFERRED, how="visibility")
     log.debug("tenant at its running cap: message handed back", extra=fields)
     return False
+
+
+async def release(releases: batching.Batcher[str, None], tenant: str) -> None:
+    """Release what the tenant's window has room for; a failure is left to the sweeper."""
+    try:
+        await releases.submit(tenant)
+    except (errors.StoreError, errors.QueueError) as exc:
+        log.warning("releasing parked jobs failed; the sweeper will: %s", exc)

@@ -19,7 +19,8 @@ from tests.helpers import engine_for, handle_and_ack, receive_records, submit
 
 pytestmark = pytest.mark.integration
 
-LIMITS = Limits(rate_per_second=1000.0, burst=1000, max_in_flight=1000)
+# A wide window on the queue: nothing here is parked (tests/integration/test_parking.py).
+LIMITS = Limits(rate_per_second=1000.0, burst=1000, max_in_flight=1000, window_per_slot=100)
 BUDGET = store.leases.RedriveBudget(budget=3, window_seconds=86_400)
 
 

@@ -20,6 +20,8 @@
 -- written `waiting` on a timer (wait_key 'run_at') with no outbox row: the caller sends
 -- its delayed wake-up after the commit, or the sweeper does (wake_sent_at is NULL). A
 -- due time already past runs now, as any job.
+-- The tenant's window on the queue (migration 0013): a job to run now past it is written
+-- parked, with no outbox row; one of the tenant's leases ending releases it.
 WITH caller AS (
     SELECT %(key_id)s::text IS NULL
            OR EXISTS (SELECT 1 FROM api_keys k
@@ -27,7 +29,8 @@ WITH caller AS (
 ), lim AS (
     SELECT coalesce(t.rate_per_second, %(rate)s::float8) AS rate,
            coalesce(t.burst, %(burst)s::int) AS burst,
-           coalesce(t.max_in_flight, %(max_in_flight)s::int) AS max_in_flight
+           coalesce(t.max_in_flight, %(max_in_flight)s::int) AS max_in_flight,
+           coalesce(t.max_running, %(max_running)s::int) * %(window_per_slot)s::int AS queue_window
     FROM (SELECT 1) AS one LEFT JOIN tenant_limits t ON t.tenant = %(tenant)s
 ), input AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(kinds)s::text[], %(payloads)s::jsonb[],
@@ -44,8 +47,21 @@ WITH caller AS (
 ), replay AS (
     SELECT i.ord, j.request_hash = i.request_hash AS same FROM input i
     JOIN jobs j ON j.tenant = %(tenant)s AND j.idempotency_key = i.idempotency_key
+), on_queue AS (
+    -- Counted up to the window only, from its own partial index.
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM jobs
+        WHERE tenant = %(tenant)s AND NOT parked
+          AND state IN ('queued', 'retrying', 'stalled', 'leased', 'running')
+        LIMIT (SELECT queue_window FROM lim)
+    ) AS sent
 ), fresh AS (
-    SELECT * FROM timed WHERE ord NOT IN (SELECT ord FROM replay)
+    SELECT t.*,
+           NOT t.delayed
+           AND (SELECT n FROM on_queue)
+               + count(*) FILTER (WHERE NOT t.delayed) OVER (ORDER BY t.ord)
+               > (SELECT queue_window FROM lim) AS parked
+    FROM timed t WHERE t.ord NOT IN (SELECT ord FROM replay)
 ), recent AS (
     -- The tenant's newest `burst` jobs inside the window (an index range scan).
     SELECT j.created_at FROM jobs j
@@ -79,12 +95,12 @@ WITH caller AS (
 ), job AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
                       idempotency_key, request_hash, state, wait_kind, wait_key, wake_at,
-                      trace_context)
+                      trace_context, parked)
     SELECT f.id, %(tenant)s, f.kind, f.payload, f.max_attempts, f.timeout_seconds,
            f.idempotency_key, f.request_hash,
            CASE WHEN f.delayed THEN 'waiting' ELSE 'queued' END::job_state,
            CASE WHEN f.delayed THEN 'timer' END, CASE WHEN f.delayed THEN 'run_at' END,
-           CASE WHEN f.delayed THEN f.wake_at END, f.trace_context
+           CASE WHEN f.delayed THEN f.wake_at END, f.trace_context, f.parked
     FROM fresh f, verdict v
     WHERE v.key_ok AND v.rate_ok AND v.flight_ok AND v.conflict_ord IS NULL
     ORDER BY f.ord
@@ -94,10 +110,14 @@ WITH caller AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
     SELECT id, NULL, state, 0,
            CASE WHEN state = 'waiting' THEN 'accepted: runs at ' || wake_at::text
+                WHEN parked THEN 'accepted, parked: the tenant''s window on the queue is full '
+                                 '(its running cap x TASKLEASE_QUEUE_WINDOW_PER_SLOT); sent '
+                                 'when one of its leases ends'
                 ELSE 'accepted' END
     FROM job
 ), box AS (
-    INSERT INTO outbox (job_id) SELECT id FROM job WHERE state = 'queued' RETURNING id, job_id
+    INSERT INTO outbox (job_id) SELECT id FROM job WHERE state = 'queued' AND NOT parked
+    RETURNING id, job_id
 )
 SELECT v.key_ok, v.rate_ok, v.wait_seconds, v.rate, v.burst, v.wanted, v.flight_ok,
        v.max_in_flight, v.conflict_ord, job.*, box.id AS outbox_id
@@ -168,6 +188,8 @@ RETURNING id;
 
 -- name: waiting_jobs
 -- Jobs that need a message: used when a queue was created anew (the embedded default).
+-- A parked job has none by design: a release sends it.
 SELECT id FROM jobs
 WHERE state IN ('queued', 'retrying', 'stalled', 'leased', 'running') AND NOT cancel_requested
+  AND NOT parked
 ORDER BY created_at;

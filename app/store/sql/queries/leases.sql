@@ -19,6 +19,8 @@
 -- tenant already holds that many live leases (counting the ones this batch would add,
 -- in id order) is not claimed; its row comes back with deferred = true and the tenant's
 -- backlog, nothing written (no attempt used), and the caller hands the message back.
+-- A claimed row says whether its tenant has parked jobs (has_parked): the worker
+-- releases one when the lease ends (release_parked).
 -- Counted from the statement's snapshot, so claims that run at the same moment for one
 -- tenant may each see the same free slots: the cap holds give or take those.
 WITH input AS (
@@ -54,9 +56,11 @@ WITH input AS (
 ), deferred AS (
     SELECT j.*, t.from_state, i.token AS token, false AS refused, true AS deferred,
            (SELECT count(*) FROM jobs b
-            WHERE b.tenant = j.tenant AND b.state IN ('queued', 'retrying', 'stalled')) AS backlog,
+            WHERE b.tenant = j.tenant AND NOT b.parked
+              AND b.state IN ('queued', 'retrying', 'stalled')) AS backlog,
            coalesce((SELECT l.max_running FROM tenant_limits l WHERE l.tenant = j.tenant),
-                    %(max_running)s::int) AS cap
+                    %(max_running)s::int) AS cap,
+           false AS has_parked
     FROM jobs j
     JOIN target t ON t.id = j.id
     JOIN input i ON i.id = j.id
@@ -70,7 +74,7 @@ WITH input AS (
         redriven_at = CASE WHEN j.state = 'dead_lettered'
                            THEN redriven_now(j.redriven_at, %(redrive_window)s)
                            ELSE j.redriven_at END,
-        dead_lettered_by = NULL,
+        dead_lettered_by = NULL, parked = false,
         wait_kind = NULL, wait_key = NULL, wake_at = NULL, wait_rule = NULL, wake_sent_at = NULL,
         lease_owner = %(owner)s,
         lease_token = i.token,
@@ -86,7 +90,9 @@ WITH input AS (
                AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')))
       AND NOT EXISTS (SELECT 1 FROM capped c WHERE c.id = j.id AND c.over)
     RETURNING j.*, t.from_state, i.token AS token, false AS refused, false AS deferred,
-              0::bigint AS backlog, 0 AS cap
+              0::bigint AS backlog, 0 AS cap,
+              EXISTS (SELECT 1 FROM jobs p WHERE p.tenant = j.tenant AND p.parked
+                      AND p.state = 'queued') AS has_parked
 ), refused AS (
     UPDATE jobs j
     SET last_error = CASE WHEN starts_with(coalesce(j.last_error, ''), 'redrive budget used up')
@@ -100,7 +106,7 @@ WITH input AS (
       AND j.state = 'dead_lettered' AND NOT t.budget_left
       AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')
     RETURNING j.*, t.from_state, i.token AS token, true AS refused, false AS deferred,
-              0::bigint AS backlog, 0 AS cap
+              0::bigint AS backlog, 0 AS cap, false AS has_parked
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
     SELECT id, from_state, 'leased'::job_state, attempt, lease_owner,
@@ -206,8 +212,44 @@ SELECT id FROM stalled;
 -- Waiting jobs that saw no change for a long time: their message may be gone.
 UPDATE jobs j SET updated_at = now()
 FROM (SELECT id FROM jobs
-      WHERE state IN ('queued', 'retrying', 'stalled') AND NOT cancel_requested
+      WHERE state IN ('queued', 'retrying', 'stalled') AND NOT cancel_requested AND NOT parked
         AND updated_at < now() - make_interval(secs => %(age)s)
       ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) old
 WHERE j.id = old.id
 RETURNING j.id;
+
+-- name: release_parked
+-- Parked jobs of these tenants go out, oldest first, as far as each tenant's window on
+-- the queue (its running cap x the window per slot, less its jobs with a message or a
+-- lease) has room: each is unparked and given an outbox row, in one statement; the caller
+-- sends them (a send that fails, or a crash before it, is the outbox relay's).
+-- SKIP LOCKED: two releases at once take different jobs.
+WITH t AS (
+    SELECT DISTINCT unnest(%(tenants)s::text[]) AS tenant
+), room AS (
+    SELECT t.tenant,
+           coalesce((SELECT l.max_running FROM tenant_limits l WHERE l.tenant = t.tenant),
+                    %(max_running)s::int) * %(window_per_slot)s::int
+           - (SELECT count(*) FROM jobs j
+              WHERE j.tenant = t.tenant AND NOT j.parked
+                AND j.state IN ('queued', 'retrying', 'stalled', 'leased', 'running')) AS free
+    FROM t
+), pick AS (
+    SELECT p.id FROM room,
+         LATERAL (SELECT j.id FROM jobs j
+                  WHERE j.tenant = room.tenant AND j.parked AND j.state = 'queued'
+                  ORDER BY j.created_at, j.id
+                  LIMIT greatest(room.free, 0)
+                  FOR UPDATE SKIP LOCKED) p
+), up AS (
+    UPDATE jobs j SET parked = false, updated_at = now()
+    FROM pick WHERE j.id = pick.id AND j.parked AND j.state = 'queued'
+    RETURNING j.id, j.trace_context
+), box AS (
+    INSERT INTO outbox (job_id) SELECT id FROM up RETURNING id, job_id
+)
+SELECT box.id, box.job_id, up.trace_context FROM box JOIN up ON up.id = box.job_id;
+
+-- name: parked_tenants
+-- The tenants with parked jobs (the sweeper releases for them when no lease ending did).
+SELECT DISTINCT tenant FROM jobs WHERE parked AND state = 'queued' LIMIT %(limit)s;

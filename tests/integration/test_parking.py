@@ -1,0 +1,117 @@
+"""Parked jobs (issue 16, fairness): a tenant's jobs past its window on the queue (its
+running cap x TASKLEASE_QUEUE_WINDOW_PER_SLOT) wait in PostgreSQL with no message, and
+go out, oldest first, as its leases end; another tenant's jobs are never behind them."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from app import store
+from app.services import parking, sweeper
+from app.states import JobState
+from tests.conftest import Stack, job_row
+from tests.helpers import engine_for, handle_and_ack, receive_records, submit
+
+pytestmark = pytest.mark.integration
+
+
+def parked(sql: Any, ids: list[Any]) -> list[bool]:
+    rows = sql.execute(
+        "SELECT id, parked FROM jobs WHERE id = ANY(%s::uuid[])", ([str(i) for i in ids],)
+    ).fetchall()
+    by_id = {str(r["id"]): r["parked"] for r in rows}
+    return [by_id[str(i)] for i in ids]
+
+
+def on_queue(stack: Stack) -> int:
+    return stack.queue_depth()
+
+
+async def five_for_acme(engine: Any) -> list[Any]:
+    """acme's cap 1, window 2: five jobs, the last three parked."""
+    await store.tenants.set_limits(engine.db, "acme", max_running=1)
+    return [await submit(engine, "demo.noop", {}, tenant="acme") for _ in range(5)]
+
+
+@pytest.mark.asyncio
+async def test_jobs_past_the_tenants_window_are_parked_with_no_message(
+    stack: Stack, sql: Any
+) -> None:
+    async with engine_for(stack.settings) as engine:
+        ids = await five_for_acme(engine)
+        beta = await submit(engine, "demo.noop", {}, tenant="beta")
+    assert parked(sql, ids) == [False, False, True, True, True]
+    assert parked(sql, [beta]) == [False], "another tenant's job is not held by acme's window"
+    assert on_queue(stack) == 3, "acme's two and beta's one: no message for a parked job"
+    unsent = sql.execute("SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL").fetchone()
+    assert unsent["n"] == 0, "a parked job has no outbox row either"
+    detail = sql.execute("SELECT detail FROM job_events WHERE job_id = %s", (ids[2],)).fetchone()[
+        "detail"
+    ]
+    assert detail.startswith("accepted, parked")
+    assert {job_row(sql, i)["state"] for i in ids} == {JobState.QUEUED}
+
+
+@pytest.mark.asyncio
+async def test_each_lease_that_ends_releases_the_oldest_parked_job_until_all_ran(
+    stack: Stack, sql: Any
+) -> None:
+    async with engine_for(stack.settings) as engine:
+        ids = await five_for_acme(engine)
+        most_on_queue = 0
+        for _ in range(40):
+            most_on_queue = max(most_on_queue, on_queue(stack))
+            records = await receive_records(engine, wait=1)
+            if records:
+                await handle_and_ack(engine, records)
+            if all(job_row(sql, i)["state"] == JobState.SUCCEEDED for i in ids):
+                break
+    rows = [job_row(sql, i) for i in ids]
+    assert [r["state"] for r in rows] == [JobState.SUCCEEDED] * 5
+    assert [r["attempt"] for r in rows] == [1] * 5
+    assert not any(parked(sql, ids))
+    assert most_on_queue <= 2, "acme never had more than its window on the queue"
+    released = sql.execute(
+        "SELECT job_id FROM outbox WHERE job_id = ANY(%s::uuid[]) ORDER BY id",
+        ([str(i) for i in ids[2:]],),
+    ).fetchall()
+    assert [str(r["job_id"]) for r in released] == [str(i) for i in ids[2:]], (
+        "parked jobs went out oldest first"
+    )
+
+
+@pytest.mark.asyncio
+async def test_the_sweeper_releases_when_no_lease_ends(stack: Stack, sql: Any) -> None:
+    async with engine_for(stack.settings) as engine:
+        ids = await five_for_acme(engine)
+        # The two with a message are cancelled before they run: no lease ends.
+        for i in ids[:2]:
+            assert await store.jobs.cancel_waiting(engine.db, uuid.UUID(str(i)), detail="test")
+        report = await sweeper.sweep_once(engine.settings, engine.db, engine.queue)
+        assert report.released == 2
+        assert parked(sql, ids) == [False, False, False, False, True]
+        # Nothing more fits until a lease ends; a second pass releases nothing.
+        assert await parking.release_all(engine.settings, engine.db, engine.queue) == 0
+
+
+@pytest.mark.asyncio
+async def test_a_parked_job_is_not_resent_as_lost_and_cancels_at_once(
+    stack: Stack, sql: Any
+) -> None:
+    async with engine_for(stack.settings) as engine:
+        ids = await five_for_acme(engine)
+        sql.execute("UPDATE jobs SET updated_at = now() - interval '1 hour'")
+        lost = await store.leases.touch_lost(engine.db, age=60, limit=100)
+        assert sorted(map(str, lost)) == sorted(map(str, ids[:2]))
+        assert await store.jobs.cancel_waiting(engine.db, uuid.UUID(str(ids[4])), detail="x")
+    assert job_row(sql, ids[4])["state"] == JobState.CANCELLED
+    # A cancelled parked job is never released.
+    async with engine_for(stack.settings) as engine:
+        for i in ids[:2]:
+            await store.jobs.cancel_waiting(engine.db, uuid.UUID(str(i)), detail="test")
+        assert await parking.release_all(engine.settings, engine.db, engine.queue) == 2
+    assert parked(sql, ids) == [False, False, False, False, True]
+    assert job_row(sql, ids[4])["state"] == JobState.CANCELLED
