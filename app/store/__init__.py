@@ -1,6 +1,6 @@
 """The store: the only package that runs SQL or imports psycopg.
 
-Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
+Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases, cancels,
 effects, outbox, keys, tenants, dead_letters, sweeper_marks, waits, schedules, streams,
 gauges), each a set of small typed functions taking the ``Database`` (or, with the ``_txn``
 suffix, a connection inside the caller's transaction) and answering the records of
@@ -8,6 +8,7 @@ suffix, a connection inside the caller's transaction) and answering the records 
 """
 
 from app.store import (
+    cancels,
     dead_letters,
     effects,
     gauges,
@@ -27,6 +28,7 @@ from app.store.pool import Conn, Database, connect, ensure_database, migrate, re
 __all__ = [
     "Conn",
     "Database",
+    "cancels",
     "connect",
     "dead_letters",
     "effects",

@@ -117,8 +117,10 @@ WAIT_POINTS = frozenset(
         Point.AFTER_CHILD_FINISHED,
     }
 )
-# A streamed answer's point has its own test too (tests/e2e/test_stream_crash.py).
-HERE = [p for p in Point if p not in WAIT_POINTS and p != Point.INSIDE_STREAM]
+# A streamed answer's point has its own test too (tests/e2e/test_stream_crash.py), and so
+# has the cancel notification's (tests/e2e/test_cancel_reaches_call.py).
+OWN_TESTS = frozenset({Point.INSIDE_STREAM, Point.AFTER_CANCEL_NOTIFY})
+HERE = [p for p in Point if p not in WAIT_POINTS and p not in OWN_TESTS]
 
 
 @pytest.mark.parametrize("point", HERE, ids=[p.value for p in HERE])
