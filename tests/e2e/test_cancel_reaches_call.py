@@ -93,8 +93,9 @@ def test_a_cancel_closes_the_model_connection_within_seconds(
         assert server.closed_at is not None
         took = server.closed_at - asked
         assert took < WITHIN_SECONDS < HEARTBEAT_SECONDS, f"closed {took:.2f} s after the cancel"
-        log = worker.log_path.read_text()  # type: ignore[attr-defined]
-        assert "stopping: cancel asked for (notify)" in log
+        if call == "plain":  # a streamed answer may also be stopped by its refused write
+            log = worker.log_path.read_text()  # type: ignore[attr-defined]
+            assert "stopping: cancel asked for (notify)" in log
 
         # And the job ends cancelled, once, fenced, with nothing written after the cancel.
         wait_for_state(sql, job_id, JobState.CANCELLED, timeout=15)
