@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
@@ -215,3 +216,49 @@ async def test_nothing_is_recorded_after_a_cancel(stack: Stack, sql: Any) -> Non
         rows = sql.execute("SELECT data FROM job_output WHERE job_id = %s", (job_id,)).fetchall()
         assert [r["data"] for r in rows] == [{"n": 1}]
         assert calls == ["called", "called", "called"]
+
+
+@pytest.mark.asyncio
+async def test_a_cancel_whose_notification_is_lost_stops_the_job_at_its_next_heartbeat(
+    stack: Stack, sql: Any
+) -> None:
+    settings = stack.with_settings(visibility_timeout_seconds=2)  # a heartbeat every 0.7 s
+    async with engine_for(settings) as engine:
+        job_id = await submit(engine, *SLEEP)
+        batch = asyncio.create_task(engine.handle({"Records": await receive_records(engine)}, None))
+        await until(lambda: job_row(sql, job_id)["state"] == JobState.RUNNING, "running")
+        await until(engine.cancels.listening.is_set, "the listener")
+        beats = delivered("heartbeat")
+        # The flag set with the triggers off: no notification is sent.
+        sql.execute("SET session_replication_role = replica")
+        sql.execute("UPDATE jobs SET cancel_requested = true WHERE id = %s", (job_id,))
+        sql.execute("SET session_replication_role = DEFAULT")
+        await asyncio.wait_for(batch, 5)
+    assert job_row(sql, job_id)["state"] == JobState.CANCELLED
+    assert delivered("heartbeat") == beats + 1
+
+
+def test_the_trigger_notifies_a_cancel_of_a_leased_job_only(stack: Stack, sql: Any) -> None:
+    """The API's and CLI's cancel, and a cancelled parent's trigger, notify the ids of the
+    jobs under a live lease they ask to stop; a job cancelled at once is not notified."""
+
+    async def given() -> tuple[Any, Any, Any]:
+        async with engine_for(stack.settings) as engine:
+            return tuple([await submit(engine, "demo.noop", {}) for _ in range(3)])
+
+    parent, child, queued = asyncio.run(given())
+    running(sql, child)
+    sql.execute("UPDATE jobs SET parent_id = %s WHERE id = %s", (parent, child))
+    with psycopg.connect(stack.database_url, autocommit=True) as listener:
+        listener.execute("LISTEN tasklease_cancel")
+
+        async def cancel(job_id: Any) -> None:
+            async with store.connect(stack.database_url, max_size=1) as db:
+                await jobs.cancel(db, job_id, scope=None)
+
+        asyncio.run(cancel(queued))  # cancelled at once
+        asyncio.run(cancel(parent))  # a queued parent: cancelled, its running child asked
+        notes = [n.payload for n in listener.notifies(timeout=1, stop_after=2)]
+    assert notes == [str(child)]
+    assert job_row(sql, parent)["state"] == JobState.CANCELLED
+    assert job_row(sql, child)["cancel_requested"] is True
