@@ -25,8 +25,8 @@ class Point(enum.StrEnum):
     AFTER_EFFECT = "after_effect"  # the effect is recorded
     # A streamed answer's batch of chunks is written, the answer not finished nor recorded.
     INSIDE_STREAM = "inside_stream"
-    # A worker got the cancel notification of a job it runs; the job is neither stopped
-    # nor marked cancelled yet.
+    # A worker got the cancel notification of a job it runs and read its flag; the job
+    # is neither stopped nor marked cancelled yet.
     AFTER_CANCEL_NOTIFY = "after_cancel_notify"
     BEFORE_COMPLETION = "before_completion"
     AFTER_COMPLETION = "after_completion"  # the row says succeeded, the message is not deleted

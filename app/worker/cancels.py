@@ -6,7 +6,9 @@ transaction that asks (the API, the CLI, a cancelled parent's children). Each wo
 process holds one LISTEN connection (``Listener``); a notification for a job this process
 runs cancels that attempt's task (``Keeper.stop``): the model call's HTTP request is
 closed with it, and the engine marks the job cancelled, fenced by its lease token. A
-notification for a job this process does not run changes nothing.
+notification for a job this process does not run changes nothing, and one for a job it
+runs is only a cue: the flag is read under the attempt's lease token first (any role
+that can connect may NOTIFY, and a late one may name an attempt that came after).
 
 A notification sent while the connection was down is gone: once it is back, the running
 attempts' flags are read once. The heartbeat still sees the flag too, the backstop when
@@ -89,7 +91,7 @@ class Listener:
             try:
                 async for payload in store.cancels.listen(self._db.url, ready):
                     delay = FIRST_RETRY_SECONDS
-                    self._notified(payload)
+                    await self._notified(payload)
             except errors.StoreError as exc:
                 log.warning("cancel listener lost its connection: %s", exc)
             finally:
@@ -104,22 +106,27 @@ class Listener:
         """Once LISTEN holds: stop the running attempts whose cancel came while it did not."""
         await ready.wait()
         self.listening.set()
-        held = [(job, r.lease.token) for job, r in list(self._keeper.running.items())]
-        try:
-            asked = await store.cancels.requested(self._db, held)
-        except errors.StoreError as exc:
-            log.warning("cancel listener could not check the running jobs: %s", exc)
-            return
-        for job_id in asked:
-            self._keeper.stop(job_id, errors.Cancelled(), how="recheck")
+        await self._stop_asked(list(self._keeper.running), how="recheck")
 
-    def _notified(self, payload: str) -> None:
+    async def _notified(self, payload: str) -> None:
         try:
             job_id = uuid.UUID(payload)
         except ValueError:
             log.warning("cancel notification that is not a job id: %r", payload[:100])
             return
-        if job_id not in self._keeper.running:
-            return  # another process's job, or one that ended here already
-        crashpoints.hit(crashpoints.Point.AFTER_CANCEL_NOTIFY, job_id=job_id)
-        self._keeper.stop(job_id, errors.Cancelled(), how="notify")
+        if job_id in self._keeper.running:  # else another process's, or ended here already
+            await self._stop_asked([job_id], how="notify")
+
+    async def _stop_asked(self, job_ids: list[uuid.UUID], *, how: str) -> None:
+        """Stop the attempts of ``job_ids`` running here whose cancel was asked for."""
+        held = [(j, r.lease.token) for j in job_ids if (r := self._keeper.running.get(j))]
+        try:
+            asked = await store.cancels.requested(self._db, held)
+        except errors.StoreError as exc:
+            # The heartbeat reads the flag too: it stops them then.
+            log.warning("cancel listener could not read the running jobs' flags: %s", exc)
+            return
+        for job_id in asked:
+            if how == "notify":
+                crashpoints.hit(crashpoints.Point.AFTER_CANCEL_NOTIFY, job_id=job_id)
+            self._keeper.stop(job_id, errors.Cancelled(), how=how)

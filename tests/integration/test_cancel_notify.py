@@ -1,5 +1,6 @@
 """The cancel notification against real PostgreSQL and SQS, with the engine in this
-process: a notification for a job this worker does not run changes nothing; a cancel
+process: a notification for a job this worker does not run, or for one whose cancel
+nobody asked for, changes nothing; a cancel
 stops the fake model's stream at once (the lease is 30 s long: a heartbeat every 10 s
 cannot explain it); a worker whose LISTEN connection was dropped reconnects, catches the
 cancel it missed, and is notified again; and nothing is recorded after a cancel, by
@@ -100,9 +101,10 @@ async def test_a_notify_for_another_job_changes_nothing_and_a_cancel_stops_the_s
         token = running(sql, other)
         notified = delivered("notify") + delivered("write")
 
-        # When it is cancelled, and notifications name an unknown job and no job at all.
+        # When it is cancelled, and notifications name an unknown job, no job at all, and
+        # this engine's job though nobody asked to cancel it (a forged or stale one).
         await jobs.cancel(engine.db, other, scope=None)
-        for payload in (str(uuid.uuid4()), "not-a-job-id"):
+        for payload in (str(uuid.uuid4()), "not-a-job-id", str(job_id)):
             sql.execute("SELECT pg_notify('tasklease_cancel', %s)", (payload,))
 
         # Then this engine's job goes on streaming, and the other is left to its holder.
