@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -37,6 +38,10 @@ log = logging.getLogger(__name__)
 # Pauses before connecting again after the connection failed: doubling up to the cap.
 FIRST_RETRY_SECONDS = 0.5
 MAX_RETRY_SECONDS = 10.0
+# A notification for a job not running here is kept this long (and at most this many):
+# the job may be between its claim and its start here (the cancel came in that moment).
+EARLY_SECONDS = 10.0
+EARLY_MAX = 1000
 
 
 class Listener:
@@ -48,6 +53,8 @@ class Listener:
         self._task: asyncio.Task[None] | None = None
         self._for_life = False
         self._invocations = 0
+        self._early: dict[uuid.UUID, float] = {}  # notified, not running here: when
+        self._checks: set[asyncio.Task[None]] = set()
         self.listening = asyncio.Event()  # set while LISTEN holds (for tests and logs)
 
     def start(self) -> None:
@@ -55,9 +62,15 @@ class Listener:
         self._for_life = True
         self._ensure()
 
-    def running(self) -> None:
-        """A job starts running in this process: listen, if not yet (inside ``invocation``)."""
+    def running(self, job_id: uuid.UUID) -> None:
+        """``job_id`` starts running in this process (its Keeper.run follows at once):
+        listen, if not yet (inside ``invocation``); if its cancel was notified while it
+        was being claimed, check it once the attempt is registered."""
         self._ensure()
+        if self._early.pop(job_id, None) is not None:
+            check = asyncio.create_task(self._stop_asked([job_id], how="notify"))
+            self._checks.add(check)
+            check.add_done_callback(self._checks.discard)
 
     @contextlib.asynccontextmanager
     async def invocation(self) -> AsyncIterator[None]:
@@ -114,8 +127,14 @@ class Listener:
         except ValueError:
             log.warning("cancel notification that is not a job id: %r", payload[:100])
             return
-        if job_id in self._keeper.running:  # else another process's, or ended here already
+        if job_id in self._keeper.running:
             await self._stop_asked([job_id], how="notify")
+        else:  # another process's job, one that ended here, or one about to start here
+            now = time.monotonic()
+            if len(self._early) >= EARLY_MAX:
+                self._early = {j: t for j, t in self._early.items() if now - t < EARLY_SECONDS}
+            if len(self._early) < EARLY_MAX:
+                self._early[job_id] = now
 
     async def _stop_asked(self, job_ids: list[uuid.UUID], *, how: str) -> None:
         """Stop the attempts of ``job_ids`` running here whose cancel was asked for."""

@@ -241,7 +241,7 @@ class Engine:
             clock_offset=lease.clock_offset,
         )
         log.info("running", extra={**fields, "state": JobState.RUNNING})
-        self.cancels.running()
+        self.cancels.running(job_id)
         started = time.monotonic()
         try:
             result = await self.keeper.run(

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
-from app import errors, store
+from app import batching, errors, store
 from app.services import jobs
 from app.states import JobState
 from app.worker.context import LeasedContext
@@ -264,3 +264,29 @@ def test_the_trigger_notifies_a_cancel_of_a_leased_job_only(stack: Stack, sql: A
     assert notes == [str(child)]
     assert job_row(sql, parent)["state"] == JobState.CANCELLED
     assert job_row(sql, child)["cancel_requested"] is True
+
+
+@pytest.mark.asyncio
+async def test_a_cancel_between_the_claim_and_the_start_is_not_left_to_the_heartbeat(
+    stack: Stack, sql: Any
+) -> None:
+    settings = stack.with_settings(visibility_timeout_seconds=30)
+    async with engine_for(settings) as engine:
+        engine.cancels.start()  # as a local worker: listening before anything runs
+        await until(engine.cancels.listening.is_set, "the listener")
+        job_id = await submit(engine, *SLEEP)
+        notified = delivered("notify")
+        start = engine._start_many
+
+        async def start_then_cancel(items: list[Any]) -> list[Any]:
+            """The job is claimed and started; its cancel is notified before it runs here."""
+            started = await start(items)
+            await jobs.cancel(engine.db, job_id, scope=None)
+            await until(lambda: job_id in engine.cancels._early, "the notification")
+            return started
+
+        engine._starts = batching.Batcher(start_then_cancel, max_size=10)
+        asked = time.monotonic()
+        await engine.handle({"Records": await receive_records(engine)}, None)
+        await cancelled_soon(sql, job_id, asked)
+        assert delivered("notify") == notified + 1
