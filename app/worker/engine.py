@@ -258,9 +258,6 @@ class Engine:
                 job, "waiting", started, await self.outcomes.suspend(lease, suspended.wait)
             )
         except errors.Cancelled:
-            if lease.stop is None:
-                # Not stopped from outside: a fenced write of its code was refused.
-                metrics.count(metrics.CANCELS, how="write")
             traces.outcome("cancelled")
             done = await self.outcomes.finish(
                 lease, JobState.CANCELLED, detail="cancelled while running"

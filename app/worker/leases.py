@@ -99,8 +99,9 @@ class Keeper:
         timeout_seconds: int,
         context: LambdaContext | None,
     ) -> Any:
-        """``code()``'s result; LeaseLost, Cancelled or HandBack when the heartbeat stopped
-        it; JobError when it ran past ``timeout_seconds``."""
+        """``code()``'s result; LeaseLost, Cancelled or HandBack when the heartbeat (or a
+        cancel notification: ``stop``) stopped it; JobError when it ran past
+        ``timeout_seconds``."""
 
         async def execute() -> Any:
             async with asyncio.timeout(timeout_seconds):
@@ -111,6 +112,10 @@ class Keeper:
         beat = asyncio.create_task(self._heartbeat(running, context))
         try:
             return await job_task
+        except errors.Cancelled:
+            if lease.stop is None:  # not stopped from outside: a fenced write was refused
+                metrics.count(metrics.CANCELS, how="write")
+            raise
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if lease.stop is not None and not (current and current.cancelling()):

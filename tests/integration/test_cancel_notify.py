@@ -290,3 +290,20 @@ async def test_a_cancel_between_the_claim_and_the_start_is_not_left_to_the_heart
         await engine.handle({"Records": await receive_records(engine)}, None)
         await cancelled_soon(sql, job_id, asked)
         assert delivered("notify") == notified + 1
+
+
+@pytest.mark.asyncio
+async def test_a_cancel_whose_notification_is_lost_stops_a_stream_at_its_next_write(
+    stack: Stack, sql: Any
+) -> None:
+    async with running_in_engine(stack, sql, 1, WRITE) as (engine, [job_id]):
+        await until(lambda: len(chunks(sql, job_id)) >= 3, "chunks streaming")
+        writes = delivered("write")
+        asked = time.monotonic()
+        sql.execute("SET session_replication_role = replica")  # no trigger: no notification
+        sql.execute("UPDATE jobs SET cancel_requested = true WHERE id = %s", (job_id,))
+        sql.execute("SET session_replication_role = DEFAULT")
+        written = len(chunks(sql, job_id))
+        await cancelled_soon(sql, job_id, asked)
+        assert delivered("write") == writes + 1
+        assert len(chunks(sql, job_id)) == written
