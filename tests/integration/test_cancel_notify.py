@@ -296,7 +296,7 @@ async def test_a_cancel_between_the_claim_and_the_start_is_not_left_to_the_heart
 async def test_a_cancel_whose_notification_is_lost_stops_a_stream_at_its_next_write(
     stack: Stack, sql: Any
 ) -> None:
-    async with running_in_engine(stack, sql, 1, WRITE) as (engine, [job_id]):
+    async with running_in_engine(stack, sql, 1, WRITE) as (_, [job_id]):
         await until(lambda: len(chunks(sql, job_id)) >= 3, "chunks streaming")
         writes = delivered("write")
         asked = time.monotonic()
