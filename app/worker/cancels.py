@@ -16,8 +16,8 @@ the listener cannot connect. Effects and output are fenced on the flag in the da
 (no write after a cancel), whichever way the worker learns of it.
 
 A local worker listens for its whole life (``start``). On Lambda a process may be
-frozen between invocations, and a frozen listener would hold PostgreSQL's notification
-queue back: there the connection is opened when an invocation starts and closed when it
+frozen between invocations, and a listening session whose client never reads holds back
+the cleanup of PostgreSQL's notification queue (NOTIFY fails once it is full): there the connection is opened when an invocation starts and closed when it
 ends (``invocation``), and only for an invocation that runs a job.
 """
 
@@ -67,7 +67,8 @@ class Listener:
         listen, if not yet (inside ``invocation``); if its cancel was notified while it
         was being claimed, check it once the attempt is registered."""
         self._ensure()
-        if self._early.pop(job_id, None) is not None:
+        notified = self._early.pop(job_id, None)
+        if notified is not None and time.monotonic() - notified < EARLY_SECONDS:
             check = asyncio.create_task(self._stop_asked([job_id], how="notify"))
             self._checks.add(check)
             check.add_done_callback(self._checks.discard)

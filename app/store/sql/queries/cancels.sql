@@ -5,8 +5,9 @@
 
 -- name: cancels_requested
 -- Of these (job, lease token) pairs, the jobs still held under that token whose cancel
--- was asked for: after a LISTEN connection came back (a notification sent while it was
--- down is gone), and after a fenced write was refused (cancelled, or the lease lost?).
+-- was asked for: a notification's check (it is only a cue), the check after a LISTEN
+-- connection came back (what was sent while it was down is gone), and an effect's
+-- refused record (cancelled, or the lease lost).
 SELECT j.id
 FROM jobs j
 JOIN unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS r(id, token)

@@ -7,7 +7,7 @@
 
 -- name: append_output
 -- Fenced: only the lease holder of a running job writes, and not once the job's cancel
--- was asked for; `fenced` says whether it wrote, `cancelled` that the cancel refused it.
+-- was asked for: `fenced` says the fence let it write, `cancelled` that a cancel did not.
 -- A chunk already written under (key, seq) is left as it is (once each).
 WITH held AS (
     SELECT id, attempt, cancel_requested FROM jobs
