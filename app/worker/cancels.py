@@ -89,8 +89,12 @@ class Listener:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # a listener that failed must not fail the batch it served
+                log.exception("cancel listener failed")
         self.listening.clear()
 
     def _ensure(self) -> None:
@@ -108,6 +112,8 @@ class Listener:
                     await self._notified(payload)
             except errors.StoreError as exc:
                 log.warning("cancel listener lost its connection: %s", exc)
+            except Exception:  # never let it die quietly: the heartbeat alone would be left
+                log.exception("cancel listener failed; connecting again")
             finally:
                 self.listening.clear()
                 recheck.cancel()
