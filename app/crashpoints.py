@@ -25,6 +25,9 @@ class Point(enum.StrEnum):
     AFTER_EFFECT = "after_effect"  # the effect is recorded
     # A streamed answer's batch of chunks is written, the answer not finished nor recorded.
     INSIDE_STREAM = "inside_stream"
+    # A worker got the cancel notification of a job it runs and read its flag; the job
+    # is neither stopped nor marked cancelled yet.
+    AFTER_CANCEL_NOTIFY = "after_cancel_notify"
     BEFORE_COMPLETION = "before_completion"
     AFTER_COMPLETION = "after_completion"  # the row says succeeded, the message is not deleted
     WHILE_DEAD_LETTERING = "while_dead_lettering"  # DLQ message sent, row not yet marked

@@ -95,6 +95,13 @@ EFFECTS = Counter(
     "recorded result was returned).",
     ["kind", "how"],
 )
+CANCELS = Counter(
+    "tasklease_cancels_delivered",
+    "Running attempts a worker stopped because their job's cancel was asked for, by how it "
+    "learnt of it: notify (LISTEN/NOTIFY, at once), heartbeat (its next heartbeat), recheck "
+    "(the check after its LISTEN connection came back), write (a fenced write refused).",
+    ["how"],
+)
 SQS_REQUESTS = Counter(
     "tasklease_sqs_requests", "Requests made to SQS, by action (API operation name).", ["action"]
 )

@@ -218,11 +218,12 @@ def list_(
 
 @group.command("cancel")
 def cancel(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
-    """Cancel a job: at once if it is waiting; a running job stops at its next heartbeat."""
+    """Cancel a job: at once if it is waiting; a running job's worker is told at once
+    and stops it (at its next heartbeat at the latest)."""
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
     job = runner.on_database(s, lambda database: jobs.cancel(database, jid, scope=None))
     line = Text.assemble(f"job {jid}: ", render.state(job["state"]))
     if job["state"] != JobState.CANCELLED:
-        line.append(", cancel requested: it stops at its next heartbeat")
+        line.append(", cancel requested: its worker stops it now (next heartbeat at the latest)")
     out.print(line)

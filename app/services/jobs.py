@@ -182,8 +182,9 @@ async def callbacks(
 
 
 async def cancel(db: store.Database, job_id: uuid.UUID, *, scope: str | None) -> dict[str, Any]:
-    """Cancel a job: at once when no live lease holds it; otherwise ask its worker, whose
-    heartbeat stops the job and marks it cancelled. A finished job is a Conflict."""
+    """Cancel a job: at once when no live lease holds it; otherwise ask its worker (the
+    flag's trigger notifies it: app/worker/cancels.py; its heartbeat sees the flag too),
+    which stops the job and marks it cancelled. A finished job is a Conflict."""
     job = await find(db, job_id, scope=scope)
     if job.state.terminal:
         raise errors.Conflict(

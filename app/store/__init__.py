@@ -1,13 +1,15 @@
 """The store: the only package that runs SQL or imports psycopg.
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
-effects, outbox, keys, tenants, model_limits, dead_letters, sweeper_marks, waits, schedules, streams,
+cancels, effects, outbox, keys, tenants, model_limits, dead_letters, sweeper_marks, waits,
+schedules, streams,
 gauges), each a set of small typed functions taking the ``Database`` (or, with the ``_txn``
 suffix, a connection inside the caller's transaction) and answering the records of
 ``store.records``.
 """
 
 from app.store import (
+    cancels,
     dead_letters,
     effects,
     gauges,
@@ -28,6 +30,7 @@ from app.store.pool import Conn, Database, connect, ensure_database, migrate, re
 __all__ = [
     "Conn",
     "Database",
+    "cancels",
     "connect",
     "dead_letters",
     "effects",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+import psycopg.sql
 from psycopg.types.json import Jsonb
 
 from app import errors
@@ -92,7 +93,8 @@ async def append(
     db: Database, job_id: uuid.UUID, token: uuid.UUID, items: Sequence[OutputItem]
 ) -> bool:
     """Write ``items`` in one statement if ``token`` still holds the running job's lease;
-    False (nothing written) when it does not: a zombie's output is refused."""
+    False (nothing written) when it does not: a zombie's output is refused. Cancelled
+    (nothing written) when the job's cancel was asked for: no output after a cancel."""
     if not items:
         return True
     row = await db.fetch_one(
@@ -107,6 +109,8 @@ async def append(
             "datas": [Jsonb(i.data) for i in items],
         },
     )
+    if row and row["cancelled"]:
+        raise errors.Cancelled()
     return bool(row and row["fenced"])
 
 
@@ -158,19 +162,22 @@ async def output_of(
     return await db.fetch(q("job_output"), {"job": job_id, "type": type_, "key": key})
 
 
-async def listen(url: str, ready: asyncio.Event | None = None) -> AsyncIterator[str]:
-    """The payloads notified on the streams' channel (job ids), from a connection of its
-    own, until the caller stops iterating. Raises StoreError when the connection fails
-    (the caller reconnects and reads the tables to catch up)."""
+async def listen(
+    url: str, ready: asyncio.Event | None = None, *, channel: str = CHANNEL
+) -> AsyncIterator[str]:
+    """The payloads notified on ``channel`` (the streams' by default; job ids), from a
+    connection of its own, until the caller stops iterating; ``ready`` is set once the
+    LISTEN took. Raises StoreError when the connection fails (the caller reconnects and
+    reads the tables to catch up)."""
     try:
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-            await conn.execute(f"LISTEN {CHANNEL}")
+            await conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
             if ready is not None:
                 ready.set()
             async for note in conn.notifies():
                 yield note.payload
     except psycopg.Error as exc:
-        raise errors.StoreError(f"PostgreSQL (stream listener): {exc}") from exc
+        raise errors.StoreError(f"PostgreSQL ({channel} listener): {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)

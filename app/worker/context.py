@@ -175,7 +175,8 @@ class LeasedContext(JobContext[Any]):
 
     async def _record(self, key: str, seq: int, value: Any, usage: Usage | None = None) -> Any:
         """A conditional insert fenced by the lease token; if another attempt recorded
-        first, *its* result; if neither, the lease moved on: LeaseLost."""
+        first, *its* result; if neither, the job's cancel was asked for (Cancelled: nothing
+        is recorded after a cancel) or the lease moved on (LeaseLost)."""
         crashpoints.hit(crashpoints.Point.INSIDE_EFFECT, **self._fields(key))
         if usage is not None:
             # The chunks are written before the record: a reader of the stream has the
@@ -199,6 +200,8 @@ class LeasedContext(JobContext[Any]):
             return recorded.result
         existing = await store.effects.get(self._db, self.job_id, key)
         if existing is None:
+            if await store.cancels.requested(self._db, [(self.job_id, self._token)]):
+                raise errors.Cancelled()
             # Not recorded and not ours to record: the lease moved on.
             raise errors.LeaseLost()
         log.warning("effect recorded by another attempt first", extra=self._fields(key))

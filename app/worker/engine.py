@@ -25,7 +25,7 @@ from app.states import FINAL_FOR_NOW, JobState
 from app.store import Database
 from app.store.records import Job
 from app.transport import Transport, codec, secrets
-from app.worker import counting, fairness, leases, outcomes, traces
+from app.worker import cancels, counting, fairness, leases, outcomes, traces
 from app.worker.context import LeasedContext
 from app.worker.leases import Claim, LambdaContext, Lease
 
@@ -47,6 +47,8 @@ class Engine:
         # Each kind's dependencies, built by the kind's own factory; closed with the engine.
         self.deps = kinds.Deps(settings)
         self.keeper = leases.Keeper(settings, db, queue)
+        # One LISTEN connection: a cancel reaches a running job at once (worker/cancels.py).
+        self.cancels = cancels.Listener(db, self.keeper)
         self.outcomes = outcomes.Outcomes(settings, db, queue)
         self.claim_exports = traces.ClaimExports()  # the lease spans, exported at the claim
         # The records of a batch (and of concurrent batches) claim, start and succeed
@@ -83,6 +85,7 @@ class Engine:
         return engine
 
     async def close(self) -> None:
+        await self.cancels.stop()
         await self.deps.aclose()
         await self.queue.close()
         await self.db.close()
@@ -93,9 +96,10 @@ class Engine:
         self, event: Mapping[str, Any], context: LambdaContext | None
     ) -> dict[str, Any]:
         records = list(event.get("Records") or [])
-        outcomes = await asyncio.gather(
-            *(self._guarded(r, context) for r in records), return_exceptions=False
-        )
+        async with self.cancels.invocation():
+            outcomes = await asyncio.gather(
+                *(self._guarded(r, context) for r in records), return_exceptions=False
+            )
         failures = [
             {"itemIdentifier": r["messageId"]}
             for r, ok in zip(records, outcomes, strict=True)
@@ -248,6 +252,7 @@ class Engine:
             clock_offset=lease.clock_offset,
         )
         log.info("running", extra={**fields, "state": JobState.RUNNING})
+        self.cancels.running(job_id)
         started = time.monotonic()
         try:
             result = await self.keeper.run(

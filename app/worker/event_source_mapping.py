@@ -89,6 +89,8 @@ class EventSource:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop)
+        # Never frozen between batches: the cancel listener stays connected for good.
+        self.engine.cancels.start()
         arn = await self._queue_arn()
         log.info("worker polling", extra={"lease_owner": self.engine.owner, "count": concurrency})
         if self.settings.worker_ready_file:

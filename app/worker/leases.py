@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from app import aws_limits, errors, store
+from app import aws_limits, errors, metrics, store
 from app.config import Settings
 from app.transport import Transport
 
@@ -56,6 +56,14 @@ def time_to_hand_back(lease: Lease, context: LambdaContext | None, settings: Set
     return left
 
 
+@dataclass(frozen=True)
+class Running:
+    """An attempt this process runs: its lease and the task running its code."""
+
+    lease: Lease
+    task: asyncio.Task[Any]
+
+
 class Keeper:
     """Runs a job's code under its lease: a heartbeat beside it, a timeout around it."""
 
@@ -63,6 +71,26 @@ class Keeper:
         self.settings = settings
         self.db = db
         self.queue = queue
+        # The attempts running in this process, by job: what a cancel notification stops
+        # (app/worker/cancels.py).
+        self.running: dict[uuid.UUID, Running] = {}
+
+    def stop(self, job_id: uuid.UUID, stop: errors.TaskleaseError, *, how: str) -> bool:
+        """Stop this process's running attempt of ``job_id`` (``run`` raises ``stop``);
+        False when it runs none, or that attempt is ending already."""
+        running = self.running.get(job_id)
+        return running is not None and self._stop(running, stop, how=how)
+
+    @staticmethod
+    def _stop(running: Running, stop: errors.TaskleaseError, *, how: str) -> bool:
+        if running.task.done() or running.lease.stop is not None:
+            return False
+        running.lease.stop = stop
+        running.task.cancel()
+        if isinstance(stop, errors.Cancelled):
+            metrics.count(metrics.CANCELS, how=how)
+            log.info("stopping: cancel asked for (%s)", how, extra=running.lease.fields)
+        return True
 
     async def run(
         self,
@@ -71,17 +99,23 @@ class Keeper:
         timeout_seconds: int,
         context: LambdaContext | None,
     ) -> Any:
-        """``code()``'s result; LeaseLost, Cancelled or HandBack when the heartbeat stopped
-        it; JobError when it ran past ``timeout_seconds``."""
+        """``code()``'s result; LeaseLost, Cancelled or HandBack when the heartbeat (or a
+        cancel notification: ``stop``) stopped it; JobError when it ran past
+        ``timeout_seconds``."""
 
         async def execute() -> Any:
             async with asyncio.timeout(timeout_seconds):
                 return await code()
 
         job_task = asyncio.create_task(execute())
-        beat = asyncio.create_task(self._heartbeat(lease, job_task, context))
+        running = self.running[lease.job_id] = Running(lease, job_task)
+        beat = asyncio.create_task(self._heartbeat(running, context))
         try:
             return await job_task
+        except errors.Cancelled:
+            if lease.stop is None:  # not stopped from outside: a fenced write was refused
+                metrics.count(metrics.CANCELS, how="write")
+            raise
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if lease.stop is not None and not (current and current.cancelling()):
@@ -90,15 +124,15 @@ class Keeper:
         except TimeoutError as exc:
             raise errors.JobError(f"timed out after {timeout_seconds} s") from exc
         finally:
+            if self.running.get(lease.job_id) is running:
+                del self.running[lease.job_id]
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
 
-    async def _heartbeat(
-        self, lease: Lease, job_task: asyncio.Task[Any], context: LambdaContext | None
-    ) -> None:
+    async def _heartbeat(self, running: Running, context: LambdaContext | None) -> None:
         """Extend the lease row and the message's visibility together, until the job ends."""
-        s = self.settings
+        s, lease, job_task = self.settings, running.lease, running.task
         interval = s.visibility_timeout_seconds / s.heartbeats_per_lease
         while not job_task.done():
             await asyncio.sleep(min(interval, max(0.0, time_to_hand_back(lease, context, s))))
@@ -106,8 +140,7 @@ class Keeper:
                 return
             stop = await self._beat(lease, context)
             if stop is not None:
-                lease.stop = stop
-                job_task.cancel()
+                self._stop(running, stop, how="heartbeat")
                 return
 
     async def _beat(

@@ -5,7 +5,8 @@ An item waits at most ``FLUSH_SECONDS`` (or until ``FLUSH_ITEMS`` are waiting) b
 background write takes it: a kind that emits a token at a time costs one statement per
 batch, not one per token. Writes are serialised, so readers see the items in the order
 they were emitted. The engine closes the buffer when the attempt's code returns or fails
-(``close``): what is still waiting is written before the job's next transition.
+(``close``): what is still waiting is written before the job's next transition. Once the
+job's cancel is asked for, nothing more is written (the fence refuses it: Cancelled).
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ class OutputBuffer:
         self._pending: list[Emitted] = []
         self._lock = asyncio.Lock()
         self._later: asyncio.Task[None] | None = None
-        self.refused = False  # the lease moved on: nothing more is written
+        # Why nothing more is written, once a write was refused: the lease moved on
+        # (LeaseLost) or the job's cancel was asked for (Cancelled).
+        self.refused: type[errors.LeaseLost | errors.Cancelled] | None = None
 
     async def add(self, item: Emitted) -> None:
-        if self.refused:
-            raise errors.LeaseLost()
+        if self.refused is not None:
+            raise self.refused()
         self._pending.append(item)
         if len(self._pending) >= FLUSH_ITEMS:
             await self.flush()
@@ -50,27 +53,35 @@ class OutputBuffer:
             await self.flush()
         except errors.LeaseLost:
             log.warning("output refused: lease lost", extra={"job_id": self._job_id})
+        except errors.Cancelled:
+            log.info("output refused: cancel asked for", extra={"job_id": self._job_id})
         except Exception as exc:  # a background task: log it, never lose it
             # Kept: the next flush (or close) tries again, and close() raises what stays.
             log.warning("output not written yet: %s", exc, extra={"job_id": self._job_id})
 
     async def flush(self) -> None:
-        """Write what is waiting, in one statement; LeaseLost when the fence refuses it."""
+        """Write what is waiting, in one statement; LeaseLost (or Cancelled) when the
+        fence refuses it."""
         async with self._lock:
             # A copy: items added while the write is awaited are not in it, and must stay.
             items = list(self._pending)
-            if not items or self.refused:
+            if not items or self.refused is not None:
                 return
-            written = await store.streams.append(
-                self._db,
-                self._job_id,
-                self._token,
-                [store.streams.OutputItem(i.at, i.type, i.data, i.key, i.seq) for i in items],
-            )
+            try:
+                written = await store.streams.append(
+                    self._db,
+                    self._job_id,
+                    self._token,
+                    [store.streams.OutputItem(i.at, i.type, i.data, i.key, i.seq) for i in items],
+                )
+            except errors.Cancelled:
+                del self._pending[: len(items)]
+                self.refused = errors.Cancelled
+                raise
             # Taken off only once written: a failed write keeps them for the next flush.
             del self._pending[: len(items)]
             if not written:
-                self.refused = True
+                self.refused = errors.LeaseLost
                 raise errors.LeaseLost()
             if any(i.type == "chunk" for i in items):
                 crashpoints.hit(crashpoints.Point.INSIDE_STREAM, job_id=self._job_id)
@@ -85,7 +96,7 @@ class OutputBuffer:
             self._later = None
         try:
             await self.flush()
-        except (errors.LeaseLost, errors.StoreError) as exc:
+        except (errors.LeaseLost, errors.Cancelled, errors.StoreError) as exc:
             if not quiet:
                 raise
             log.info(

@@ -183,8 +183,9 @@ async def get_callbacks(job_id: uuid.UUID, caller: Caller, db: Db) -> list[Callb
 
 @router.post("/v1/jobs/{job_id}/cancel", response_model=JobPublic, responses=CONFLICT)
 async def cancel_job(job_id: uuid.UUID, caller: Caller, db: Db) -> JobPublic:
-    """Cancel: at once when the job waits; a running job stops at its next heartbeat
-    (``cancel_requested`` is true until then). A finished job is 409."""
+    """Cancel: at once when the job waits; a running job's worker is notified and stops
+    it, its model call included, within moments (at its next heartbeat at the latest;
+    ``cancel_requested`` is true until then). A finished job is 409."""
     return JobPublic.of(await jobs.cancel(db, job_id, scope=caller.scope))
 
 

@@ -4,7 +4,8 @@
 -- formatted into the text.
 
 -- name: record_effect
--- Fenced: only the lease holder records. ON CONFLICT: the first record wins.
+-- Fenced: only the lease holder records, and not once the job's cancel was asked for
+-- (nothing is recorded after a cancel). ON CONFLICT: the first record wins.
 -- FOR SHARE waits for a claim in progress and checks the token again once it
 -- commits (READ COMMITTED would otherwise read the row as the statement began).
 -- model/input_tokens/output_tokens: a model call's usage (NULL for a plain effect).
@@ -13,6 +14,7 @@ SELECT j.id, %(key)s, %(seq)s, %(result)s, j.attempt, j.lease_owner,
        %(model)s, %(input_tokens)s, %(output_tokens)s
 FROM jobs j
 WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state = 'running'
+  AND NOT j.cancel_requested
 FOR SHARE OF j
 ON CONFLICT (job_id, key) DO NOTHING
 RETURNING *;

@@ -6,12 +6,15 @@
 -- (migration 0010 says why); a row written before 0010 has no tx and reads as tx 0.
 
 -- name: append_output
--- Fenced: only the lease holder of a running job writes; `fenced` says whether it held.
+-- Fenced: only the lease holder of a running job writes, and not once the job's cancel
+-- was asked for: `fenced` says the fence let it write, `cancelled` that a cancel did not.
 -- A chunk already written under (key, seq) is left as it is (once each).
-WITH j AS (
-    SELECT id, attempt FROM jobs
+WITH held AS (
+    SELECT id, attempt, cancel_requested FROM jobs
     WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
     FOR SHARE
+), j AS (
+    SELECT id, attempt FROM held WHERE NOT cancel_requested
 ), ins AS (
     INSERT INTO job_output (job_id, attempt, at, type, key, seq, data)
     SELECT j.id, j.attempt, o.at, o.type, o.key, o.seq, o.data
@@ -21,7 +24,9 @@ WITH j AS (
     ON CONFLICT (job_id, key, seq) DO NOTHING
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM j) = 1 AS fenced, (SELECT count(*) FROM ins) AS written;
+SELECT (SELECT count(*) FROM j) = 1 AS fenced,
+       (SELECT count(*) FROM held WHERE cancel_requested) = 1 AS cancelled,
+       (SELECT count(*) FROM ins) AS written;
 
 -- name: stream_job
 -- One job's transitions and output after the cursor, oldest first.
