@@ -20,12 +20,12 @@ from typing import Any
 
 from app import batching, crashpoints, errors, kinds, metrics, store, tracing, transport
 from app.config import Settings
-from app.services import outbox, parking, wakeups
-from app.states import FINAL_FOR_NOW, JobState
+from app.services import outbox, parking
+from app.states import JobState
 from app.store import Database
 from app.store.records import Job
 from app.transport import Transport, codec, secrets
-from app.worker import cancels, counting, fairness, leases, outcomes, traces
+from app.worker import cancels, counting, fairness, leases, outcomes, traces, unclaimed
 from app.worker.context import LeasedContext
 from app.worker.leases import Claim, LambdaContext, Lease
 
@@ -336,60 +336,9 @@ class Engine:
             await outbox.send(self.db, self.queue, rows)
 
     async def _not_claimed(self, job_id: uuid.UUID, record: Mapping[str, Any], body: str) -> bool:
-        job = await store.jobs.get(self.db, job_id)
-        if job is None:
-            # Not a job of this deployment (another one's queue, or a hand-made message).
-            log.warning("message names an unknown job; sent to the DLQ", extra={"job_id": job_id})
-            await self.queue.send_raw_dead_letter(
-                body,
-                f"unknown job id {job_id}: this deployment's database has no such job",
-                attributes=codec.message_attributes(record),
-            )
-            return True
-        state = job.state
-        fields = {"job_id": job_id, "kind": job.kind, "state": state}
-        if state in FINAL_FOR_NOW:
-            # A late duplicate, or the source message of a dead-lettering cut short.
-            log.info("late duplicate deleted", extra=fields)
-            return True
-        if job.cancel_requested:
-            done = await store.jobs.cancel_waiting(
-                self.db, job_id, detail="cancelled before it ran"
-            )
-            counting.ended(job, "cancelled", done)
-            log.info("cancelled before it ran", extra=fields)
-            return True
-        if state == JobState.WAITING:
-            return await self._early(job_id, fields)
-        if state in (JobState.LEASED, JobState.RUNNING) and job.lease_expires_at is not None:
-            # A live lease held by another worker: a duplicate delivery. Keep this copy
-            # hidden until that lease would expire, so it is the backup if the holder dies.
-            remaining = job.lease_expires_at.timestamp() - time.time()
-            handle = str(record.get("receiptHandle", ""))
-            with contextlib.suppress(errors.QueueError):
-                await self.queue.change_visibility(handle, max(1.0, remaining + 1))
-            log.info("duplicate delivery of a leased job left alone", extra=fields)
-            return False
-        log.warning("job not claimable; message left", extra=fields)
-        return False
-
-    async def _early(self, job_id: uuid.UUID, fields: dict[str, Any]) -> bool:
-        """A message for a job still waiting: its timer is not due (or it waits for an
-        answer). Nothing runs; the message goes, re-sent with the delay left when the due
-        time is within SQS's delay cap (else the sweeper sends it when it is)."""
-        if await store.waits.wake_if_answered(self.db, job_id, why="answered, found by a message"):
-            # Its answer came but woke nobody (a lost race): this message repairs it.
-            metrics.count(metrics.WAKEUPS, path="answered")
-            await self._send_outbox(await store.waits.unsent_of(self.db, job_id))
-            log.warning("an answered wait was still waiting: woken", extra=fields)
-            return True
-        delay = await store.waits.early_wakeup(
-            self.db, job_id, cap=self.settings.max_message_delay_seconds
+        return await unclaimed.handle(
+            self.settings, self.db, self.queue, job_id, record, body, send=self._send_outbox
         )
-        if delay is not None:
-            await wakeups.send(self.queue, [(job_id, delay)], path="early")
-        log.info("early wake-up re-delayed", extra={**fields, "delay": delay})
-        return True
 
     # --- the batched statements ------------------------------------------------
 
