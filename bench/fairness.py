@@ -92,6 +92,12 @@ async def _submit_paced(
     return ids
 
 
+async def _warm_up(stack: BenchStack, http: httpx.AsyncClient, key: str) -> None:
+    """A few jobs through freshly started workers, unmeasured: their first claims import
+    and connect, which is not what the phase measures."""
+    await _start_latencies(stack, await _submit_paced(http, key, 8, 0.05, None), 60)
+
+
 async def _flood(http: httpx.AsyncClient, key: str, n: int, clients: int) -> float:
     """``n`` normal demo.noop jobs in batches of BATCH, ``clients`` requests at once; the
     seconds it took."""
@@ -164,6 +170,7 @@ async def tenants(
     env = {"TASKLEASE_MAX_RUNNING_PER_TENANT": str(cap)}
     await asyncio.to_thread(stack.set_workers, workers, env=env)
     async with httpx.AsyncClient(base_url=stack.api_url, timeout=30) as http:
+        await _warm_up(stack, http, key_b)
         err.print(f"noisy neighbour: B's {quiet} jobs on an idle system")
         idle = await _start_latencies(
             stack, await _submit_paced(http, key_b, quiet, pace_s, None), 60
@@ -195,6 +202,7 @@ async def priority(
     key_c = await asyncio.to_thread(stack.create_key, "backlog-c", "bench: the backlog")
     await asyncio.to_thread(stack.set_workers, workers)
     async with httpx.AsyncClient(base_url=stack.api_url, timeout=30) as http:
+        await _warm_up(stack, http, key_c)
         err.print(f"priority: {high} high-priority jobs on an idle system")
         idle = await _start_latencies(
             stack, await _submit_paced(http, key_c, high, pace_s, "high"), 60

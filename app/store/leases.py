@@ -167,8 +167,9 @@ async def finish(
 
 async def succeed_batch(
     db: Database, items: Sequence[tuple[uuid.UUID, uuid.UUID, Any]]
-) -> set[uuid.UUID]:
-    """running -> succeeded for each (job id, token, result); the tokens that held."""
+) -> dict[uuid.UUID, bool]:
+    """running -> succeeded for each (job id, token, result); the tokens that held, each
+    with whether its tenant has parked jobs (a release may send one now)."""
     rows = await db.fetch(
         q("succeed_batch"),
         {
@@ -177,7 +178,7 @@ async def succeed_batch(
             "results": [Jsonb(r) if r is not None else None for _, _, r in items],
         },
     )
-    return {row["token"] for row in rows}
+    return {row["token"]: bool(row["has_parked"]) for row in rows}
 
 
 async def mark_stalled(db: Database, *, grace: float, limit: int) -> list[uuid.UUID]:

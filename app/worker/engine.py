@@ -63,6 +63,7 @@ class Engine:
         self._successes: batching.Batcher[tuple[uuid.UUID, uuid.UUID, Any], bool] = (
             batching.Batcher(self._succeed_many, max_size=BATCH_STATEMENT_ROWS)
         )
+        self._parked_behind: set[uuid.UUID] = set()  # succeeded with parked jobs behind
         self._releases: batching.Batcher[str, None] = batching.Batcher(
             self._release_many, max_size=BATCH_STATEMENT_ROWS
         )
@@ -155,9 +156,10 @@ class Engine:
                 await self.claim_exports.export()
                 return await self._claimed(record, job, token, asked, context, verdict.from_state)
         finally:
-            if verdict.has_parked:
-                # The lease ended (or moved on): the tenant's window may have room for
-                # one of its parked jobs.
+            # The lease ended (or moved on): the tenant's window may have room for one of
+            # its parked jobs (as the claim saw it, or the completion).
+            if verdict.has_parked or job.id in self._parked_behind:
+                self._parked_behind.discard(job.id)
                 await fairness.release(self._releases, job.tenant)
 
     async def _claimed(
@@ -367,6 +369,9 @@ class Engine:
 
     async def _succeed_many(self, items: list[tuple[uuid.UUID, uuid.UUID, Any]]) -> list[bool]:
         done = await store.leases.succeed_batch(self.db, items)
+        for job_id, token, _ in items:
+            if done.get(token):
+                self._parked_behind.add(job_id)
         return [token in done for _, token, _ in items]
 
 

@@ -4,6 +4,7 @@ go out, oldest first, as its leases end; another tenant's jobs are never behind 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -115,3 +116,26 @@ async def test_a_parked_job_is_not_resent_as_lost_and_cancels_at_once(
         assert await parking.release_all(engine.settings, engine.db, engine.queue) == 2
     assert parked(sql, ids) == [False, False, False, False, True]
     assert job_row(sql, ids[4])["state"] == JobState.CANCELLED
+
+
+@pytest.mark.asyncio
+async def test_a_job_claimed_before_the_flood_releases_when_it_succeeds(
+    stack: Stack, sql: Any
+) -> None:
+    """The claim saw no parked job; the completion does, and releases one."""
+    async with engine_for(stack.settings) as engine:
+        await store.tenants.set_limits(engine.db, "acme", max_running=1)
+        first = await submit(engine, "demo.sleep", {"seconds": 1.5}, tenant="acme")
+        records = await receive_records(engine)
+        running = asyncio.create_task(handle_and_ack(engine, records))
+        wait_until = asyncio.get_running_loop().time() + 10
+        while job_row(sql, first)["state"] != JobState.RUNNING:
+            assert asyncio.get_running_loop().time() < wait_until, "the first job never ran"
+            await asyncio.sleep(0.05)
+        later = [await submit(engine, "demo.noop", {}, tenant="acme") for _ in range(2)]
+        assert parked(sql, later) == [False, True], "the window (1 x 2) holds the first two"
+        await running
+    assert job_row(sql, first)["state"] == JobState.SUCCEEDED
+    assert parked(sql, later) == [False, False], "its success released the parked job"
+    sent = sql.execute("SELECT sent_at FROM outbox WHERE job_id = %s", (later[1],)).fetchone()
+    assert sent["sent_at"] is not None

@@ -185,12 +185,16 @@ WITH input AS (
         updated_at = now()
     FROM input i
     WHERE j.id = i.id AND j.lease_token = i.token AND j.state IN ('leased', 'running')
-    RETURNING j.id, j.attempt, j.lease_owner, i.token
+    RETURNING j.id, j.attempt, j.lease_owner, i.token, j.tenant
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker)
     SELECT id, 'running', 'succeeded', attempt, lease_owner FROM done
 )
-SELECT token FROM done;
+-- has_parked: the tenant has parked jobs, one of which this freed lease may release
+-- (the claim's flag misses jobs parked after the claim).
+SELECT token, EXISTS (SELECT 1 FROM jobs p WHERE p.tenant = done.tenant AND p.parked
+                      AND p.state = 'queued') AS has_parked
+FROM done;
 
 -- name: mark_stalled
 -- Leases that expired with no heartbeat: the holder is presumed dead.
