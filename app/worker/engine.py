@@ -90,6 +90,7 @@ class Engine:
         self, event: Mapping[str, Any], context: LambdaContext | None
     ) -> dict[str, Any]:
         records = list(event.get("Records") or [])
+        self.queue.remember(records)  # which queue each came from (priorities)
         outcomes = await asyncio.gather(
             *(self._guarded(r, context) for r in records), return_exceptions=False
         )
@@ -183,6 +184,7 @@ class Engine:
             # under-estimated: a timer the claim found due is due for the kind's code too.
             clock_offset=job.updated_at.timestamp() - asked,
             traceparent=codec.attribute(record, codec.ATTR_TRACEPARENT) or job.trace_context,
+            route=job.route,
         )
 
         if job.attempt > job.max_attempts:
@@ -334,7 +336,7 @@ class Engine:
             log.info("cancelled before it ran", extra=fields)
             return True
         if state == JobState.WAITING:
-            return await self._early(job_id, fields)
+            return await self._early(job, fields)
         if state in (JobState.LEASED, JobState.RUNNING) and job.lease_expires_at is not None:
             # A live lease held by another worker: a duplicate delivery. Keep this copy
             # hidden until that lease would expire, so it is the backup if the holder dies.
@@ -347,10 +349,11 @@ class Engine:
         log.warning("job not claimable; message left", extra=fields)
         return False
 
-    async def _early(self, job_id: uuid.UUID, fields: dict[str, Any]) -> bool:
+    async def _early(self, job: Job, fields: dict[str, Any]) -> bool:
         """A message for a job still waiting: its timer is not due (or it waits for an
         answer). Nothing runs; the message goes, re-sent with the delay left when the due
         time is within SQS's delay cap (else the sweeper sends it when it is)."""
+        job_id = job.id
         if await store.waits.wake_if_answered(self.db, job_id, why="answered, found by a message"):
             # Its answer came but woke nobody (a lost race): this message repairs it.
             metrics.count(metrics.WAKEUPS, path="answered")
@@ -361,7 +364,7 @@ class Engine:
             self.db, job_id, cap=self.settings.max_message_delay_seconds
         )
         if delay is not None:
-            await wakeups.send(self.queue, [(job_id, delay)], path="early")
+            await wakeups.send(self.queue, [(job.route, delay)], path="early")
         log.info("early wake-up re-delayed", extra={**fields, "delay": delay})
         return True
 

@@ -170,4 +170,4 @@ FROM (SELECT id FROM jobs
         AND updated_at < now() - make_interval(secs => %(age)s)
       ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) old
 WHERE j.id = old.id
-RETURNING j.id;
+RETURNING j.id, j.tenant, j.priority;

@@ -34,8 +34,9 @@ WHERE j.id = %(id)s AND j.state = 'waiting'
   AND wait_answered(j);
 
 -- name: unsent_of_job
-SELECT o.id, o.job_id, (SELECT trace_context FROM jobs WHERE id = o.job_id) AS trace_context
-FROM outbox o WHERE o.job_id = %(id)s AND o.sent_at IS NULL ORDER BY o.id;
+SELECT o.id, o.job_id, j.trace_context, j.tenant, j.priority
+FROM outbox o LEFT JOIN jobs j ON j.id = o.job_id
+WHERE o.job_id = %(id)s AND o.sent_at IS NULL ORDER BY o.id;
 
 -- name: due_wakeups
 -- Waiting jobs that need a wake-up message now: due within SQS's delay cap and none
@@ -52,7 +53,8 @@ FROM (SELECT id FROM jobs
                                     - greatest(interval '0', wake_sent_at - wake_at)))
       ORDER BY wake_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) due
 WHERE j.id = due.id
-RETURNING j.id, greatest(0, extract(epoch FROM j.wake_at - now()))::float8 AS delay;
+RETURNING j.id, j.tenant, j.priority,
+          greatest(0, extract(epoch FROM j.wake_at - now()))::float8 AS delay;
 
 -- name: early_wakeup
 -- A wake-up that came before its due time: the caller re-sends it with the delay left
