@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
 from app.crashpoints import CONSENT
-from app.priorities import Route
+from app.priorities import Priority, Route
 from app.worker import event_source_mapping as eventsource
 from app.worker.engine import Engine
 
@@ -90,9 +90,11 @@ async def engine_for(settings: Settings) -> AsyncIterator[Engine]:
 
 
 async def receive_records(
-    engine: Engine, *, max_messages: int = 10, wait: int = 2
+    engine: Engine, *, max_messages: int = 10, wait: int = 2, priority: str = "normal"
 ) -> list[dict[str, Any]]:
-    messages = await engine.queue.receive(max_messages=max_messages, wait_seconds=wait)
+    messages = await engine.queue.receive(
+        max_messages=max_messages, wait_seconds=wait, priority=Priority(priority)
+    )
     return [eventsource.to_record(m, queue_arn=QUEUE_ARN, region="us-east-1") for m in messages]
 
 

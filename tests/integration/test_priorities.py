@@ -1,0 +1,145 @@
+"""Priorities and fair queues against the real servers: each priority's messages on its own
+queue in the tenant's message group, a dead letter on the paired DLQ and back on its queue
+after a redrive, a bad priority refused with nothing written, and the local event source
+serving the queues by weight."""
+
+from __future__ import annotations
+
+import collections
+import uuid
+from typing import Any
+
+import pytest
+
+from app.priorities import Priority
+from app.services import redrive
+from app.transport import codec
+from app.worker.event_source_mapping import EventSource
+from tests.conftest import Stack
+from tests.helpers import count, engine_for, handle_and_ack, receive_records, submit
+
+pytestmark = pytest.mark.integration
+
+NOOP = {"kind": "demo.noop", "payload": {}}
+
+
+def on_queue(stack: Stack, url: str) -> list[dict[str, Any]]:
+    """Every message on a queue with its system attributes, left visible for the next look."""
+    seen: dict[str, dict[str, Any]] = {}
+    for _ in range(5):
+        got = stack.sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=0,
+            VisibilityTimeout=0,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        fresh = [m for m in got if m["MessageId"] not in seen]
+        if not fresh:
+            break
+        seen.update((m["MessageId"], m) for m in fresh)
+    return list(seen.values())
+
+
+def job_ids_on(stack: Stack, url: str) -> set[uuid.UUID]:
+    return set(codec.job_ids(on_queue(stack, url)).values())
+
+
+def queues(stack: Stack) -> dict[Priority, str]:
+    return {p: stack.settings.queue_for(p) for p in Priority}
+
+
+def dlqs(stack: Stack) -> dict[Priority, str]:
+    return {p: stack.settings.dlq_for(p) for p in Priority}
+
+
+def test_each_priority_lands_on_its_queue_in_its_tenants_group(stack: Stack, api: Any) -> None:
+    assert len(set(queues(stack).values())) == 3, "the test stack wires three queues"
+    wanted: dict[Priority, set[uuid.UUID]] = collections.defaultdict(set)
+    for p in Priority:
+        resp = api.post("/v1/jobs", json={**NOOP, "priority": p.value})
+        assert resp.status_code == 202, resp.text
+        assert resp.json()["priority"] == p.value
+        wanted[p].add(uuid.UUID(resp.json()["id"]))
+    resp = api.post("/v1/jobs", json=NOOP)  # no priority: normal
+    assert resp.json()["priority"] == "normal"
+    wanted[Priority.NORMAL].add(uuid.UUID(resp.json()["id"]))
+    batch = api.post(
+        "/v1/jobs/batch", json={"jobs": [{**NOOP, "priority": "low"}, {**NOOP, "priority": "high"}]}
+    )
+    assert batch.status_code == 202, batch.text
+    low, high = batch.json()["jobs"]
+    wanted[Priority.LOW].add(uuid.UUID(low["id"]))
+    wanted[Priority.HIGH].add(uuid.UUID(high["id"]))
+    assert api.get(f"/v1/jobs/{high['id']}").json()["priority"] == "high"
+
+    for p, url in queues(stack).items():
+        messages = on_queue(stack, url)
+        assert set(codec.job_ids(messages).values()) == wanted[p], p
+        # SQS fair queues: the tenant is each message's group.
+        assert {m["Attributes"].get("MessageGroupId") for m in messages} == {"acme"}
+
+
+@pytest.mark.parametrize("bad", ["urgent", "HIGH", 1, None])
+def test_a_bad_priority_is_a_422_naming_the_field_and_writes_nothing(
+    stack: Stack, api: Any, sql: Any, bad: Any
+) -> None:
+    one = api.post("/v1/jobs", json={**NOOP, "priority": bad})
+    assert one.status_code == 422, one.text
+    assert "priority" in one.text
+    batch = api.post("/v1/jobs/batch", json={"jobs": [NOOP, {**NOOP, "priority": bad}]})
+    assert batch.status_code == 422, batch.text
+    assert "priority" in batch.text and "jobs" in batch.text
+    assert count(sql, "jobs") == 0 and count(sql, "outbox") == 0
+    assert all(not on_queue(stack, url) for url in queues(stack).values())
+
+
+@pytest.mark.asyncio
+async def test_a_dead_letter_goes_to_its_queues_dlq_and_a_redrive_brings_it_back(
+    stack: Stack, sql: Any
+) -> None:
+    async with engine_for(stack.settings) as engine:
+        job = await submit(
+            engine, "demo.flaky", {"permanent": True}, tenant="acme", priority="high"
+        )
+        await handle_and_ack(engine, await receive_records(engine, priority="high"))
+        assert sql.execute("SELECT state FROM jobs WHERE id = %s", (job,)).fetchone()["state"] == (
+            "dead_lettered"
+        )
+        letters = on_queue(stack, dlqs(stack)[Priority.HIGH])
+        assert set(codec.job_ids(letters).values()) == {job}
+        assert letters[0]["Attributes"].get("MessageGroupId") == "acme"
+        assert not on_queue(stack, dlqs(stack)[Priority.NORMAL])
+        # The dead-letter views see every DLQ.
+        assert (await engine.queue.dead_letter_depth())["ApproximateNumberOfMessages"] == 1
+
+        report = await redrive.redrive(stack.settings, engine.db, engine.queue)
+        assert (report.moved, report.refused) == (1, [])
+        # Back on the high queue, its own; nothing on the normal one, nothing left dead.
+        assert job_ids_on(stack, queues(stack)[Priority.HIGH]) == {job}
+        assert not on_queue(stack, queues(stack)[Priority.NORMAL])
+        assert not on_queue(stack, dlqs(stack)[Priority.HIGH])
+
+
+@pytest.mark.asyncio
+async def test_the_event_source_serves_the_queues_by_weight(stack: Stack, sql: Any) -> None:
+    # One message per batch and one poller: each batch is one turn of the weighting.
+    settings = stack.with_settings(batch_size=1, priority_weights="high=6,normal=3,low=1")
+    async with engine_for(settings) as engine:
+        for p in Priority:
+            for _ in range(10):
+                await submit(engine, "demo.noop", {}, tenant="acme", priority=p.value)
+        await EventSource(settings, engine).run(concurrency=1, max_batches=30)
+    order = [
+        r["priority"]
+        for r in sql.execute(
+            "SELECT j.priority FROM job_events e JOIN jobs j ON j.id = e.job_id"
+            " WHERE e.to_state = 'leased' ORDER BY e.at, e.id"
+        ).fetchall()
+    ]
+    assert len(order) == 30
+    # While every queue has work: six high, three normal, one low in each ten turns.
+    assert collections.Counter(order[:10]) == {"high": 6, "normal": 3, "low": 1}
+    assert order.index("low") < 10, "low is not starved behind the others"
+    assert {r["state"] for r in sql.execute("SELECT state FROM jobs").fetchall()} == {"succeeded"}
