@@ -385,6 +385,13 @@ class SqsTransport:
         """Create (or find) the three source queues (``name``, ``name-high``, ``name-low``)
         and their DLQs (each ``-dlq``), each DLQ its source's redrive target and open to
         that source alone."""
+        longest = f"{name}-{Priority.HIGH}-dlq"
+        if len(longest) > limits.MAX_QUEUE_NAME_CHARS:
+            room = limits.MAX_QUEUE_NAME_CHARS - len(longest) + len(name)
+            raise errors.ConfigError(
+                f"queue name {name!r} is too long: {longest!r} must fit SQS's "
+                f"{limits.MAX_QUEUE_NAME_CHARS} characters, so at most {room} for the name"
+            )
         made = {
             p: await self._create_pair(name if p == Priority.NORMAL else f"{name}-{p}")
             for p in ORDER
