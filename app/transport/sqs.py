@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,7 +20,7 @@ from app import aws_limits as limits
 from app import errors, metrics
 from app.config import Settings
 from app.priorities import ORDER, Priority, Route
-from app.transport import codec
+from app.transport import codec, sqs_create
 from app.transport import sqs_shapes as shapes
 from app.transport.base import Message, QueueUrls
 from app.transport.queues import QueueSet
@@ -176,14 +175,20 @@ class SqsTransport:
     ) -> list[str]:
         """Delete in batches of 10, each on the queue it came from; returns the handles
         that failed."""
+        return await self._by_handle("delete_message_batch", receipt_handles, url)
+
+    async def _by_handle(
+        self, op: str, receipt_handles: Sequence[str], default: str | None, **entry: Any
+    ) -> list[str]:
+        """A *Batch call on received messages, in batches of 10, each batch on the queue
+        its messages came from (``default`` for a handle not known); returns the handles
+        that failed. The others are done with: forgotten."""
         failed: list[str] = []
-        for queue_url, handles in self.queues.by_queue(receipt_handles, url).items():
+        for url, handles in self.queues.by_queue(receipt_handles, default).items():
             for chunk in shapes.chunks(handles):
-                entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(chunk)]
+                entries = [{"Id": str(i), "ReceiptHandle": h, **entry} for i, h in enumerate(chunk)]
                 try:
-                    resp = await self._call(
-                        "delete_message_batch", QueueUrl=queue_url, Entries=entries
-                    )
+                    resp = await self._call(op, QueueUrl=url, Entries=entries)
                 except errors.QueueError:
                     failed.extend(chunk)
                     continue
@@ -273,23 +278,12 @@ class SqsTransport:
     async def release_dead_letters(self, receipt_handles: Sequence[str]) -> list[str]:
         """ChangeMessageVisibilityBatch to 0 in batches of 10, each on the DLQ it came
         from; returns the handles that failed."""
-        failed: list[str] = []
-        for url, handles in self.queues.by_queue(receipt_handles, self.settings.dlq).items():
-            for chunk in shapes.chunks(handles):
-                entries = [
-                    {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
-                    for i, h in enumerate(chunk)
-                ]
-                try:
-                    resp = await self._call(
-                        "change_message_visibility_batch", QueueUrl=url, Entries=entries
-                    )
-                except errors.QueueError:
-                    failed.extend(chunk)
-                    continue
-                failed.extend(chunk[int(f["Id"])] for f in resp.get("Failed", []))
-        self.queues.forget(set(receipt_handles) - set(failed))
-        return failed
+        return await self._by_handle(
+            "change_message_visibility_batch",
+            receipt_handles,
+            self.settings.dlq,
+            VisibilityTimeout=0,
+        )
 
     async def send_moved(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
         """Send DLQ messages to the source queue paired with the DLQ each came from, as
@@ -382,59 +376,5 @@ class SqsTransport:
         return shapes.summed(await asyncio.gather(*(self.depth(u) for u in self.queues.dlqs())))
 
     async def create_queues(self, name: str) -> QueueUrls:
-        """Create (or find) the three source queues (``name``, ``name-high``, ``name-low``)
-        and their DLQs (each ``-dlq``), each DLQ its source's redrive target and open to
-        that source alone."""
-        longest = f"{name}-{Priority.HIGH}-dlq"
-        if len(longest) > limits.MAX_QUEUE_NAME_CHARS:
-            room = limits.MAX_QUEUE_NAME_CHARS - len(longest) + len(name)
-            raise errors.ConfigError(
-                f"queue name {name!r} is too long: {longest!r} must fit SQS's "
-                f"{limits.MAX_QUEUE_NAME_CHARS} characters, so at most {room} for the name"
-            )
-        made = {
-            p: await self._create_pair(name if p == Priority.NORMAL else f"{name}-{p}")
-            for p in ORDER
-        }
-        return QueueUrls(
-            queue_url=made[Priority.NORMAL][0],
-            dlq_url=made[Priority.NORMAL][1],
-            queue_url_high=made[Priority.HIGH][0],
-            dlq_url_high=made[Priority.HIGH][1],
-            queue_url_low=made[Priority.LOW][0],
-            dlq_url_low=made[Priority.LOW][1],
-        )
-
-    async def _create_pair(self, name: str) -> tuple[str, str]:
-        """One source queue and its DLQ, with the redrive policy."""
-        s = self.settings
-        dlq = await self._call(
-            "create_queue",
-            QueueName=f"{name}-dlq",
-            Attributes={"MessageRetentionPeriod": str(s.dlq_retention_seconds)},
-        )
-        dlq_url = str(dlq["QueueUrl"])
-        dlq_arn = await self.queue_arn(dlq_url)
-        src = await self._call(
-            "create_queue",
-            QueueName=name,
-            Attributes={
-                "VisibilityTimeout": str(s.visibility_timeout_seconds),
-                "MessageRetentionPeriod": str(s.message_retention_seconds),
-                "RedrivePolicy": json.dumps(
-                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": s.max_receive_count}
-                ),
-            },
-        )
-        src_url = str(src["QueueUrl"])
-        src_arn = await self.queue_arn(src_url)
-        await self._call(
-            "set_queue_attributes",
-            QueueUrl=dlq_url,
-            Attributes={
-                "RedriveAllowPolicy": json.dumps(
-                    {"redrivePermission": "byQueue", "sourceQueueArns": [src_arn]}
-                )
-            },
-        )
-        return src_url, dlq_url
+        """Create (or find) the three source queues and their DLQs (sqs_create)."""
+        return await sqs_create.create_queues(self, name)
