@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from app import transport
 from app.priorities import Priority
 from app.services import redrive
 from app.transport import codec
-from app.worker.event_source_mapping import EventSource
+from app.worker.event_source_mapping import EventSource, to_record
 from tests.conftest import Stack
 from tests.helpers import count, engine_for, handle_and_ack, receive_records, submit
 
@@ -143,3 +144,19 @@ async def test_the_event_source_serves_the_queues_by_weight(stack: Stack, sql: A
     assert collections.Counter(order[:10]) == {"high": 6, "normal": 3, "low": 1}
     assert order.index("low") < 10, "low is not starved behind the others"
     assert {r["state"] for r in sql.execute("SELECT state FROM jobs").fetchall()} == {"succeeded"}
+
+
+@pytest.mark.asyncio
+async def test_a_lambda_record_is_re_timed_on_the_queue_it_came_from(stack: Stack) -> None:
+    """On Lambda the event source mapping receives, not the transport: the record's
+    eventSourceARN tells it which queue a receipt handle belongs to (SQS refuses another
+    queue's handle)."""
+    high = stack.settings.queue_for(Priority.HIGH)
+    stack.sqs.send_message(QueueUrl=high, MessageBody=codec.body_for(uuid.uuid4()))
+    (message,) = stack.sqs.receive_message(QueueUrl=high, VisibilityTimeout=60)["Messages"]
+    arn = stack.sqs.get_queue_attributes(QueueUrl=high, AttributeNames=["QueueArn"])
+    record = to_record(message, queue_arn=arn["Attributes"]["QueueArn"], region="us-east-1")
+    async with transport.connect(stack.settings) as fresh:  # a cold start: it knows nothing
+        fresh.remember([record])
+        await fresh.change_visibility(record["receiptHandle"], 0)
+    assert job_ids_on(stack, high) == {codec.parse_body(message["Body"])}  # visible again
