@@ -254,7 +254,13 @@ async def spawn_child(
     )
     made = [r for r in rows if r["made"]]
     if made:
-        box = OutboxRow(id=made[0]["id"], job_id=made[0]["job_id"], trace_context=trace_context)
+        box = OutboxRow(
+            id=made[0]["id"],
+            job_id=made[0]["job_id"],
+            trace_context=trace_context,
+            tenant=made[0]["tenant"],
+            priority=made[0]["priority"],
+        )
         return Spawned(made[0]["job_id"], box)
     if rows:
         return Spawned(rows[0]["job_id"], None)

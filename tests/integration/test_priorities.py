@@ -160,3 +160,21 @@ async def test_a_lambda_record_is_re_timed_on_the_queue_it_came_from(stack: Stac
         fresh.remember([record])
         await fresh.change_visibility(record["receiptHandle"], 0)
     assert job_ids_on(stack, high) == {codec.parse_body(message["Body"])}  # visible again
+
+
+@pytest.mark.asyncio
+async def test_a_high_jobs_children_are_high_and_sent_to_the_high_queue(
+    stack: Stack, sql: Any
+) -> None:
+    async with engine_for(stack.settings) as engine:
+        parent = await submit(
+            engine, "demo.fanout", {"children": 2}, tenant="acme", priority="high"
+        )
+        await handle_and_ack(engine, await receive_records(engine, priority="high"))
+    kids = {
+        r["id"]: r["priority"]
+        for r in sql.execute("SELECT id, priority FROM jobs WHERE parent_id = %s", (parent,))
+    }
+    assert len(kids) == 2 and set(kids.values()) == {"high"}
+    assert job_ids_on(stack, queues(stack)[Priority.HIGH]) == set(kids)
+    assert not on_queue(stack, queues(stack)[Priority.NORMAL])
