@@ -6,12 +6,15 @@ serving the queues by weight."""
 from __future__ import annotations
 
 import collections
+import re
+import subprocess
+import sys
 import uuid
 from typing import Any
 
 import pytest
 
-from app import transport
+from app import client, transport
 from app.priorities import Priority
 from app.services import redrive
 from app.transport import codec
@@ -178,3 +181,34 @@ async def test_a_high_jobs_children_are_high_and_sent_to_the_high_queue(
     assert len(kids) == 2 and set(kids.values()) == {"high"}
     assert job_ids_on(stack, queues(stack)[Priority.HIGH]) == set(kids)
     assert not on_queue(stack, queues(stack)[Priority.NORMAL])
+
+
+def test_the_client_and_the_cli_submit_with_a_priority(stack: Stack, sql: Any) -> None:
+    url = stack.api()
+    with client.Client(url, stack.key("acme")) as api:
+        low = api.submit("demo.noop", {}, priority="low")
+        (high,) = api.submit_many(
+            [client.JobRequest(kind="demo.noop", payload={}, priority="high")]
+        )
+        assert api.get(low.id).priority == client.Priority.LOW
+    assert (low.priority, high.priority) == (client.Priority.LOW, client.Priority.HIGH)
+    cli = [sys.executable, "-m", "app.cli", "submit", "demo.noop", "--tenant", "acme"]
+    made = subprocess.run(
+        [*cli, "--priority", "high"], env=stack.env, capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stderr
+    by_cli = uuid.UUID(made.stdout.strip())
+    shown = subprocess.run(
+        [sys.executable, "-m", "app.cli", "jobs", "show", str(by_cli)],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+    )
+    assert re.search(r"priority\s*│\s*high", shown.stdout), shown.stdout
+    bad = subprocess.run(
+        [*cli, "--priority", "urgent"], env=stack.env, capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "urgent" in bad.stderr, bad.stderr
+    assert job_ids_on(stack, queues(stack)[Priority.HIGH]) == {high.id, by_cli}
+    assert job_ids_on(stack, queues(stack)[Priority.LOW]) == {low.id}
+    assert count(sql, "jobs") == 3
