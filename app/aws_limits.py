@@ -16,6 +16,8 @@ MAX_DELAY_SECONDS = 15 * 60
 # MessageRetentionPeriod: 60 s to 14 days.
 MIN_RETENTION_SECONDS = 60
 MAX_RETENTION_SECONDS = 14 * 24 * 3600
+# A queue's name: at most 80 characters (alphanumerics, hyphens, underscores).
+MAX_QUEUE_NAME_CHARS = 80
 # RedrivePolicy maxReceiveCount: 1 to 1,000.
 MAX_RECEIVE_COUNT = 1000
 # Lambda function timeout: 15 minutes.

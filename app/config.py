@@ -28,7 +28,8 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app import aws_limits as limits
-from app import bounds, errors
+from app import bounds, errors, priorities
+from app.priorities import Priority
 
 PREFIX = "TASKLEASE_"
 # TASKLEASE_KEY_HASH_SECRET: 32 characters at least (hex of 16 random bytes and up).
@@ -86,6 +87,17 @@ class Settings(BaseSettings):
     database_sslmode: Literal["disable", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
     queue_url: str | None = None
     dlq_url: str | None = None
+    # Priorities (README "Priorities"): the high and low queues and their DLQs, beside the
+    # normal one above. All four or none: with none, every priority shares the one queue
+    # (a job's priority is kept, but orders nothing); with only some, a worker or an API
+    # would send a priority's messages where no worker polls, so start-up refuses it.
+    queue_url_high: str | None = None
+    dlq_url_high: str | None = None
+    queue_url_low: str | None = None
+    dlq_url_low: str | None = None
+    # How the local event source shares its polls among the three queues; on AWS each
+    # queue's event source mapping's maximum concurrency follows the same weights (infra/).
+    priority_weights: str = priorities.DEFAULT_WEIGHTS
     queue_name: str = "tasklease-jobs"
     # Which carrier moves the job wake-ups (app/transport): one module per value.
     transport: Literal["sqs"] = "sqs"
@@ -287,6 +299,12 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("priority_weights")
+    @classmethod
+    def _weights(cls, value: str) -> str:
+        priorities.parse_weights(value)  # ValueError names what is wrong
+        return value
+
     @field_validator("auth_failure_limit")
     @classmethod
     def _failure_rate(cls, value: str) -> str:
@@ -316,6 +334,7 @@ class Settings(BaseSettings):
                 "SQS keeps a "
                 "dead-lettered message's original enqueue time"
             )
+        self._priority_queues_coherent()
         if self.pool_min_size > self.pool_max_size:
             raise ValueError("TASKLEASE_POOL_MIN_SIZE must not exceed TASKLEASE_POOL_MAX_SIZE")
         if self.model_provider == "openai" and not self.openai_base_url:
@@ -323,6 +342,44 @@ class Settings(BaseSettings):
                 "TASKLEASE_OPENAI_BASE_URL is required when TASKLEASE_MODEL_PROVIDER is 'openai'"
             )
         return self
+
+    def _priority_queues_coherent(self) -> None:
+        extra = {n: getattr(self, n) for n in PRIORITY_QUEUE_FIELDS}
+        unset = [PREFIX + n.upper() for n, v in extra.items() if not v]
+        if unset and len(unset) < len(extra):
+            raise ValueError(
+                f"{', '.join(unset)} must be set too: the high and low queues and their DLQs "
+                "are set together or not at all (unset, every priority shares "
+                "TASKLEASE_QUEUE_URL)"
+            )
+        urls = [u for u in (self.queue_url, self.dlq_url, *extra.values()) if u]
+        if not unset and len(set(urls)) < len(urls):
+            raise ValueError(
+                "TASKLEASE_QUEUE_URL, TASKLEASE_DLQ_URL and the _HIGH and _LOW queues and "
+                "DLQs must be six different queues"
+            )
+
+    @property
+    def weights(self) -> dict[Priority, int]:
+        """TASKLEASE_PRIORITY_WEIGHTS, parsed (validated at load)."""
+        return priorities.parse_weights(self.priority_weights)
+
+    @property
+    def priority_queues(self) -> bool:
+        """Whether high and low have queues of their own (else all share the normal one)."""
+        return all(getattr(self, n) for n in PRIORITY_QUEUE_FIELDS)
+
+    def queue_for(self, priority: Priority) -> str:
+        """The source queue of a priority's jobs."""
+        if priority == Priority.NORMAL or not self.priority_queues:
+            return self.queue
+        return str(self.queue_url_high if priority == Priority.HIGH else self.queue_url_low)
+
+    def dlq_for(self, priority: Priority) -> str:
+        """The dead-letter queue paired with a priority's source queue."""
+        if priority == Priority.NORMAL or not self.priority_queues:
+            return self.dlq
+        return str(self.dlq_url_high if priority == Priority.HIGH else self.dlq_url_low)
 
     def need(self, *names: str) -> None:
         """Fail fast when a command needs a setting that is not set."""
@@ -368,6 +425,10 @@ class Settings(BaseSettings):
         self.need("dlq_url")
         assert self.dlq_url is not None
         return self.dlq_url
+
+
+# The priority queues' settings: all four set, or none (Settings._priority_queues_coherent).
+PRIORITY_QUEUE_FIELDS = ("queue_url_high", "dlq_url_high", "queue_url_low", "dlq_url_low")
 
 
 def load(**overrides: object) -> Settings:

@@ -95,7 +95,7 @@ class BenchStack(Stack):
     def settings(self, **overrides: Any) -> config.Settings:
         base: dict[str, Any] = {"queue_name": self.queue_name}
         if self.urls is not None:
-            base |= {"queue_url": self.urls.queue_url, "dlq_url": self.urls.dlq_url}
+            base |= self.urls.settings()
         return config.load(**base, **overrides)
 
     async def new_queue(self, name: str) -> str:

@@ -64,9 +64,13 @@ data "aws_iam_policy_document" "db_secret" {
 
 data "aws_iam_policy_document" "api" {
   statement {
-    sid       = "EnqueueAndDepth"
-    actions   = ["sqs:SendMessage", "sqs:GetQueueAttributes"]
-    resources = [aws_sqs_queue.source.arn]
+    sid     = "EnqueueAndDepth"
+    actions = ["sqs:SendMessage", "sqs:GetQueueAttributes"]
+    resources = [
+      aws_sqs_queue.source["high"].arn,
+      aws_sqs_queue.source["normal"].arn,
+      aws_sqs_queue.source["low"].arn,
+    ]
   }
 }
 
@@ -79,21 +83,33 @@ data "aws_iam_policy_document" "worker" {
       "sqs:ChangeMessageVisibility",
       "sqs:GetQueueAttributes",
     ]
-    resources = [aws_sqs_queue.source.arn]
+    resources = [
+      aws_sqs_queue.source["high"].arn,
+      aws_sqs_queue.source["normal"].arn,
+      aws_sqs_queue.source["low"].arn,
+    ]
   }
 
   statement {
-    sid       = "DeadLetter"
-    actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.dlq.arn]
+    sid     = "DeadLetter"
+    actions = ["sqs:SendMessage"]
+    resources = [
+      aws_sqs_queue.dlq["high"].arn,
+      aws_sqs_queue.dlq["normal"].arn,
+      aws_sqs_queue.dlq["low"].arn,
+    ]
   }
 }
 
 data "aws_iam_policy_document" "sweeper" {
   statement {
-    sid       = "ResendToSource"
-    actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.source.arn]
+    sid     = "ResendToSource"
+    actions = ["sqs:SendMessage"]
+    resources = [
+      aws_sqs_queue.source["high"].arn,
+      aws_sqs_queue.source["normal"].arn,
+      aws_sqs_queue.source["low"].arn,
+    ]
   }
 
   statement {
@@ -103,13 +119,21 @@ data "aws_iam_policy_document" "sweeper" {
       "sqs:DeleteMessage",
       "sqs:GetQueueAttributes",
     ]
-    resources = [aws_sqs_queue.dlq.arn]
+    resources = [
+      aws_sqs_queue.dlq["high"].arn,
+      aws_sqs_queue.dlq["normal"].arn,
+      aws_sqs_queue.dlq["low"].arn,
+    ]
   }
 
   statement {
-    sid       = "Redrive"
-    actions   = ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"]
-    resources = [aws_sqs_queue.dlq.arn]
+    sid     = "Redrive"
+    actions = ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"]
+    resources = [
+      aws_sqs_queue.dlq["high"].arn,
+      aws_sqs_queue.dlq["normal"].arn,
+      aws_sqs_queue.dlq["low"].arn,
+    ]
   }
 }
 

@@ -58,9 +58,14 @@ locals {
   # TASKLEASE_DATABASE_SECRET_ARN and the host, port and name, once per process.
   common_env = merge(
     {
-      TASKLEASE_QUEUE_URL                  = aws_sqs_queue.source.url
-      TASKLEASE_DLQ_URL                    = aws_sqs_queue.dlq.url
-      TASKLEASE_QUEUE_NAME                 = aws_sqs_queue.source.name
+      TASKLEASE_QUEUE_URL                  = aws_sqs_queue.source["normal"].url
+      TASKLEASE_DLQ_URL                    = aws_sqs_queue.dlq["normal"].url
+      TASKLEASE_QUEUE_URL_HIGH             = aws_sqs_queue.source["high"].url
+      TASKLEASE_DLQ_URL_HIGH               = aws_sqs_queue.dlq["high"].url
+      TASKLEASE_QUEUE_URL_LOW              = aws_sqs_queue.source["low"].url
+      TASKLEASE_DLQ_URL_LOW                = aws_sqs_queue.dlq["low"].url
+      TASKLEASE_PRIORITY_WEIGHTS           = local.priority_weights_setting
+      TASKLEASE_QUEUE_NAME                 = aws_sqs_queue.source["normal"].name
       TASKLEASE_VISIBILITY_TIMEOUT_SECONDS = tostring(local.visibility_timeout_seconds)
       TASKLEASE_MAX_ATTEMPTS               = tostring(local.max_attempts)
       TASKLEASE_MAX_RECEIVE_COUNT          = tostring(local.max_receive_count)
@@ -141,17 +146,19 @@ resource "aws_lambda_function" "fn" {
   ]
 }
 
-# SQS -> worker. Partial batch responses: the handler returns
+# SQS -> worker, one mapping per priority's queue, each at most its weight's share of
+# the workers at once. Partial batch responses: the handler returns
 # {"batchItemFailures": [...]} and only those messages come back.
 resource "aws_lambda_event_source_mapping" "worker" {
-  event_source_arn                   = aws_sqs_queue.source.arn
+  for_each                           = local.priorities
+  event_source_arn                   = aws_sqs_queue.source[each.key].arn
   function_name                      = aws_lambda_function.fn["worker"].arn
   batch_size                         = local.batch_size
   maximum_batching_window_in_seconds = var.maximum_batching_window_seconds
   function_response_types            = ["ReportBatchItemFailures"]
 
   scaling_config {
-    maximum_concurrency = var.worker_maximum_concurrency
+    maximum_concurrency = local.priority_max_concurrency[each.key]
   }
 
   lifecycle {
@@ -161,6 +168,11 @@ resource "aws_lambda_event_source_mapping" "worker" {
       error_message = "The source queue's visibility timeout must be at least 6 x the worker function's timeout."
     }
   }
+}
+
+moved {
+  from = aws_lambda_event_source_mapping.worker
+  to   = aws_lambda_event_source_mapping.worker["normal"]
 }
 
 # The sweeper is invoked asynchronously by the scheduler. A failed run is not

@@ -13,9 +13,27 @@ locals {
   message_retention_seconds  = var.message_retention_seconds != null ? var.message_retention_seconds : local.shared.message_retention_seconds
   dlq_retention_seconds      = var.dlq_retention_seconds != null ? var.dlq_retention_seconds : local.shared.dlq_retention_seconds
 
-  # Queue names follow the app's convention (Settings.queue_name, create_queues: "<name>-dlq").
+  # Queue names follow the app's convention (Settings.queue_name, create_queues: "<name>-dlq",
+  # "<name>-high", "<name>-low").
   queue_name = "${var.name}-jobs"
   dlq_name   = "${var.name}-jobs-dlq"
+
+  # One source queue and DLQ per priority (README "Priorities"); each has its own event
+  # source mapping, whose maximum concurrency is its weight's share of
+  # worker_maximum_concurrency (at least 2, AWS's minimum).
+  priorities = {
+    for p in ["high", "normal", "low"] : p => {
+      queue_name = p == "normal" ? local.queue_name : "${local.queue_name}-${p}"
+      dlq_name   = p == "normal" ? local.dlq_name : "${local.queue_name}-${p}-dlq"
+    }
+  }
+  priority_weight_total = sum([for p in keys(local.priorities) : var.priority_weights[p]])
+  priority_max_concurrency = {
+    for p in keys(local.priorities) :
+    p => max(2, floor(var.worker_maximum_concurrency * var.priority_weights[p] / local.priority_weight_total))
+  }
+  # TASKLEASE_PRIORITY_WEIGHTS: what the local event source polls by, from the same variable.
+  priority_weights_setting = join(",", [for p in ["high", "normal", "low"] : "${p}=${var.priority_weights[p]}"])
 
   azs = length(var.availability_zones) > 0 ? var.availability_zones : ["${var.aws_region}a", "${var.aws_region}b"]
 

@@ -2,12 +2,13 @@
 # means the workers are not keeping up, or are failing before they claim.
 
 resource "aws_cloudwatch_metric_alarm" "dlq_depth" {
-  alarm_name        = "${var.name}-dlq-not-empty"
-  alarm_description = "Messages in ${local.dlq_name}: jobs were dead-lettered. Inspect with `tasklease dlq list`, fix the cause, then redrive."
+  for_each          = local.priorities
+  alarm_name        = each.key == "normal" ? "${var.name}-dlq-not-empty" : "${var.name}-${each.key}-dlq-not-empty"
+  alarm_description = "Messages in ${each.value.dlq_name}: jobs were dead-lettered. Inspect with `tasklease dlq list`, fix the cause, then redrive."
 
   namespace   = "AWS/SQS"
   metric_name = "ApproximateNumberOfMessagesVisible"
-  dimensions  = { QueueName = aws_sqs_queue.dlq.name }
+  dimensions  = { QueueName = aws_sqs_queue.dlq[each.key].name }
   statistic   = "Maximum"
   period      = 60
 
@@ -21,13 +22,19 @@ resource "aws_cloudwatch_metric_alarm" "dlq_depth" {
   ok_actions    = var.alarm_actions
 }
 
+moved {
+  from = aws_cloudwatch_metric_alarm.dlq_depth
+  to   = aws_cloudwatch_metric_alarm.dlq_depth["normal"]
+}
+
 resource "aws_cloudwatch_metric_alarm" "source_oldest_message" {
-  alarm_name        = "${var.name}-oldest-message-age"
-  alarm_description = "The oldest message on ${local.queue_name} is older than ${var.oldest_message_alarm_seconds} s: workers are behind, throttled, or failing before the claim."
+  for_each          = local.priorities
+  alarm_name        = each.key == "normal" ? "${var.name}-oldest-message-age" : "${var.name}-${each.key}-oldest-message-age"
+  alarm_description = "The oldest message on ${each.value.queue_name} is older than ${var.oldest_message_alarm_seconds} s: workers are behind, throttled, or failing before the claim."
 
   namespace   = "AWS/SQS"
   metric_name = "ApproximateAgeOfOldestMessage"
-  dimensions  = { QueueName = aws_sqs_queue.source.name }
+  dimensions  = { QueueName = aws_sqs_queue.source[each.key].name }
   statistic   = "Maximum"
   period      = 60
 
@@ -39,4 +46,14 @@ resource "aws_cloudwatch_metric_alarm" "source_oldest_message" {
 
   alarm_actions = var.alarm_actions
   ok_actions    = var.alarm_actions
+}
+
+moved {
+  from = aws_cloudwatch_metric_alarm.dlq_depth
+  to   = aws_cloudwatch_metric_alarm.dlq_depth["normal"]
+}
+
+moved {
+  from = aws_cloudwatch_metric_alarm.source_oldest_message
+  to   = aws_cloudwatch_metric_alarm.source_oldest_message["normal"]
 }

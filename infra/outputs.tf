@@ -5,22 +5,32 @@ output "api_url" {
 
 output "queue_url" {
   description = "URL of the source queue (TASKLEASE_QUEUE_URL)."
-  value       = aws_sqs_queue.source.url
+  value       = aws_sqs_queue.source["normal"].url
 }
 
 output "dlq_url" {
   description = "URL of the dead-letter queue (TASKLEASE_DLQ_URL)."
-  value       = aws_sqs_queue.dlq.url
+  value       = aws_sqs_queue.dlq["normal"].url
 }
 
 output "queue_arn" {
   description = "ARN of the source queue (the redrive destination)."
-  value       = aws_sqs_queue.source.arn
+  value       = aws_sqs_queue.source["normal"].arn
 }
 
 output "dlq_arn" {
   description = "ARN of the dead-letter queue."
-  value       = aws_sqs_queue.dlq.arn
+  value       = aws_sqs_queue.dlq["normal"].arn
+}
+
+output "priority_queue_urls" {
+  description = "Every priority's source queue and DLQ (TASKLEASE_QUEUE_URL_HIGH, TASKLEASE_DLQ_URL_HIGH, TASKLEASE_QUEUE_URL_LOW, TASKLEASE_DLQ_URL_LOW, and the normal ones)."
+  value = {
+    for p in keys(local.priorities) : p => {
+      queue_url = aws_sqs_queue.source[p].url
+      dlq_url   = aws_sqs_queue.dlq[p].url
+    }
+  }
 }
 
 output "database_address" {

@@ -1,15 +1,20 @@
-# The source queue and its dead-letter queue. The message is a wake-up call (the
-# job row is the truth, DESIGN.md), so the queue holds nothing worth a customer
-# key: SQS-managed SSE encrypts it at rest.
+# The source queues (one per priority: high, normal, low) and their dead-letter
+# queues, each DLQ paired with its source. The message is a wake-up call (the job
+# row is the truth, DESIGN.md), so the queues hold nothing worth a customer key:
+# SQS-managed SSE encrypts them at rest. Every message tasklease sends carries the
+# job's tenant as its MessageGroupId: on these standard queues that makes them fair
+# queues (AWS serves a quiet tenant first while another's burst is queued).
 
 resource "aws_sqs_queue" "dlq" {
-  name                      = local.dlq_name
+  for_each                  = local.priorities
+  name                      = each.value.dlq_name
   message_retention_seconds = local.dlq_retention_seconds
   sqs_managed_sse_enabled   = true
 }
 
 resource "aws_sqs_queue" "source" {
-  name = local.queue_name
+  for_each = local.priorities
+  name     = each.value.queue_name
   # The lease: the engine mirrors it in the job row and extends both by heartbeat.
   visibility_timeout_seconds = local.visibility_timeout_seconds
   message_retention_seconds  = local.message_retention_seconds
@@ -20,7 +25,7 @@ resource "aws_sqs_queue" "source" {
   # The last backstop only: attempts are counted in the database at claim time,
   # so maxReceiveCount sits well above the attempt budget (DESIGN.md).
   redrive_policy = jsonencode({
-    deadLetterTargetArn = aws_sqs_queue.dlq.arn
+    deadLetterTargetArn = aws_sqs_queue.dlq[each.key].arn
     maxReceiveCount     = local.max_receive_count
   })
 
@@ -41,13 +46,30 @@ resource "aws_sqs_queue" "source" {
   }
 }
 
-# Only our source queue may use the DLQ; redrive (StartMessageMoveTask) moves
+# Only its own source queue may use a DLQ; redrive (StartMessageMoveTask) moves
 # messages back to it.
 resource "aws_sqs_queue_redrive_allow_policy" "dlq" {
-  queue_url = aws_sqs_queue.dlq.id
+  for_each  = local.priorities
+  queue_url = aws_sqs_queue.dlq[each.key].id
 
   redrive_allow_policy = jsonencode({
     redrivePermission = "byQueue"
-    sourceQueueArns   = [aws_sqs_queue.source.arn]
+    sourceQueueArns   = [aws_sqs_queue.source[each.key].arn]
   })
+}
+
+# A deployment made before priorities keeps its queues: they become the normal ones.
+moved {
+  from = aws_sqs_queue.source
+  to   = aws_sqs_queue.source["normal"]
+}
+
+moved {
+  from = aws_sqs_queue.dlq
+  to   = aws_sqs_queue.dlq["normal"]
+}
+
+moved {
+  from = aws_sqs_queue_redrive_allow_policy.dlq
+  to   = aws_sqs_queue_redrive_allow_policy.dlq["normal"]
 }

@@ -226,6 +226,21 @@ variable "worker_maximum_concurrency" {
   }
 }
 
+variable "priority_weights" {
+  description = "Each priority's share of the workers (TASKLEASE_PRIORITY_WEIGHTS): each queue's event source mapping gets maximum_concurrency = max(2, worker_maximum_concurrency x weight / the weights' sum)."
+  type = object({
+    high   = number
+    normal = number
+    low    = number
+  })
+  default = { high = 6, normal = 3, low = 1 }
+
+  validation {
+    condition     = alltrue([for w in values(var.priority_weights) : w >= 1 && w <= 1000 && floor(w) == w])
+    error_message = "priority_weights must be whole numbers from 1 to 1000 (0 would starve a queue)."
+  }
+}
+
 variable "maximum_batching_window_seconds" {
   description = "How long the event source waits to fill a batch. 0: jobs are long, so a fuller batch saves little and the wait adds latency."
   type        = number

@@ -285,8 +285,7 @@ def build_stack(
         **os.environ,
         **aws_env,
         "TASKLEASE_DATABASE_URL": database_url,
-        "TASKLEASE_QUEUE_URL": urls.queue_url,
-        "TASKLEASE_DLQ_URL": urls.dlq_url,
+        **urls.env(),  # the normal, high and low queues and their DLQs
         "TASKLEASE_VISIBILITY_TIMEOUT_SECONDS": "4",
         "TASKLEASE_WAIT_TIME_SECONDS": "1",
         "TASKLEASE_BACKOFF_BASE_SECONDS": "0.5",
@@ -300,8 +299,7 @@ def build_stack(
         env.pop(var, None)
     settings = Settings(
         database_url=database_url,
-        queue_url=urls.queue_url,
-        dlq_url=urls.dlq_url,
+        **urls.settings(),
         queue_name=name,
         visibility_timeout_seconds=4,
         wait_time_seconds=1,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
 from app.crashpoints import CONSENT
+from app.priorities import Priority, Route
 from app.worker import event_source_mapping as eventsource
 from app.worker.engine import Engine
 
@@ -21,6 +22,11 @@ if TYPE_CHECKING:
     from tests.conftest import Stack
 
 QUEUE_ARN = "arn:aws:sqs:us-east-1:000000000000:test"
+
+
+def routes(*job_ids: Any, tenant: str = "acme", priority: str = "normal") -> list[Route]:
+    """Where the messages of these jobs go (for a test that sends one by hand)."""
+    return [Route.of(j, tenant, priority) for j in job_ids]
 
 
 def count(sql: Any, table: str) -> int:
@@ -84,9 +90,11 @@ async def engine_for(settings: Settings) -> AsyncIterator[Engine]:
 
 
 async def receive_records(
-    engine: Engine, *, max_messages: int = 10, wait: int = 2
+    engine: Engine, *, max_messages: int = 10, wait: int = 2, priority: str = "normal"
 ) -> list[dict[str, Any]]:
-    messages = await engine.queue.receive(max_messages=max_messages, wait_seconds=wait)
+    messages = await engine.queue.receive(
+        max_messages=max_messages, wait_seconds=wait, priority=Priority(priority)
+    )
     return [eventsource.to_record(m, queue_arn=QUEUE_ARN, region="us-east-1") for m in messages]
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from app import bounds
+from app.priorities import Priority
 from app.services import callbacks, jobs, redrive, schedules
 from app.services import submit as service
 from app.states import JobState
@@ -57,6 +58,11 @@ class JobCreate(BaseModel):
         allow_inf_nan=False,
         description="run the job this many seconds from now (not with run_at)",
     )
+    priority: Priority = Field(
+        Priority.NORMAL,
+        description="which queue its messages go to: high is served first, low gets what "
+        "is left (each has its share, TASKLEASE_PRIORITY_WEIGHTS)",
+    )
 
     @model_validator(mode="after")
     def _one_time(self) -> JobCreate:
@@ -82,6 +88,7 @@ class JobBatchItem(JobCreate):
             idempotency_key=self.idempotency_key,
             run_at=self.run_at,
             delay_seconds=self.delay_seconds,
+            priority=self.priority.value,
         )
 
 
@@ -113,6 +120,7 @@ class JobPublic(BaseModel):
     id: uuid.UUID
     tenant: str = Field(description="the tenant of the key that created the job")
     kind: str
+    priority: Priority = Field(description="high, normal or low: the queue it is served from")
     state: JobState
     attempt: int
     max_attempts: int

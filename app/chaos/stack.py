@@ -108,11 +108,7 @@ class ChaosStack(Stack):
         s = config.load(queue_name=self.queue_name, visibility_timeout_seconds=self.cfg.visibility)
         if self.urls is None:
             return s
-        update = {
-            "queue_url": self.urls.queue_url,
-            "dlq_url": self.urls.dlq_url,
-            "database_url": self.database_url,
-        }
+        update = {**self.urls.settings(), "database_url": self.database_url}
         return s.model_copy(update=update)
 
     def start_processes(self) -> None:

@@ -16,6 +16,7 @@ from app import bounds
 from app.cli import remote, render, runner
 from app.cli.render import err, out
 from app.config import Settings
+from app.priorities import Priority
 from app.services import auth, costs, jobs
 from app.services import submit as service
 from app.states import JobState
@@ -58,6 +59,10 @@ def submit(
         str | None,
         typer.Option(help="run it at this time: ISO 8601 with a time zone (2026-12-24T18:00Z)"),
     ] = None,
+    priority: Annotated[
+        Priority,
+        typer.Option(help="which queue serves it: high first, low with what is left"),
+    ] = Priority.NORMAL,
     wait: Annotated[
         bool,
         typer.Option(
@@ -103,6 +108,7 @@ def submit(
             run_at=when_,
             delay=delay,
             wait_timeout=wait_timeout,
+            priority=priority.value,
         )
         return
     s = runner.settings_or_exit()
@@ -120,6 +126,7 @@ def submit(
             tenant=auth.check_tenant(tenant),
             run_at=when_,
             delay_seconds=delay,
+            priority=priority.value,
         ),
     )
     render.plain(str(submitted.job["id"]))

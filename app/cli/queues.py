@@ -30,11 +30,9 @@ def create(
         str | None, typer.Option(help="queue name; default TASKLEASE_QUEUE_NAME")
     ] = None,
 ) -> None:
-    """Create the source queue and its DLQ with the redrive policy; print their URLs."""
+    """Create the three source queues (NAME, NAME-high, NAME-low) and their DLQs (each
+    -dlq) with the redrive policies; print their URLs."""
     s = runner.settings_or_exit(dev_state=False)
     urls = runner.on_queue(s, lambda queue: queue.create_queues(name or s.queue_name))
     # For `eval "$(tasklease queues create)"`: plain lines, whatever the terminal or pipe.
-    render.plain(
-        f"export TASKLEASE_QUEUE_URL={shlex.quote(urls.queue_url)}",
-        f"export TASKLEASE_DLQ_URL={shlex.quote(urls.dlq_url)}",
-    )
+    render.plain(*(f"export {k}={shlex.quote(v)}" for k, v in urls.env().items()))

@@ -88,6 +88,7 @@ def submit_and_wait(
     run_at: dt.datetime | None,
     delay: float | None,
     wait_timeout: float,
+    priority: str | None = None,
 ) -> None:
     try:
         with client.Client(url, key) as api:
@@ -99,6 +100,7 @@ def submit_and_wait(
                 timeout_seconds=timeout_seconds,
                 run_at=run_at,
                 delay_seconds=delay,
+                priority=priority,
             )
             err.print(f"job {job.id} submitted; waiting (up to {wait_timeout:g} s)")
             done = api.wait(job.id, timeout=wait_timeout, on_event=Progress())

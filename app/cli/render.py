@@ -38,6 +38,7 @@ err = Console(stderr=True)
 JOB_FIELDS = (
     "tenant",
     "kind",
+    "priority",
     "state",
     "attempt",
     "max_attempts",

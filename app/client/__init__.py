@@ -33,6 +33,7 @@ from app.client.models import (
     JobDetail,
     JobRequest,
     JobState,
+    Priority,
     StreamEvent,
     StreamPage,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "JobState",
     "NotFound",
     "PayloadTooLarge",
+    "Priority",
     "RateLimited",
     "StreamEvent",
     "StreamPage",

@@ -68,12 +68,14 @@ def _job_fields(
     timeout_seconds: int | None,
     run_at: dt.datetime | None,
     delay_seconds: float | None,
+    priority: str | None = None,
 ) -> dict[str, Any]:
     fields = {
         "max_attempts": max_attempts,
         "timeout_seconds": timeout_seconds,
         "run_at": run_at.isoformat() if run_at is not None else None,
         "delay_seconds": delay_seconds,
+        "priority": str(priority) if priority is not None else None,
     }
     return {k: v for k, v in fields.items() if v is not None}
 
@@ -87,11 +89,12 @@ def submit(
     timeout_seconds: int | None,
     run_at: dt.datetime | None,
     delay_seconds: float | None,
+    priority: models.Priority | str | None = None,
 ) -> Call[models.Job]:
     body = {
         "kind": kind,
         "payload": dict(payload),
-        **_job_fields(max_attempts, timeout_seconds, run_at, delay_seconds),
+        **_job_fields(max_attempts, timeout_seconds, run_at, delay_seconds, priority),
     }
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
     return Call("POST", "/v1/jobs", _model(models.Job), json=body, headers=headers)

@@ -75,8 +75,10 @@ class Client:
         timeout_seconds: int | None = None,
         run_at: dt.datetime | None = None,
         delay_seconds: float | None = None,
+        priority: models.Priority | str | None = None,
     ) -> models.Job:
-        """Submit a job; it is durable when this returns."""
+        """Submit a job; it is durable when this returns. ``priority``: high, normal
+        (the default) or low."""
         return self.send(
             calls.submit(
                 kind,
@@ -86,6 +88,7 @@ class Client:
                 timeout_seconds=timeout_seconds,
                 run_at=run_at,
                 delay_seconds=delay_seconds,
+                priority=priority,
             )
         )
 
@@ -210,6 +213,7 @@ class AsyncClient:
         timeout_seconds: int | None = None,
         run_at: dt.datetime | None = None,
         delay_seconds: float | None = None,
+        priority: models.Priority | str | None = None,
     ) -> models.Job:
         return await self.send(
             calls.submit(
@@ -220,6 +224,7 @@ class AsyncClient:
                 timeout_seconds=timeout_seconds,
                 run_at=run_at,
                 delay_seconds=delay_seconds,
+                priority=priority,
             )
         )
 

@@ -34,6 +34,14 @@ class JobState(enum.StrEnum):
 FINISHED = frozenset({JobState.SUCCEEDED, JobState.DEAD_LETTERED, JobState.CANCELLED})
 
 
+class Priority(enum.StrEnum):
+    """Which queue a job is served from: high first, low with what is left."""
+
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -62,6 +70,7 @@ class Job(_Model):
     id: uuid.UUID
     tenant: str
     kind: str
+    priority: Priority
     state: JobState
     attempt: int
     max_attempts: int
@@ -135,6 +144,7 @@ class JobRequest(_Model):
     timeout_seconds: int | None = None
     run_at: dt.datetime | None = None
     delay_seconds: float | None = None
+    priority: Priority = Priority.NORMAL
     idempotency_key: str | None = None
 
 

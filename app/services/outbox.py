@@ -9,10 +9,10 @@ the rows it locked are recorded inside it.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Sequence
 
 from app import aws_limits, batching, store
+from app.priorities import Priority, Route
 from app.store.records import OutboxRow
 from app.transport import Transport
 
@@ -36,8 +36,7 @@ async def send(
         return set()
     failed = set(
         await queue.send_jobs(
-            [row.job_id for row in rows],
-            traces={str(row.job_id): row.trace_context for row in rows},
+            await routes(db, rows), traces={str(row.job_id): row.trace_context for row in rows}
         )
     )
     sent = [row.id for row in rows if str(row.job_id) not in failed]
@@ -49,6 +48,17 @@ async def send(
     else:
         await store.outbox.record_sends_txn(txn, sent=sent, failed=unsent, error=SEND_FAILED)
     return set(sent)
+
+
+async def routes(db: store.Database, rows: Sequence[OutboxRow]) -> list[Route]:
+    """Where each row's message goes: from the row where its query read the job's tenant
+    and priority, else looked up (one statement for the rest). A row whose job is gone
+    (deleted by hand) keeps the normal queue, where the worker dead-letters it."""
+    missing = [row.job_id for row in rows if row.route is None]
+    found = await store.jobs.routes(db, missing) if missing else {}
+    return [
+        row.route or found.get(row.job_id) or Route(row.job_id, "", Priority.NORMAL) for row in rows
+    ]
 
 
 class OutboxSender:
@@ -64,11 +74,9 @@ class OutboxSender:
             self._flush, max_size=aws_limits.MAX_BATCH, max_in_flight=2
         )
 
-    async def send(
-        self, outbox_id: int, job_id: uuid.UUID, trace_context: str | None = None
-    ) -> bool:
-        """True when the message was sent; False leaves it to the outbox relay."""
-        return await self.batcher.submit(OutboxRow(outbox_id, job_id, trace_context))
+    async def send(self, row: OutboxRow) -> bool:
+        """True when the row's message was sent; False leaves it to the outbox relay."""
+        return await self.batcher.submit(row)
 
     async def _flush(self, rows: list[OutboxRow]) -> list[bool]:
         sent = await send(self.db, self.queue, rows)

@@ -19,6 +19,7 @@ from typing import Any
 
 from app import bounds, crashpoints, errors, kinds, metrics, store
 from app.config import Settings
+from app.priorities import Priority
 from app.services import auth, outbox, wakeups
 from app.store.jobs import NewRow
 from app.store.records import Admission, OutboxRow
@@ -54,6 +55,7 @@ class NewJob:
     idempotency_key: str | None = None
     run_at: dt.datetime | None = None  # with a time zone; at most a year ahead
     delay_seconds: float | None = None  # 0 to a year; not both
+    priority: str | None = None  # high, normal or low (None: normal)
 
 
 def request_hash(
@@ -64,10 +66,12 @@ def request_hash(
     *,
     run_at: dt.datetime | None = None,
     delay_seconds: float | None = None,
+    priority: str | None = None,
 ) -> str:
-    """What an Idempotency-Key is bound to. When the job should run is part of the request
-    (the same key asking for another time is a 409), added only when asked for, so the
-    hashes of requests without it are the ones stored before it existed."""
+    """What an Idempotency-Key is bound to. When the job should run, and a priority other
+    than normal, are part of the request (the same key asking for another time or
+    priority is a 409), added only when asked for, so the hashes of requests without them
+    are the ones stored before they existed."""
     request: dict[str, Any] = {
         "kind": kind,
         "payload": payload,
@@ -78,6 +82,8 @@ def request_hash(
         request["run_at"] = run_at.astimezone(dt.UTC).isoformat()
     if delay_seconds is not None:
         request["delay_seconds"] = delay_seconds
+    if priority not in (None, Priority.NORMAL):
+        request["priority"] = priority
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -118,11 +124,19 @@ async def submit(
     key_id: str | None = None,
     run_at: dt.datetime | None = None,
     delay_seconds: float | None = None,
+    priority: str | None = None,
 ) -> Submitted:
     """Validate, write the job and its outbox row in one statement, commit, then send
     (a delayed job: written waiting on its timer, its wake-up sent delayed)."""
     new = NewJob(
-        kind, payload, max_attempts, timeout_seconds, idempotency_key, run_at, delay_seconds
+        kind,
+        payload,
+        max_attempts,
+        timeout_seconds,
+        idempotency_key,
+        run_at,
+        delay_seconds,
+        priority,
     )
     (submitted,) = await submit_many(
         settings, db, queue, [new], tenant=tenant, sender=sender, key_id=key_id
@@ -130,10 +144,21 @@ async def submit(
     return submitted
 
 
+def _priority(value: str | None) -> Priority:
+    try:
+        return Priority(value or Priority.NORMAL)
+    except ValueError:
+        raise errors.BadRequest(
+            f"priority must be one of high, normal, low, not {value!r}"
+        ) from None
+
+
 def validated(settings: Settings, new: NewJob) -> NewRow:
-    """The job checked (kind, payload, bounds, key, timing) and ready for the insert, or
-    BadRequest naming what is wrong; a spawned child and a schedule's job go through here too."""
+    """The job checked (kind, payload, bounds, key, timing, priority) and ready for the
+    insert, or BadRequest naming what is wrong; a spawned child and a schedule's job go
+    through here too."""
     _check_timing(new)
+    priority = _priority(new.priority)
     k = kinds.get(new.kind)
     problem = unstorable(new.payload)
     if problem:
@@ -162,6 +187,7 @@ def validated(settings: Settings, new: NewJob) -> NewRow:
         timeout,
         run_at=new.run_at,
         delay_seconds=new.delay_seconds,
+        priority=priority,
     )
     return NewRow(
         uuid.uuid4(),
@@ -173,6 +199,7 @@ def validated(settings: Settings, new: NewJob) -> NewRow:
         digest,
         run_at=new.run_at,
         delay_seconds=new.delay_seconds,
+        priority=priority.value,
     )
 
 
@@ -283,9 +310,7 @@ async def send_after_commit(
         crashpoints.hit(crashpoints.Point.AFTER_OUTBOX_COMMIT, job_id=row.job_id)
     try:
         if sender is not None:
-            await asyncio.gather(
-                *(sender.send(row.id, row.job_id, row.trace_context) for row in rows)
-            )
+            await asyncio.gather(*(sender.send(row) for row in rows))
         else:
             await outbox.send(db, queue, rows)
     except errors.TaskleaseError as exc:

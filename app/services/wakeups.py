@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import logging
 import math
-import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from app import crashpoints, metrics, store
 from app.config import Settings
+from app.priorities import Route
 from app.transport import Transport
 
 log = logging.getLogger(__name__)
@@ -20,18 +20,18 @@ log = logging.getLogger(__name__)
 
 async def send(
     queue: Transport,
-    wakeups: Sequence[tuple[uuid.UUID, float]],
+    wakeups: Sequence[tuple[Route, float]],
     *,
     path: str = "engine",
     traces: Mapping[str, str | None] | None = None,
 ) -> int:
-    """Send each job's wake-up with its delay (rounded up to whole seconds, so a timer is
+    """Send each job's wake-up (to its route: its priority's queue) with its delay (rounded up to whole seconds, so a timer is
     never woken before it is due) and its trace context where ``traces`` has it; returns
     how many were sent. A failed send is left to the sweeper, which re-sends a wake-up
     overdue by TASKLEASE_WAKE_GRACE_SECONDS."""
-    by_delay: dict[int, list[uuid.UUID]] = defaultdict(list)
-    for job_id, delay in wakeups:
-        by_delay[math.ceil(max(0.0, delay))].append(job_id)
+    by_delay: dict[int, list[Route]] = defaultdict(list)
+    for route, delay in wakeups:
+        by_delay[math.ceil(max(0.0, delay))].append(route)
     sent = 0
     for delay, ids in sorted(by_delay.items()):
         failed = await queue.send_jobs(ids, delay_seconds=delay, traces=traces)

@@ -25,12 +25,12 @@ import httpx
 from rich.markup import escape
 
 from app import errors, kinds, store, transport
-from app.config import Settings
+from app.config import PRIORITY_QUEUE_FIELDS, Settings
 from app.services import auth
 from app.stack import embedded, state
 from app.stack.demo import Approval, Follow, console, submit_demo, watch
 from app.stack.stack import Stack
-from app.transport import secrets
+from app.transport import QueueUrls, secrets
 
 DEFAULT_SQS_PORT = 9324  # moto's SQS server: the same from run to run (--sqs-port)
 # Where SQS is, written to the state file. Never the caller's credentials: a local SQS
@@ -111,9 +111,8 @@ class DevStack(Stack):
         )
         env["TASKLEASE_DATABASE_URL"] = database_url
         self.api_key = asyncio.run(_demo_key(database_url))
-        queue_url, dlq_url = self._queues(env)
-        env["TASKLEASE_QUEUE_URL"] = queue_url
-        env["TASKLEASE_DLQ_URL"] = dlq_url
+        urls = self._queues(env)
+        env.update(urls.env())
 
         hook_port = embedded.free_port()
         env["TASKLEASE_WEBHOOK_URL"] = (
@@ -152,7 +151,7 @@ class DevStack(Stack):
             soft_wrap=True,
         )
         self._write_state(env)
-        update = {"queue_url": queue_url, "dlq_url": dlq_url, "database_url": database_url}
+        update = {**urls.settings(), "database_url": database_url}
         self.runtime_settings = s.model_copy(update=update)
         resent = asyncio.run(_resend_waiting(self.runtime_settings))
         if resent:
@@ -166,10 +165,7 @@ class DevStack(Stack):
         if self.endpoint:  # moto or LocalStack, started or found here
             aws.update(LOCAL_CREDENTIALS)
         self.state_env = {
-            **{
-                k: env[k]
-                for k in ("TASKLEASE_DATABASE_URL", "TASKLEASE_QUEUE_URL", "TASKLEASE_DLQ_URL")
-            },
+            **{k: env[k] for k in ("TASKLEASE_DATABASE_URL", *state.CONNECTION) if k in env},
             "TASKLEASE_QUEUE_NAME": self.settings.queue_name,
             **aws,
             "TASKLEASE_API_URL": self.api_url,
@@ -215,12 +211,15 @@ class DevStack(Stack):
         state.remove(self.data_dir)
         super().stop()
 
-    def _queues(self, env: dict[str, str]) -> tuple[str, str]:
-        """The environment's queues, or the queue and DLQ created on moto or LocalStack."""
+    def _queues(self, env: dict[str, str]) -> QueueUrls:
+        """The environment's queues, or the three queues and their DLQs created on moto or
+        LocalStack."""
         s = self.settings
         if s.queue_url and s.dlq_url:
             console.print(f"[green]✓[/] SQS         {s.queue_url} (from the environment)")
-            return s.queue_url, s.dlq_url
+            return QueueUrls(
+                **{k: getattr(s, k) for k in ("queue_url", "dlq_url", *PRIORITY_QUEUE_FIELDS)}
+            )
         with console.status(f"starting {self.sqs}'s SQS server…"):
             try:
                 endpoint = self.start_sqs(self.sqs, start_localstack=False, port=self.sqs_port)
@@ -230,8 +229,11 @@ class DevStack(Stack):
             os.environ.update(env)
             urls = self.create_queues(s, s.queue_name)
         label = "LocalStack" if self.sqs == "localstack" else "moto"
-        console.print(f"[green]✓[/] SQS         {endpoint} ({label}), queue {s.queue_name} + DLQ")
-        return urls.queue_url, urls.dlq_url
+        console.print(
+            f"[green]✓[/] SQS         {endpoint} ({label}), queues {s.queue_name}, "
+            f"{s.queue_name}-high and {s.queue_name}-low, each with its DLQ"
+        )
+        return urls
 
     def check(self) -> list[str]:
         return [p.name for p in self.exited()]
@@ -252,7 +254,7 @@ async def _resend_waiting(s: Settings) -> int:
         store.connect(secrets.database_url(s), min_size=1, max_size=1) as database,
         transport.connect(s) as queue,
     ):
-        ids = await store.jobs.waiting_ids(database)
+        ids = await store.jobs.waiting_routes(database)
         failed = await queue.send_jobs(ids)
         return len(ids) - len(failed)
 

@@ -36,7 +36,8 @@ def localstack_endpoint() -> str:
 
 
 async def create_queues(settings: Settings, name: str) -> QueueUrls:
-    """The queue ``name`` and its DLQ on the endpoint the environment names: their URLs."""
+    """The queues ``name`` (with ``name``-high and ``name``-low) and their DLQs on the
+    endpoint the environment names: their URLs."""
     async with transport.connect(settings) as queue:
         return await queue.create_queues(name)
 
@@ -174,8 +175,7 @@ class Stack:
             **base,
             **embedded.local_aws_env(endpoint),
             "TASKLEASE_DATABASE_URL": self.database_url,
-            "TASKLEASE_QUEUE_URL": urls.queue_url,
-            "TASKLEASE_DLQ_URL": urls.dlq_url,
+            **urls.env(),
             "TASKLEASE_QUEUE_NAME": queue_name,
         }
 

@@ -11,6 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from app import tracing
+from app.priorities import Route
 from app.states import JobState
 from app.store.pool import Conn, Database, fetch_txn, q
 from app.store.records import Admission, Job, JobEvent, OutboxRow
@@ -31,6 +32,7 @@ class NewRow:
     # clock); neither, or a time already past: now.
     run_at: dt.datetime | None = None
     delay_seconds: float | None = None
+    priority: str = "normal"  # which queue its messages go to (app/priorities.py)
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ async def insert_txn(
             "delays": [r.delay_seconds for r in rows],
             # Each job's trace continues from the span current at its submission.
             "trace_contexts": [tracing.for_new_job() for _ in rows],
+            "priorities": [r.priority for r in rows],
             "rate": limits.rate_per_second,
             "burst": limits.burst,
             "max_in_flight": limits.max_in_flight,
@@ -111,7 +114,13 @@ async def insert_txn(
         admission=Admission.from_row(written[0]),
         jobs=[Job.from_row(row) for row in made],
         outbox=[
-            OutboxRow(id=row["outbox_id"], job_id=row["id"], trace_context=row["trace_context"])
+            OutboxRow(
+                id=row["outbox_id"],
+                job_id=row["id"],
+                trace_context=row["trace_context"],
+                tenant=row["tenant"],
+                priority=row["priority"],
+            )
             for row in made
             if row["outbox_id"] is not None
         ],
@@ -121,12 +130,22 @@ async def insert_txn(
 
 async def mark_delayed_wakeups(
     db: Database, job_ids: Sequence[uuid.UUID], *, cap: float
-) -> list[tuple[uuid.UUID, float]]:
-    """Of these delayed jobs, mark and return (job id, delay) for each due within ``cap``
-    seconds whose wake-up nobody sent yet: the caller sends them now. The others are
-    left to the sweeper (their wake_sent_at stays NULL)."""
+) -> list[tuple[Route, float]]:
+    """Of these delayed jobs, mark and return (the job's route, delay) for each due within
+    ``cap`` seconds whose wake-up nobody sent yet: the caller sends them now. The others
+    are left to the sweeper (their wake_sent_at stays NULL)."""
     rows = await db.fetch(q("mark_delayed_wakeups"), {"ids": list(job_ids), "cap": cap})
-    return [(row["id"], float(row["delay"])) for row in rows]
+    return [(_route(row), float(row["delay"])) for row in rows]
+
+
+async def routes(db: Database, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Route]:
+    """Where each of these jobs' messages go (the ones that exist)."""
+    rows = await db.fetch(q("job_routes"), {"ids": list(job_ids)})
+    return {row["id"]: _route(row) for row in rows}
+
+
+def _route(row: Any) -> Route:
+    return Route.of(row["id"], row["tenant"], row["priority"])
 
 
 async def by_idempotency_keys(db: Database, tenant: str, keys: Sequence[str]) -> list[Job]:
@@ -198,6 +217,6 @@ async def request_cancel(db: Database, job_id: uuid.UUID) -> bool:
     return bool(await db.fetch(q("request_cancel"), {"id": job_id}))
 
 
-async def waiting_ids(db: Database) -> list[uuid.UUID]:
-    """Jobs that need a message, oldest first (for a queue created anew)."""
-    return [row["id"] for row in await db.fetch(q("waiting_jobs"))]
+async def waiting_routes(db: Database) -> list[Route]:
+    """Jobs that need a message, oldest first (for a queue created anew): their routes."""
+    return [_route(row) for row in await db.fetch(q("waiting_jobs"))]

@@ -11,6 +11,7 @@ from typing import Any, TypedDict, Unpack
 from psycopg.types.json import Jsonb
 
 from app.config import Settings
+from app.priorities import Route
 from app.states import JobState
 from app.store.pool import Database, q
 from app.store.records import Job, OutboxRow
@@ -187,11 +188,11 @@ async def mark_stalled(db: Database, *, grace: float, limit: int) -> list[uuid.U
     return [row["id"] for row in rows]
 
 
-async def touch_lost(db: Database, *, age: float, limit: int) -> list[uuid.UUID]:
+async def touch_lost(db: Database, *, age: float, limit: int) -> list[Route]:
     """Waiting jobs unchanged for ``age`` seconds (their message may be gone), touched so
-    the next sweep leaves them alone for as long again."""
+    the next sweep leaves them alone for as long again; where each one's message goes."""
     rows = await db.fetch(q("touch_lost"), {"age": age, "limit": limit})
-    return [row["id"] for row in rows]
+    return [Route.of(row["id"], row["tenant"], row["priority"]) for row in rows]
 
 
 async def release_parked(

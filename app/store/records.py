@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
+from app.priorities import Route
 from app.states import JobState
 
 Row = Mapping[str, Any]
@@ -78,6 +79,12 @@ class Job(_Record):
     wake_sent_at: dt.datetime | None
     trace_context: str | None  # the W3C traceparent the job's trace continues from
     parked: bool  # queued past its tenant's window on the queue: no message until released
+    priority: str = "normal"  # high, normal or low: which queue its messages go to
+
+    @property
+    def route(self) -> Route:
+        """Where this job's messages go (its priority's queue, its tenant's group)."""
+        return Route.of(self.id, self.tenant, self.priority)
 
     @classmethod
     def from_row(cls, row: Row) -> Self:
@@ -136,16 +143,30 @@ class Admission(_Record):
 
 @dataclass(frozen=True, slots=True)
 class OutboxRow(_Record):
-    """A message still to send: the outbox row's id, the job it wakes up, and the job's
-    trace context (carried on the message; None where the query did not read it)."""
+    """A message still to send: the outbox row's id, the job it wakes up, the job's
+    trace context (carried on the message; None where the query did not read it), and
+    the job's tenant and priority (its route; None where the query did not read them:
+    the send looks them up)."""
 
     id: int
     job_id: uuid.UUID
     trace_context: str | None = None
+    tenant: str | None = None
+    priority: str | None = None
+
+    @property
+    def route(self) -> Route | None:
+        return None if self.tenant is None else Route.of(self.job_id, self.tenant, self.priority)
 
     @classmethod
     def from_row(cls, row: Row) -> Self:
-        return cls(id=row["id"], job_id=row["job_id"], trace_context=row.get("trace_context"))
+        return cls(
+            id=row["id"],
+            job_id=row["job_id"],
+            trace_context=row.get("trace_context"),
+            tenant=row.get("tenant"),
+            priority=row.get("priority"),
+        )
 
 
 @dataclass(frozen=True, slots=True)

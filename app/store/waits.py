@@ -14,6 +14,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from app.priorities import Route
 from app.store import jobs
 from app.store.pool import Database, fetch_txn, q
 from app.store.records import Job, OutboxRow, Row
@@ -88,11 +89,13 @@ async def unsent_of(db: Database, job_id: uuid.UUID) -> list[OutboxRow]:
 
 async def due_wakeups(
     db: Database, *, cap: float, grace: float, limit: int
-) -> list[tuple[uuid.UUID, float]]:
-    """Marks and returns (job id, delay) for each waiting job whose wake-up must be sent
-    now: due within ``cap`` seconds and none sent, or overdue by ``grace`` and lost."""
+) -> list[tuple[Route, float]]:
+    """Marks and returns (the job's route, delay) for each waiting job whose wake-up must
+    be sent now: due within ``cap`` seconds and none sent, or overdue by ``grace`` and lost."""
     rows = await db.fetch(q("due_wakeups"), {"cap": cap, "grace": grace, "limit": limit})
-    return [(row["id"], float(row["delay"])) for row in rows]
+    return [
+        (Route.of(row["id"], row["tenant"], row["priority"]), float(row["delay"])) for row in rows
+    ]
 
 
 async def early_wakeup(db: Database, job_id: uuid.UUID, *, cap: float) -> float | None:
@@ -251,7 +254,13 @@ async def spawn_child(
     )
     made = [r for r in rows if r["made"]]
     if made:
-        box = OutboxRow(id=made[0]["id"], job_id=made[0]["job_id"], trace_context=trace_context)
+        box = OutboxRow(
+            id=made[0]["id"],
+            job_id=made[0]["job_id"],
+            trace_context=trace_context,
+            tenant=made[0]["tenant"],
+            priority=made[0]["priority"],
+        )
         return Spawned(made[0]["job_id"], box)
     if rows:
         return Spawned(rows[0]["job_id"], None)

@@ -13,10 +13,11 @@ carrier's own, such as ``ApproximateReceiveCount`` and ``SentTimestamp``).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+from app.priorities import Priority, Route
 
 # One received message, in the shape the module docstring describes.
 Message = dict[str, Any]
@@ -24,15 +25,31 @@ Message = dict[str, Any]
 
 @dataclass(frozen=True)
 class QueueUrls:
-    """Where a deployment's two queues are: what TASKLEASE_QUEUE_URL and _DLQ_URL hold."""
+    """Where a deployment's queues are: what TASKLEASE_QUEUE_URL and _DLQ_URL hold, and
+    the high and low queues' _HIGH and _LOW ones (None where not made)."""
 
     queue_url: str
     dlq_url: str
+    queue_url_high: str | None = None
+    dlq_url_high: str | None = None
+    queue_url_low: str | None = None
+    dlq_url_low: str | None = None
+
+    def settings(self) -> dict[str, str]:
+        """As Settings fields (the ones made)."""
+        return {k: v for k, v in vars(self).items() if v}
+
+    def env(self) -> dict[str, str]:
+        """As TASKLEASE_* variables (the ones made)."""
+        return {"TASKLEASE_" + k.upper(): v for k, v in self.settings().items()}
 
 
 @runtime_checkable
 class Transport(Protocol):
-    """An open connection to the source queue and its dead-letter queue.
+    """An open connection to the source queues (one per priority, or one for all) and
+    their dead-letter queues. A job's message goes to its priority's queue; a received
+    message is deleted or re-timed on the queue it came from (the carrier remembers it);
+    the dead-letter methods see every DLQ as one.
 
     Every failure to reach the carrier raises errors.QueueError naming the operation.
     Batch calls return what failed instead of raising for part of a batch."""
@@ -45,21 +62,41 @@ class Transport(Protocol):
 
     async def send_jobs(
         self,
-        job_ids: Sequence[uuid.UUID | str],
+        routes: Sequence[Route],
         *,
         delay_seconds: float = 0,
         traces: Mapping[str, str | None] | None = None,
     ) -> list[str]:
-        """Wake the jobs up: one message each, visible after ``delay_seconds``, carrying
-        its job's trace context from ``traces`` (job id -> W3C traceparent) where given.
-        Returns the job ids whose message was not sent."""
+        """Wake the jobs up: one message each on its priority's queue, in its tenant's
+        message group, visible after ``delay_seconds``, carrying its job's trace context
+        from ``traces`` (job id -> W3C traceparent) where given. Returns the job ids whose
+        message was not sent."""
+        ...
+
+    def priorities(self) -> tuple[Priority, ...]:
+        """The priorities with a source queue of their own (just normal when all share one)."""
         ...
 
     async def receive(
-        self, *, max_messages: int, wait_seconds: int, visibility: int | None = None
+        self,
+        *,
+        max_messages: int,
+        wait_seconds: int,
+        visibility: int | None = None,
+        priority: Priority = Priority.NORMAL,
     ) -> list[Message]:
-        """Up to ``max_messages``, waiting up to ``wait_seconds`` for the first (long poll);
-        each is invisible for ``visibility`` seconds (the queue's default when None)."""
+        """Up to ``max_messages`` from ``priority``'s queue, waiting up to ``wait_seconds``
+        for the first (long poll); each is invisible for ``visibility`` seconds (the
+        queue's default when None)."""
+        ...
+
+    def remember(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Learn which queue each record of an event came from (its eventSourceARN), for
+        messages received by someone else (Lambda's event source mapping)."""
+        ...
+
+    def forget(self, receipt_handles: Sequence[str]) -> None:
+        """The batch is done: stop remembering where these messages came from."""
         ...
 
     async def delete_batch(self, receipt_handles: Sequence[str]) -> list[str]:
@@ -70,21 +107,22 @@ class Transport(Protocol):
         """Make a received message visible again after ``seconds`` (the lease)."""
         ...
 
-    async def source_arn(self) -> str:
-        """The source queue's name as the records of an event carry it (eventSourceARN)."""
+    async def source_arn(self, priority: Priority = Priority.NORMAL) -> str:
+        """A source queue's name as the records of an event carry it (eventSourceARN)."""
         ...
 
     # --- the dead-letter queue -------------------------------------------------
 
     async def send_dead_letter(
         self,
-        job_id: uuid.UUID | str,
+        route: Route,
         reason: str,
         *,
         generation: int = 0,
         traceparent: str | None = None,
     ) -> None:
-        """A job's dead letter, with the marker, the reason, the redrive generation and
+        """A job's dead letter, on the DLQ paired with its priority's queue, in its
+        tenant's message group, with the marker, the reason, the redrive generation and
         the job's trace context."""
         ...
 
@@ -110,8 +148,8 @@ class Transport(Protocol):
         ...
 
     async def send_moved(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Put dead letters back on the source queue with their attributes, marked as moved;
-        returns the MessageIds that failed. The caller deletes the sent ones from the DLQ."""
+        """Put dead letters back on the source queue paired with the DLQ each came from,
+        with their attributes, marked as moved; returns the MessageIds that failed. The caller deletes the sent ones from the DLQ."""
         ...
 
     async def start_move(self, *, rate: int | None = None) -> str | None:
@@ -131,14 +169,15 @@ class Transport(Protocol):
     # --- administration --------------------------------------------------------
 
     async def depth(self) -> dict[str, int]:
-        """The source queue's approximate counts: visible, in flight and delayed
+        """The source queues' approximate counts, summed: visible, in flight and delayed
         (``ApproximateNumberOfMessages``, ``…NotVisible``, ``…Delayed``)."""
         ...
 
     async def dead_letter_depth(self) -> dict[str, int]:
-        """Like depth, for the dead-letter queue."""
+        """Like depth, for the dead-letter queues."""
         ...
 
     async def create_queues(self, name: str) -> QueueUrls:
-        """Create (or find) the source queue and its DLQ, the DLQ as its redrive target."""
+        """Create (or find) the source queues and their DLQs, each DLQ its source's
+        redrive target."""
         ...

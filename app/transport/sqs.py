@@ -6,12 +6,10 @@ The endpoint comes from botocore's own variables (``AWS_ENDPOINT_URL_SQS`` or
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import datetime as dt
-import json
 import math
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import botocore.exceptions
@@ -21,8 +19,11 @@ from botocore.config import Config
 from app import aws_limits as limits
 from app import errors, metrics
 from app.config import Settings
-from app.transport import codec
+from app.priorities import ORDER, Priority, Route
+from app.transport import codec, sqs_create
+from app.transport import sqs_shapes as shapes
 from app.transport.base import Message, QueueUrls
+from app.transport.queues import QueueSet
 
 # StartMessageMoveTask moves at most 500 messages per second.
 MAX_MOVE_RATE = 500
@@ -32,36 +33,20 @@ _UNSUPPORTED = {
     "NotImplemented",
     "AWS.SimpleQueueService.UnsupportedOperation",
 }
-_ATTR_KEYS = {"DataType", "StringValue", "BinaryValue"}
-# SendMessage takes at most 10 message attributes.
-MAX_MESSAGE_ATTRIBUTES = 10
-
-
-def _chunks(items: Sequence[Any], size: int = limits.MAX_BATCH) -> Iterable[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
-def _string(value: str) -> dict[str, str]:
-    return {"DataType": "String", "StringValue": value}
-
-
-def _with_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
-    return {"MessageAttributes": attributes} if attributes else {}
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 class SqsTransport:
-    """An open SQS client bound to the source queue and its dead-letter queue.
+    """An open SQS client bound to the priorities' source queues and their dead-letter
+    queues (one pair when TASKLEASE_QUEUE_URL_HIGH/_LOW are unset): a job's message goes
+    to its priority's queue, a received message is deleted or re-timed on the queue it
+    came from, and the DLQ methods see every dead-letter queue as one.
 
     The optional ``url`` arguments (another queue than the source) serve callers written
     before the Transport protocol; the protocol's DLQ methods replace them."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.queues = QueueSet(settings)
         self._stack = contextlib.AsyncExitStack()
         self._client: Any = None
         self._arns: dict[str, str] = {}  # a queue's ARN never changes: asked once
@@ -110,12 +95,12 @@ class SqsTransport:
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
             raise errors.QueueError(f"SQS {op}: {exc}") from exc
 
-    async def _send_batch(self, entries: list[dict[str, Any]]) -> list[int]:
-        """One SendMessageBatch to the source queue; the indexes of the entries that failed
-        (all of them when the call itself failed)."""
+    async def _send_batch(self, entries: list[dict[str, Any]], url: str | None = None) -> list[int]:
+        """One SendMessageBatch to ``url`` (the normal source queue); the indexes of the
+        entries that failed (all of them when the call itself failed)."""
         try:
             resp = await self._call(
-                "send_message_batch", QueueUrl=self.settings.queue, Entries=entries
+                "send_message_batch", QueueUrl=url or self.settings.queue, Entries=entries
             )
         except errors.QueueError:
             return list(range(len(entries)))
@@ -125,26 +110,34 @@ class SqsTransport:
 
     async def send_jobs(
         self,
-        job_ids: Sequence[uuid.UUID | str],
+        routes: Sequence[Route],
         *,
         delay_seconds: float = 0,
         traces: Mapping[str, str | None] | None = None,
     ) -> list[str]:
-        """Send one message per job in batches of 10, each with its job's trace context
-        (``traces``: job id -> traceparent); returns the job ids that failed."""
+        """Send one message per job to its priority's queue, in its tenant's message group,
+        in batches of 10, each with its job's trace context (``traces``: job id ->
+        traceparent); returns the job ids that failed."""
         # Whole seconds, rounded up like visibility, within SendMessage's 15 minutes.
         delay = math.ceil(max(0, min(delay_seconds, limits.MAX_DELAY_SECONDS)))
         extra = {"DelaySeconds": delay} if delay else {}
         traces = traces or {}
         failed: list[str] = []
-        for chunk in _chunks(list(job_ids)):
-            entries = [
-                {"Id": str(i), "MessageBody": codec.body_for(j), **extra}
-                | _with_attributes(codec.trace_attributes(traces.get(str(j))))
-                for i, j in enumerate(chunk)
-            ]
-            failed.extend(str(chunk[i]) for i in await self._send_batch(entries))
+        for priority in ORDER:
+            mine = [r for r in routes if r.priority == priority]
+            for chunk in shapes.chunks(mine):
+                entries = [
+                    {"Id": str(i), "MessageBody": codec.body_for(r.job_id), **extra}
+                    | shapes.group(r.tenant)
+                    | shapes.with_attributes(codec.trace_attributes(traces.get(str(r.job_id))))
+                    for i, r in enumerate(chunk)
+                ]
+                url = self.queues.source(priority)
+                failed.extend(str(chunk[i].job_id) for i in await self._send_batch(entries, url))
         return failed
+
+    def priorities(self) -> tuple[Priority, ...]:
+        return self.queues.priorities()
 
     async def receive(
         self,
@@ -153,34 +146,54 @@ class SqsTransport:
         wait_seconds: int,
         url: str | None = None,
         visibility: int | None = None,
+        priority: Priority = Priority.NORMAL,
     ) -> list[Message]:
+        url = url or self.queues.source(priority)
         extra = {} if visibility is None else {"VisibilityTimeout": visibility}
         resp = await self._call(
             "receive_message",
-            QueueUrl=url or self.settings.queue,
+            QueueUrl=url,
             **extra,
             MaxNumberOfMessages=max_messages,
             WaitTimeSeconds=wait_seconds,
             MessageSystemAttributeNames=["All"],
             MessageAttributeNames=["All"],
         )
-        return list(resp.get("Messages", []))
+        messages = list(resp.get("Messages", []))
+        for m in messages:
+            self.queues.remember(m["ReceiptHandle"], url)
+        return messages
+
+    def remember(self, records: Sequence[Mapping[str, Any]]) -> None:
+        self.queues.remember_records(records)
+
+    def forget(self, receipt_handles: Sequence[str]) -> None:
+        self.queues.forget(receipt_handles)
 
     async def delete_batch(
         self, receipt_handles: Sequence[str], *, url: str | None = None
     ) -> list[str]:
-        """Delete in batches of 10; returns the handles that failed."""
+        """Delete in batches of 10, each on the queue it came from; returns the handles
+        that failed."""
+        return await self._by_handle("delete_message_batch", receipt_handles, url)
+
+    async def _by_handle(
+        self, op: str, receipt_handles: Sequence[str], default: str | None, **entry: Any
+    ) -> list[str]:
+        """A *Batch call on received messages, in batches of 10, each batch on the queue
+        its messages came from (``default`` for a handle not known); returns the handles
+        that failed. The others are done with: forgotten."""
         failed: list[str] = []
-        for chunk in _chunks(list(receipt_handles)):
-            entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(chunk)]
-            try:
-                resp = await self._call(
-                    "delete_message_batch", QueueUrl=url or self.settings.queue, Entries=entries
-                )
-            except errors.QueueError:
-                failed.extend(chunk)
-                continue
-            failed.extend(chunk[int(f["Id"])] for f in resp.get("Failed", []))
+        for url, handles in self.queues.by_queue(receipt_handles, default).items():
+            for chunk in shapes.chunks(handles):
+                entries = [{"Id": str(i), "ReceiptHandle": h, **entry} for i, h in enumerate(chunk)]
+                try:
+                    resp = await self._call(op, QueueUrl=url, Entries=entries)
+                except errors.QueueError:
+                    failed.extend(chunk)
+                    continue
+                failed.extend(chunk[int(f["Id"])] for f in resp.get("Failed", []))
+        self.queues.forget(set(receipt_handles) - set(failed))
         return failed
 
     async def change_visibility(
@@ -191,34 +204,37 @@ class SqsTransport:
         seconds = math.ceil(max(0, min(seconds, limits.MAX_VISIBILITY_SECONDS)))
         await self._call(
             "change_message_visibility",
-            QueueUrl=url or self.settings.queue,
+            QueueUrl=self.queues.where(receipt_handle, url),
             ReceiptHandle=receipt_handle,
             VisibilityTimeout=seconds,
         )
 
-    async def source_arn(self) -> str:
-        return await self.queue_arn(self.settings.queue)
+    async def source_arn(self, priority: Priority = Priority.NORMAL) -> str:
+        return await self.queue_arn(self.queues.source(priority))
 
     # --- the dead-letter queue -------------------------------------------------
 
     async def send_dead_letter(
         self,
-        job_id: uuid.UUID | str,
+        route: Route,
         reason: str,
         *,
         generation: int = 0,
         traceparent: str | None = None,
     ) -> None:
-        """A new message on the DLQ, carrying the marker, the reason and the job's trace
-        context (a redrive moves it back with its attributes)."""
+        """A new message on the DLQ paired with the job's queue, in its tenant's group,
+        carrying the marker, the reason and the job's trace context (a redrive moves it
+        back with its attributes)."""
+        job_id = route.job_id
         await self._call(
             "send_message",
-            QueueUrl=self.settings.dlq,
+            QueueUrl=self.queues.dlq(route.priority),
             MessageBody=codec.body_for(job_id),
+            **shapes.group(route.tenant),
             MessageAttributes={
-                codec.ATTR_DEAD_LETTERED_AT: _string(_now()),
-                codec.ATTR_REASON: _string((reason or "unknown")[: codec.MAX_REASON_CHARS]),
-                codec.ATTR_JOB_ID: _string(str(job_id)),
+                codec.ATTR_DEAD_LETTERED_AT: shapes.string(shapes.now()),
+                codec.ATTR_REASON: shapes.string((reason or "unknown")[: codec.MAX_REASON_CHARS]),
+                codec.ATTR_JOB_ID: shapes.string(str(job_id)),
                 codec.ATTR_GENERATION: {"DataType": "Number", "StringValue": str(generation)},
                 **codec.trace_attributes(traceparent),
             },
@@ -228,99 +244,105 @@ class SqsTransport:
         self, body: str, reason: str, *, attributes: Mapping[str, Mapping[str, Any]] | None = None
     ) -> None:
         """A message that is not ours goes to the DLQ as it came, its own attributes beside
-        the reason (see _foreign_attributes for what does not fit)."""
+        the reason (see sqs_shapes.foreign_attributes for what does not fit)."""
         await self._call(
             "send_message",
             QueueUrl=self.settings.dlq,
             MessageBody=body or "(empty)",
-            MessageAttributes=_foreign_attributes(attributes or {}, reason),
+            MessageAttributes=shapes.foreign_attributes(attributes or {}, reason),
         )
 
     async def receive_dead_letters(
         self, *, max_messages: int, wait_seconds: int, visibility: int | None = None
     ) -> list[Message]:
-        return await self.receive(
-            url=self.settings.dlq,
-            max_messages=max_messages,
-            wait_seconds=wait_seconds,
-            visibility=visibility,
-        )
+        """From every dead-letter queue at once: a short poll of each, then, when none
+        answered, a long poll of each (so an empty answer costs ``wait_seconds`` once)."""
+        dlqs = self.queues.dlqs()
+        for wait in (0, wait_seconds) if len(dlqs) > 1 else (wait_seconds,):
+            answers = await asyncio.gather(
+                *(
+                    self.receive(
+                        url=url, max_messages=max_messages, wait_seconds=wait, visibility=visibility
+                    )
+                    for url in dlqs
+                )
+            )
+            messages = [m for answer in answers for m in answer]
+            if messages:
+                return messages
+        return []
 
     async def delete_dead_letters(self, receipt_handles: Sequence[str]) -> list[str]:
         return await self.delete_batch(receipt_handles, url=self.settings.dlq)
 
     async def release_dead_letters(self, receipt_handles: Sequence[str]) -> list[str]:
-        """ChangeMessageVisibilityBatch to 0 in batches of 10; returns the handles that failed."""
-        failed: list[str] = []
-        for chunk in _chunks(list(receipt_handles)):
-            entries = [
-                {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
-                for i, h in enumerate(chunk)
-            ]
-            try:
-                resp = await self._call(
-                    "change_message_visibility_batch", QueueUrl=self.settings.dlq, Entries=entries
-                )
-            except errors.QueueError:
-                failed.extend(chunk)
-                continue
-            failed.extend(chunk[int(f["Id"])] for f in resp.get("Failed", []))
-        return failed
+        """ChangeMessageVisibilityBatch to 0 in batches of 10, each on the DLQ it came
+        from; returns the handles that failed."""
+        return await self._by_handle(
+            "change_message_visibility_batch",
+            receipt_handles,
+            self.settings.dlq,
+            VisibilityTimeout=0,
+        )
 
     async def send_moved(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Send DLQ messages to the source queue as they were, attributes and all; a message
-        without our marker (SQS moved it by the redrive policy) gets one. Returns the
-        MessageIds that failed."""
+        """Send DLQ messages to the source queue paired with the DLQ each came from, as
+        they were, attributes and message group and all; a message without our marker (SQS
+        moved it by the redrive policy) gets one. Returns the MessageIds that failed."""
+        by_source: dict[str, list[Mapping[str, Any]]] = {}
+        for m in messages:
+            dlq = self.queues.where(m["ReceiptHandle"], self.settings.dlq)
+            by_source.setdefault(self.queues.source_of_dlq(dlq), []).append(m)
         failed: list[str] = []
-        for chunk in _chunks(list(messages)):
-            entries = []
-            for i, m in enumerate(chunk):
-                attrs = dict(m.get("MessageAttributes") or {})
-                attrs.setdefault(
-                    codec.ATTR_DEAD_LETTERED_AT, _string(dt.datetime.now(dt.UTC).isoformat())
-                )
-                attrs = {
-                    k: {kk: vv for kk, vv in v.items() if kk in _ATTR_KEYS}
-                    for k, v in attrs.items()
-                }
-                entries.append({"Id": str(i), "MessageBody": m["Body"], "MessageAttributes": attrs})
-            failed.extend(chunk[i]["MessageId"] for i in await self._send_batch(entries))
+        for url, mine in by_source.items():
+            for chunk in shapes.chunks(mine):
+                entries = [shapes.moved_entry(i, m) for i, m in enumerate(chunk)]
+                failed.extend(chunk[i]["MessageId"] for i in await self._send_batch(entries, url))
         return failed
 
     async def start_move(self, *, rate: int | None = None) -> str | None:
-        """StartMessageMoveTask from the DLQ back to the source queue, the destination named
-        (LocalStack fails the task without one for messages SQS did not move itself).
-        Returns the task handle, or None where the endpoint does not implement it (moto)."""
-        params: dict[str, Any] = {
-            "SourceArn": await self.queue_arn(self.settings.dlq),
-            "DestinationArn": await self.queue_arn(self.settings.queue),
-        }
-        if rate:
-            params["MaxNumberOfMessagesPerSecond"] = min(rate, MAX_MOVE_RATE)
-        resp = await self._call_if_supported("start_message_move_task", **params)
-        return None if resp is None else str(resp.get("TaskHandle", ""))
+        """StartMessageMoveTask from each DLQ back to its source queue, the destination
+        named (LocalStack fails the task without one for messages SQS did not move itself).
+        Returns the task handles (comma-separated), or None where the endpoint does not
+        implement it (moto)."""
+        handles: list[str] = []
+        for p in self.queues.priorities():
+            params: dict[str, Any] = {
+                "SourceArn": await self.queue_arn(self.queues.dlq(p)),
+                "DestinationArn": await self.queue_arn(self.queues.source(p)),
+            }
+            if rate:
+                params["MaxNumberOfMessagesPerSecond"] = min(rate, MAX_MOVE_RATE)
+            resp = await self._call_if_supported("start_message_move_task", **params)
+            if resp is None:
+                return None
+            handles.append(str(resp.get("TaskHandle", "")))
+        return ",".join(handles)
 
     async def move_status(self) -> dict[str, Any]:
-        """The newest move task of the DLQ (LocalStack lists TaskHandle only while running)."""
-        resp = await self._call(
-            "list_message_move_tasks",
-            SourceArn=await self.queue_arn(self.settings.dlq),
-            MaxResults=1,
-        )
-        results = resp.get("Results") or [{}]
-        return dict(results[0])
+        """The newest move task of each DLQ, as one (LocalStack lists TaskHandle only while
+        running): RUNNING while any runs, FAILED or CANCELLED if one did, else COMPLETED;
+        the counts summed."""
+        tasks: list[dict[str, Any]] = []
+        for url in self.queues.dlqs():
+            resp = await self._call(
+                "list_message_move_tasks", SourceArn=await self.queue_arn(url), MaxResults=1
+            )
+            tasks.extend(dict(t) for t in (resp.get("Results") or [])[:1])
+        return shapes.one_status(tasks)
 
     async def move_running(self) -> bool:
-        """ListMessageMoveTasks on the DLQ: is the newest task RUNNING? False where the
+        """ListMessageMoveTasks on each DLQ: is a newest task RUNNING? False where the
         endpoint does not implement it (moto), which then cannot run one either."""
-        resp = await self._call_if_supported(
-            "list_message_move_tasks",
-            SourceArn=await self.queue_arn(self.settings.dlq),
-            MaxResults=1,
-        )
-        return resp is not None and any(
-            t.get("Status") == "RUNNING" for t in resp.get("Results") or []
-        )
+        for url in self.queues.dlqs():
+            resp = await self._call_if_supported(
+                "list_message_move_tasks", SourceArn=await self.queue_arn(url), MaxResults=1
+            )
+            if resp is None:
+                return False
+            if any(t.get("Status") == "RUNNING" for t in resp.get("Results") or []):
+                return True
+        return False
 
     # --- administration --------------------------------------------------------
 
@@ -333,9 +355,14 @@ class SqsTransport:
         return self._arns[url]
 
     async def depth(self, url: str | None = None) -> dict[str, int]:
+        """The source queues' counts, summed (or ``url``'s alone)."""
+        if url is None:
+            return shapes.summed(
+                await asyncio.gather(*(self.depth(u) for u in self.queues.sources()))
+            )
         resp = await self._call(
             "get_queue_attributes",
-            QueueUrl=url or self.settings.queue,
+            QueueUrl=url,
             AttributeNames=[
                 "ApproximateNumberOfMessages",
                 "ApproximateNumberOfMessagesNotVisible",
@@ -345,58 +372,9 @@ class SqsTransport:
         return {k: int(v) for k, v in resp["Attributes"].items()}
 
     async def dead_letter_depth(self) -> dict[str, int]:
-        return await self.depth(self.settings.dlq)
+        """Every DLQ's counts, summed."""
+        return shapes.summed(await asyncio.gather(*(self.depth(u) for u in self.queues.dlqs())))
 
     async def create_queues(self, name: str) -> QueueUrls:
-        """Create (or find) the source queue and its DLQ, with the redrive policy."""
-        s = self.settings
-        dlq = await self._call(
-            "create_queue",
-            QueueName=f"{name}-dlq",
-            Attributes={"MessageRetentionPeriod": str(s.dlq_retention_seconds)},
-        )
-        dlq_url = str(dlq["QueueUrl"])
-        dlq_arn = await self.queue_arn(dlq_url)
-        src = await self._call(
-            "create_queue",
-            QueueName=name,
-            Attributes={
-                "VisibilityTimeout": str(s.visibility_timeout_seconds),
-                "MessageRetentionPeriod": str(s.message_retention_seconds),
-                "RedrivePolicy": json.dumps(
-                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": s.max_receive_count}
-                ),
-            },
-        )
-        src_url = str(src["QueueUrl"])
-        src_arn = await self.queue_arn(src_url)
-        await self._call(
-            "set_queue_attributes",
-            QueueUrl=dlq_url,
-            Attributes={
-                "RedriveAllowPolicy": json.dumps(
-                    {"redrivePermission": "byQueue", "sourceQueueArns": [src_arn]}
-                )
-            },
-        )
-        return QueueUrls(queue_url=src_url, dlq_url=dlq_url)
-
-
-def _foreign_attributes(own: Mapping[str, Mapping[str, Any]], reason: str) -> dict[str, Any]:
-    """A foreign message's own attributes and the reason, within SQS's 10 per message.
-
-    Attributes spelled like ours (``tasklease-*``) are not carried over: the reason is
-    written anew and a foreign message never gets the redrive marker. When more than 9
-    remain, the first 9 in name order are kept and the reason names the ones dropped."""
-    kept = {
-        name: {k: v for k, v in value.items() if k in _ATTR_KEYS}
-        for name, value in sorted(own.items())
-        if not name.startswith(codec.ATTR_PREFIX)
-    }
-    room = MAX_MESSAGE_ATTRIBUTES - 1
-    dropped = list(kept)[room:]
-    if dropped:
-        kept = dict(list(kept.items())[:room])
-        note = f" (attributes dropped, SQS keeps {MAX_MESSAGE_ATTRIBUTES}: {', '.join(dropped)})"
-        reason = reason[: max(0, codec.MAX_REASON_CHARS - len(note))] + note
-    return {**kept, codec.ATTR_REASON: _string(reason[: codec.MAX_REASON_CHARS])}
+        """Create (or find) the three source queues and their DLQs (sqs_create)."""
+        return await sqs_create.create_queues(self, name)

@@ -97,6 +97,7 @@ class Engine:
         self, event: Mapping[str, Any], context: LambdaContext | None
     ) -> dict[str, Any]:
         records = list(event.get("Records") or [])
+        self.queue.remember(records)  # which queue each came from (priorities)
         async with self.cancels.invocation():
             outcomes = await asyncio.gather(
                 *(self._guarded(r, context) for r in records), return_exceptions=False
@@ -200,6 +201,7 @@ class Engine:
             # under-estimated: a timer the claim found due is due for the kind's code too.
             clock_offset=job.updated_at.timestamp() - asked,
             traceparent=codec.attribute(record, codec.ATTR_TRACEPARENT) or job.trace_context,
+            route=job.route,
         )
 
         if job.attempt > job.max_attempts:

@@ -1,6 +1,7 @@
 """The local event source: what Lambda's SQS event source mapping does, on one machine.
 
-Long-polls ReceiveMessage (up to 10), builds records in the exact shape Lambda
+Long-polls ReceiveMessage (up to 10; from the priorities' queues by weight, see
+``EventSource``), builds records in the exact shape Lambda
 sends, calls the engine with a context whose ``get_remaining_time_in_millis()``
 counts down the configured function timeout, deletes the successes in a batch
 and leaves the failures. On SIGTERM/SIGINT it stops receiving and lets the
@@ -23,6 +24,7 @@ from typing import Any
 
 from app import crashpoints, errors
 from app.config import Settings
+from app.priorities import Priority, Turns
 from app.worker.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,13 @@ def to_record(message: Mapping[str, Any], *, queue_arn: str, region: str) -> dic
 
 
 class EventSource:
+    """Polls the source queues: with priorities (TASKLEASE_QUEUE_URL_HIGH/_LOW set), each
+    turn short-polls the queues in weighted order (``priorities.Turns``, by
+    TASKLEASE_PRIORITY_WEIGHTS) and takes the first that has messages, so high-priority
+    work is served first and low-priority work keeps its share; when every queue is
+    empty it long-polls them all at once, each answer its own batch. With one queue it
+    long-polls that queue, as Lambda's event source mapping does."""
+
     def __init__(self, settings: Settings, engine: Engine) -> None:
         self.settings = settings
         self.engine = engine
@@ -91,21 +100,21 @@ class EventSource:
                 loop.add_signal_handler(sig, self.stop)
         # Never frozen between batches: the cancel listener stays connected for good.
         self.engine.cancels.start()
-        arn = await self._queue_arn()
+        arns = {p: await self._queue_arn(p) for p in self.engine.queue.priorities()}
         log.info("worker polling", extra={"lease_owner": self.engine.owner, "count": concurrency})
         if self.settings.worker_ready_file:
             await asyncio.to_thread(Path(self.settings.worker_ready_file).touch)
         async with asyncio.TaskGroup() as tg:
             for _ in range(concurrency):
-                tg.create_task(self._poll(arn, max_batches))
+                tg.create_task(self._poll(arns, max_batches))
 
-    async def _queue_arn(self) -> str:
+    async def _queue_arn(self, priority: Priority) -> str:
         """The queue's ARN for the records; retried while the broker is unreachable, so a
         worker started during an outage waits for it instead of exiting."""
         delay = ERROR_PAUSE_SECONDS
         while True:
             try:
-                return await self.engine.queue.source_arn()
+                return await self.engine.queue.source_arn(priority)
             except errors.QueueError as exc:
                 if self.stopping.is_set():
                     raise
@@ -118,37 +127,65 @@ class EventSource:
             log.info("worker stopping: finishing the batches in hand")
             self.stopping.set()
 
-    async def _poll(self, arn: str, max_batches: int | None) -> None:
-        s = self.settings
+    async def _poll(self, arns: dict[Priority, str], max_batches: int | None) -> None:
+        turns = Turns({p: self.settings.weights[p] for p in arns})
         while not self.stopping.is_set():
             if max_batches is not None and self.batches >= max_batches:
                 return
-            receive = asyncio.ensure_future(
-                self.engine.queue.receive(
-                    max_messages=s.batch_size, wait_seconds=s.wait_time_seconds
-                )
+            if len(arns) > 1 and await self._busy_turn(turns.order(), arns):
+                continue
+            # Nothing waiting anywhere (or one queue): long-poll every queue at once.
+            async with asyncio.TaskGroup() as tg:
+                for p, arn in arns.items():
+                    tg.create_task(self._take(p, arn, self.settings.wait_time_seconds))
+
+    async def _busy_turn(self, order: list[Priority], arns: dict[Priority, str]) -> bool:
+        """One turn: the first queue in ``order`` that has messages gives the batch.
+        Whether one did."""
+        for p in order:
+            if self.stopping.is_set():
+                return True
+            if await self._take(p, arns[p], 0):
+                return True
+        return False
+
+    async def _take(self, priority: Priority, arn: str, wait: int) -> bool:
+        """Receive a batch from ``priority``'s queue and invoke the engine with it; whether
+        there was one. A receive under way when the worker stops is abandoned."""
+        s = self.settings
+        receive = asyncio.ensure_future(
+            self.engine.queue.receive(
+                max_messages=s.batch_size, wait_seconds=wait, priority=priority
             )
-            stop = asyncio.ensure_future(self.stopping.wait())
-            await asyncio.wait({receive, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if not receive.done():
-                # Stopping mid-poll: nothing was received, or SQS will make it visible again.
-                receive.cancel()
-                with contextlib.suppress(asyncio.CancelledError, errors.QueueError):
-                    await receive
-                return
-            stop.cancel()
-            try:
-                messages = receive.result()
-            except errors.QueueError as exc:
-                log.warning("receive failed: %s", exc)
-                await asyncio.sleep(ERROR_PAUSE_SECONDS)
-                continue
-            if not messages:
-                continue
-            self.batches += 1
-            await self._invoke(messages, arn)
+        )
+        stop = asyncio.ensure_future(self.stopping.wait())
+        await asyncio.wait({receive, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not receive.done():
+            # Stopping mid-poll: nothing was received, or SQS will make it visible again.
+            receive.cancel()
+            with contextlib.suppress(asyncio.CancelledError, errors.QueueError):
+                await receive
+            return False
+        stop.cancel()
+        try:
+            messages = receive.result()
+        except errors.QueueError as exc:
+            log.warning("receive failed: %s", exc)
+            await asyncio.sleep(ERROR_PAUSE_SECONDS)
+            return False
+        if not messages:
+            return False
+        self.batches += 1
+        await self._invoke(messages, arn)
+        return True
 
     async def _invoke(self, messages: list[dict[str, Any]], arn: str) -> None:
+        try:
+            await self._handle(messages, arn)
+        finally:
+            self.engine.queue.forget([m["ReceiptHandle"] for m in messages])
+
+    async def _handle(self, messages: list[dict[str, Any]], arn: str) -> None:
         crashpoints.hit(crashpoints.Point.AFTER_RECEIVE, count=len(messages))
         event = {
             "Records": [to_record(m, queue_arn=arn, region=self.settings.region) for m in messages]

@@ -75,7 +75,7 @@ async def defer(
         failed = ["unsent"]
         with contextlib.suppress(errors.QueueError):
             failed = await queue.send_jobs(
-                [job.id], delay_seconds=math.ceil(delay), traces={str(job.id): traceparent}
+                [job.route], delay_seconds=math.ceil(delay), traces={str(job.id): traceparent}
             )
         if not failed:
             metrics.count(metrics.DEFERRED, how="resent")

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from app import aws_limits, errors, metrics, store
 from app.config import Settings
+from app.priorities import Route
 from app.transport import Transport
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,14 @@ class Lease:
     generation: int  # the job's redrive count, carried by its dead letter
     clock_offset: float = 0.0  # seconds the database's clock is ahead of this process's
     traceparent: str | None = None  # the job's trace context, carried by its dead letter
+    route: Route | None = None  # where the job's messages go (None: the normal queue)
     stop: errors.TaskleaseError | None = None
     fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def to(self) -> Route:
+        """The job's route (a lease made without one: the normal queue, no group)."""
+        return self.route or Route(self.job_id, "")
 
 
 def time_to_hand_back(lease: Lease, context: LambdaContext | None, settings: Settings) -> float:

@@ -143,7 +143,7 @@ class Outcomes:
         """Send a new, marked message to the DLQ, mark the row, then delete the source."""
         traces.outcome("dead_lettered")
         await self.queue.send_dead_letter(
-            lease.job_id, reason, generation=lease.generation, traceparent=lease.traceparent
+            lease.to, reason, generation=lease.generation, traceparent=lease.traceparent
         )
         crashpoints.hit(crashpoints.Point.WHILE_DEAD_LETTERING, **lease.fields)
         changed = await self.finish(
@@ -217,7 +217,7 @@ class Outcomes:
             with contextlib.suppress(errors.QueueError):
                 await wakeups.send(
                     self.queue,
-                    [(lease.job_id, done.delay)],
+                    [(lease.to, done.delay)],
                     path="suspend",
                     traces={str(lease.job_id): lease.traceparent},
                 )

@@ -16,7 +16,7 @@ from app.config import Settings
 from app.services import wakeups
 from app.states import FINAL_FOR_NOW, JobState
 from app.store import Database
-from app.store.records import OutboxRow
+from app.store.records import Job, OutboxRow
 from app.transport import Transport, codec
 from app.worker import counting
 
@@ -59,7 +59,7 @@ async def handle(
         log.info("cancelled before it ran", extra=fields)
         return True
     if state == JobState.WAITING:
-        return await _early(settings, db, queue, job_id, fields, send)
+        return await _early(settings, db, queue, job, fields, send)
     if state in (JobState.LEASED, JobState.RUNNING) and job.lease_expires_at is not None:
         # A live lease held by another worker: a duplicate delivery. Keep this copy
         # hidden until that lease would expire, so it is the backup if the holder dies.
@@ -77,13 +77,14 @@ async def _early(
     settings: Settings,
     db: Database,
     queue: Transport,
-    job_id: uuid.UUID,
+    job: Job,
     fields: dict[str, Any],
     send: Send,
 ) -> bool:
     """A message for a job still waiting: its timer is not due (or it waits for an
     answer). Nothing runs; the message goes, re-sent with the delay left when the due
     time is within SQS's delay cap (else the sweeper sends it when it is)."""
+    job_id = job.id
     if await store.waits.wake_if_answered(db, job_id, why="answered, found by a message"):
         # Its answer came but woke nobody (a lost race): this message repairs it.
         metrics.count(metrics.WAKEUPS, path="answered")
@@ -92,6 +93,6 @@ async def _early(
         return True
     delay = await store.waits.early_wakeup(db, job_id, cap=settings.max_message_delay_seconds)
     if delay is not None:
-        await wakeups.send(queue, [(job_id, delay)], path="early")
+        await wakeups.send(queue, [(job.route, delay)], path="early")
     log.info("early wake-up re-delayed", extra={**fields, "delay": delay})
     return True

@@ -156,18 +156,35 @@ def test_queues_create_output_evals_in_bash_with_long_queue_names(
     """Issue 13 item 18: `eval "$(uv run tasklease queues create)"` (the README's recipe)
     broke when stdout was not a terminal: rich wrapped the lines at 80 columns and split a
     long queue URL across two lines. Output for a shell is plain lines, never wrapped."""
-    name = f"a-queue-with-a-long-name-for-the-eval-recipe-{uuid.uuid4().hex}"[:76]
+    # 71 characters: the longest name whose "-high-dlq" queue fits SQS's 80.
+    name = f"a-queue-with-a-long-name-for-the-eval-recipe-{uuid.uuid4().hex}"[:71]
     env = {k: v for k, v in stack.env.items() if k != "COLUMNS"}
     if columns:
         env["COLUMNS"] = columns
-    script = (
-        f'eval "$({sys.executable} -m app.cli queues create --name {name})"\n'
-        'printf "%s\\n%s\\n" "$TASKLEASE_QUEUE_URL" "$TASKLEASE_DLQ_URL"'
+    names = (
+        "QUEUE_URL",
+        "DLQ_URL",
+        "QUEUE_URL_HIGH",
+        "DLQ_URL_HIGH",
+        "QUEUE_URL_LOW",
+        "DLQ_URL_LOW",
     )
-    queue_url, dlq_url = bash(script, env).splitlines()
-    assert queue_url == stack.sqs.get_queue_url(QueueName=name)["QueueUrl"]
-    assert dlq_url == stack.sqs.get_queue_url(QueueName=f"{name}-dlq")["QueueUrl"]
-    assert len(queue_url) > 80
+    script = f'eval "$({sys.executable} -m app.cli queues create --name {name})"\n' + "".join(
+        f'printf "%s\\n" "$TASKLEASE_{n}"\n' for n in names
+    )
+    # Without the stack's own URLs: what is printed can only come from the command.
+    mine = ("TASKLEASE_QUEUE_URL", "TASKLEASE_DLQ_URL")
+    urls = bash(script, {k: v for k, v in env.items() if not k.startswith(mine)}).splitlines()
+    queues = [
+        name,
+        f"{name}-dlq",
+        f"{name}-high",
+        f"{name}-high-dlq",
+        f"{name}-low",
+        f"{name}-low-dlq",
+    ]
+    assert urls == [stack.sqs.get_queue_url(QueueName=q)["QueueUrl"] for q in queues]
+    assert len(urls[0]) > 80
 
 
 def test_ids_and_keys_for_a_program_are_one_plain_line_at_any_width(stack: Stack) -> None:
@@ -179,3 +196,18 @@ def test_ids_and_keys_for_a_program_are_one_plain_line_at_any_width(stack: Stack
     assert UUID.fullmatch(out.rstrip("\n")), repr(out)
     out = bash(f"{sys.executable} -m app.cli keys create --tenant acme 2>/dev/null", env)
     assert re.fullmatch(r"tlk_[0-9a-f]{12}_[A-Za-z0-9_-]{43}\n", out), repr(out)
+
+
+def test_a_queue_name_too_long_for_its_priority_queues_is_refused(stack: Stack) -> None:
+    name = "q" * 72  # "-high-dlq" would make an 81-character queue name
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cli", "queues", "create", "--name", name],
+        env=stack.env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert "too long" in proc.stderr and "at most 71" in proc.stderr, proc.stderr
+    assert not stack.sqs.list_queues(QueueNamePrefix=name).get("QueueUrls")

@@ -17,7 +17,7 @@ import annotated_types
 import pytest
 
 from app import aws_limits as limits
-from app import config
+from app import config, priorities
 from app.services import auth
 from tests.infra import tfconfig
 
@@ -379,3 +379,92 @@ def test_the_tfvars_example_repeats_the_limit_defaults() -> None:
         assert found, f"terraform.tfvars.example does not mention {variable}"
         default = tfconfig.variables()[variable]["default"]
         assert [float(v) for v in found] == [default] * len(found), f"{variable} drifted"
+
+
+# --- priorities: a queue, a DLQ and an event source mapping per priority -------------------
+
+PER_PRIORITY = [
+    ("aws_sqs_queue", "source"),
+    ("aws_sqs_queue", "dlq"),
+    ("aws_sqs_queue_redrive_allow_policy", "dlq"),
+    ("aws_lambda_event_source_mapping", "worker"),
+    ("aws_cloudwatch_metric_alarm", "dlq_depth"),
+    ("aws_cloudwatch_metric_alarm", "source_oldest_message"),
+]
+
+
+def test_each_priority_has_its_queue_dlq_redrive_and_mapping() -> None:
+    names = tfconfig.expr(tfconfig.locals_()["priorities"])
+    assert 'for p in ["high", "normal", "low"]' in names
+    assert {"high", "normal", "low"} == {p.value for p in priorities.Priority}
+    for address in PER_PRIORITY:
+        body = tfconfig.resources()[address]
+        assert tfconfig.expr(body["for_each"]) == "local.priorities", (
+            f"{address} is not per priority"
+        )
+    source = tfconfig.resources()[("aws_sqs_queue", "source")]
+    assert "deadLetterTargetArn = aws_sqs_queue.dlq[each.key].arn" in tfconfig.expr(
+        source["redrive_policy"]
+    )
+
+
+def test_the_queue_names_are_the_apps() -> None:
+    # app/transport/sqs.py create_queues: NAME, NAME-high, NAME-low, each with "-dlq".
+    names = tfconfig.expr(tfconfig.locals_()["priorities"])
+    assert 'queue_name = p == "normal" ? local.queue_name : "${local.queue_name}-${p}"' in names
+    assert 'dlq_name = p == "normal" ? local.dlq_name : "${local.queue_name}-${p}-dlq"' in names
+    assert tfconfig.expr(tfconfig.locals_()["dlq_name"]) == "${var.name}-jobs-dlq"
+
+
+def test_the_weights_default_to_the_apps() -> None:
+    variable = tfconfig.variables()["priority_weights"]
+    app = config.Settings.model_fields["priority_weights"].default
+    assert variable["default"] == {p.value: w for p, w in priorities.parse_weights(app).items()}
+    conditions = " ".join(v["condition"] for v in tfconfig.validations("priority_weights"))
+    assert 1 in _numbers(conditions, ">=") and priorities.MAX_WEIGHT in _numbers(conditions, "<=")
+
+
+def _max_concurrency(total: int, weights: dict[str, int]) -> dict[str, int]:
+    """locals.tf's priority_max_concurrency, in Python."""
+    return {p: max(2, total * w // sum(weights.values())) for p, w in weights.items()}
+
+
+def test_each_mappings_concurrency_follows_its_weight() -> None:
+    share = tfconfig.expr(tfconfig.locals_()["priority_max_concurrency"])
+    assert (
+        "max(2, floor(var.worker_maximum_concurrency * var.priority_weights[p] "
+        "/ local.priority_weight_total))"
+    ) in share
+    (scaling,) = tfconfig.blocks(
+        tfconfig.resources()[("aws_lambda_event_source_mapping", "worker")], "scaling_config"
+    )
+    assert (
+        tfconfig.expr(scaling["maximum_concurrency"]) == "local.priority_max_concurrency[each.key]"
+    )
+    defaults = tfconfig.defaults()
+    found = _max_concurrency(defaults["worker_maximum_concurrency"], defaults["priority_weights"])
+    assert found == {"high": 6, "normal": 3, "low": 2}  # AWS's minimum is 2
+
+
+def test_the_functions_know_every_queue_and_the_weights() -> None:
+    common = tfconfig.expr(tfconfig.config()["lambda.tf"]["locals"][0]["common_env"])
+    for p, suffix in (("normal", ""), ("high", "_HIGH"), ("low", "_LOW")):
+        assert f'TASKLEASE_QUEUE_URL{suffix} = aws_sqs_queue.source["{p}"].url' in common
+        assert f'TASKLEASE_DLQ_URL{suffix} = aws_sqs_queue.dlq["{p}"].url' in common
+    assert "TASKLEASE_PRIORITY_WEIGHTS = local.priority_weights_setting" in common
+    setting = tfconfig.expr(tfconfig.locals_()["priority_weights_setting"])
+    assert setting == (
+        'join(",", [for p in ["high", "normal", "low"] : "${p}=${var.priority_weights[p]}"])'
+    )
+    rendered = ",".join(f"{p}={w}" for p, w in tfconfig.defaults()["priority_weights"].items())
+    assert config.load(priority_weights=rendered).weights == config.load().weights
+
+
+def test_a_deployment_from_before_priorities_keeps_its_queues_as_the_normal_ones() -> None:
+    moved = {
+        (tfconfig.expr(m["from"]), tfconfig.expr(m["to"]))
+        for doc in tfconfig.config().values()
+        for m in doc.get("moved", [])
+    }
+    for kind, name in PER_PRIORITY:
+        assert (f"{kind}.{name}", f'{kind}.{name}["normal"]') in moved, f"{kind}.{name}"

@@ -145,6 +145,20 @@ def test_init_hook_creates_queues_with_the_terraform_values(
     assert source_tf["sqs_managed_sse_enabled"] is True
     assert f"TASKLEASE_QUEUE_URL={src}" in proc.stdout
 
+    # And each priority has its pair, wired alike
+    for p in ("high", "low"):
+        p_src = sqs.get_queue_url(QueueName=f"{name}-{p}")["QueueUrl"]
+        p_dlq = sqs.get_queue_url(QueueName=f"{name}-{p}-dlq")["QueueUrl"]
+        p_attrs = sqs.get_queue_attributes(QueueUrl=p_src, AttributeNames=["All"])["Attributes"]
+        p_dlq_arn = sqs.get_queue_attributes(QueueUrl=p_dlq, AttributeNames=["QueueArn"])
+        assert (
+            json.loads(p_attrs["RedrivePolicy"])["deadLetterTargetArn"]
+            == (p_dlq_arn["Attributes"]["QueueArn"])
+        )
+        assert int(p_attrs["VisibilityTimeout"]) == shared["visibility_timeout_seconds"]
+        assert f"TASKLEASE_QUEUE_URL_{p.upper()}={p_src}" in proc.stdout
+        assert f"TASKLEASE_DLQ_URL_{p.upper()}={p_dlq}" in proc.stdout
+
     # And running it again changes nothing (LocalStack runs ready.d on every start)
     again = run_hook()
     assert again.returncode == 0, again.stderr

@@ -135,7 +135,12 @@ def test_every_local_and_variable_reference_resolves() -> None:
 
 # --- least privilege ---------------------------------------------------------------
 
-QUEUE = {"aws_sqs_queue.source.arn": "source", "aws_sqs_queue.dlq.arn": "dlq"}
+# Every priority's queue (infra/sqs.tf) is granted alike.
+QUEUE = {
+    f'aws_sqs_queue.{queue}["{p}"].arn': queue
+    for queue in ("source", "dlq")
+    for p in ("high", "normal", "low")
+}
 
 # What each function may do to which queue: the brief of issue 5, checked
 # against the SQS calls in app/ (see the header of infra/iam.tf).
@@ -244,11 +249,15 @@ def test_lambda_uses_the_package_with_its_hash() -> None:
 def test_event_source_mapping_reports_batch_item_failures() -> None:
     esm = tfconfig.resources()[("aws_lambda_event_source_mapping", "worker")]
     assert esm["function_response_types"] == ["ReportBatchItemFailures"]
-    assert tfconfig.expr(esm["event_source_arn"]) == "aws_sqs_queue.source.arn"
+    assert tfconfig.expr(esm["event_source_arn"]) == "aws_sqs_queue.source[each.key].arn"
+    assert tfconfig.expr(esm["for_each"]) == "local.priorities"
     assert tfconfig.expr(esm["batch_size"]) == "local.batch_size"
     assert "maximum_batching_window_in_seconds" in esm
     (scaling,) = tfconfig.blocks(esm, "scaling_config")
-    assert tfconfig.expr(scaling["maximum_concurrency"]) == "var.worker_maximum_concurrency"
+    # Each priority's mapping: its weight's share of var.worker_maximum_concurrency.
+    assert (
+        tfconfig.expr(scaling["maximum_concurrency"]) == "local.priority_max_concurrency[each.key]"
+    )
 
 
 def test_http_api_is_a_v2_lambda_proxy() -> None:
@@ -265,7 +274,7 @@ def test_queues_are_encrypted_and_the_dlq_allows_only_our_source() -> None:
     allow = tfconfig.resources()[("aws_sqs_queue_redrive_allow_policy", "dlq")]
     policy = tfconfig.expr(allow["redrive_allow_policy"])
     assert 'redrivePermission = "byQueue"' in policy
-    assert "sourceQueueArns = [aws_sqs_queue.source.arn]" in policy
+    assert "sourceQueueArns = [aws_sqs_queue.source[each.key].arn]" in policy
 
 
 def test_database_is_private_and_its_password_is_managed_by_rds() -> None:
@@ -289,10 +298,10 @@ def test_alarms_watch_dlq_depth_and_the_oldest_message() -> None:
     dlq = tfconfig.resources()[("aws_cloudwatch_metric_alarm", "dlq_depth")]
     assert dlq["metric_name"] == "ApproximateNumberOfMessagesVisible"
     assert dlq["threshold"] == 0 and dlq["comparison_operator"] == "GreaterThanThreshold"
-    assert "aws_sqs_queue.dlq.name" in str(dlq["dimensions"])
+    assert "aws_sqs_queue.dlq[each.key].name" in str(dlq["dimensions"])
     age = tfconfig.resources()[("aws_cloudwatch_metric_alarm", "source_oldest_message")]
     assert age["metric_name"] == "ApproximateAgeOfOldestMessage"
-    assert "aws_sqs_queue.source.name" in str(age["dimensions"])
+    assert "aws_sqs_queue.source[each.key].name" in str(age["dimensions"])
 
 
 def test_the_sweeper_runs_every_minute() -> None:

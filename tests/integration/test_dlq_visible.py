@@ -131,8 +131,8 @@ async def test_sweeps_leave_the_dlq_visible_and_its_receive_count_does_not_climb
 @pytest.mark.asyncio
 async def test_an_idle_sweeper_makes_one_sqs_request_per_sweep(stack: Stack, sql: Any) -> None:
     """Issue 13 item 2: an idle deployment's sweeper asks the DLQ's depth once per sweep
-    (GetQueueAttributes) and nothing else; it looks into the DLQ once for a message the
-    database does not account for, and leaves everything visible."""
+    (GetQueueAttributes; once per priority's DLQ) and nothing else; it looks into the DLQ
+    once for a message the database does not account for, and leaves everything visible."""
     async with engine_for(stack.settings) as engine:
         await dead_letter_jobs(engine, sql)
         send_foreign_dead_letter(stack)
@@ -145,7 +145,7 @@ async def test_an_idle_sweeper_makes_one_sqs_request_per_sweep(stack: Stack, sql
     assert (report.dead_lettered, report.stale_dead_letters) == (0, 0)
     assert "ReceiveMessage" in first  # the foreign message was looked at once…
     assert first[-1] == "ChangeMessageVisibilityBatch"  # …and made visible again
-    assert idle == ["GetQueueAttributes"] * 5
+    assert idle == ["GetQueueAttributes"] * 5 * len(engine.queue.priorities())
     assert dlq_counts(stack) == (DEAD_LETTERS + 1, 0)
 
 

@@ -12,7 +12,7 @@ import pytest
 from app.states import JobState
 from app.transport import codec
 from tests.conftest import Stack, job_row
-from tests.helpers import engine_for, receive_records, submit
+from tests.helpers import engine_for, receive_records, routes, submit
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +68,7 @@ async def test_duplicate_delivery_at_once_runs_the_job_once(stack: Stack, sql: A
         engine_for(slow.model_copy(update={"worker_id": "other"})) as b,
     ):
         job_id = await submit(a, "support.triage", TICKET)
-        await a.queue.send_jobs([job_id])  # a second message for the same job
+        await a.queue.send_jobs(routes(job_id))  # a second message for the same job
         records = await receive_records(a)
         while len(records) < 2:
             records += await receive_records(a)
@@ -181,7 +181,7 @@ async def test_a_zombie_workers_late_effect_and_completion_change_nothing(
         assert claimed, "the zombie's claim"
         await a.db.fetch(q_start(), {"ids": [job_id], "tokens": [zombie_token]})
         await asyncio.sleep(0.5)  # the zombie's lease expires
-        await b.queue.send_jobs([job_id])
+        await b.queue.send_jobs(routes(job_id))
         done = await b.handle({"Records": await receive_records(b)}, None)
         # The zombie wakes up and tries to write.
         effect = await a.db.fetch(

@@ -193,9 +193,7 @@ class World:
             redrive_budget=1000,
         )
         urls = run(create_queues(base, name))
-        self.settings = Settings(
-            **{**base.model_dump(), "queue_url": urls.queue_url, "dlq_url": urls.dlq_url}
-        )
+        self.settings = Settings(**{**base.model_dump(), **urls.settings()})
         self.engines: dict[str, Engine] = {}
         for worker in ("a", "b"):
             s = Settings(**{**self.settings.model_dump(), "worker_id": f"sm-worker-{worker}"})

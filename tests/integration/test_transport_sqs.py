@@ -13,6 +13,7 @@ import pytest
 
 from app import errors, transport
 from app.config import Settings
+from app.priorities import Route
 from app.transport import Transport, codec
 
 pytestmark = pytest.mark.integration
@@ -52,7 +53,7 @@ async def _round_trip() -> None:
     a, b = uuid.uuid4(), uuid.uuid4()
     async with transport.connect(settings) as t:
         assert (await t.source_arn()).endswith(settings.queue.rsplit("/", 1)[-1])
-        assert await t.send_jobs([a, b]) == []
+        assert await t.send_jobs([Route(a, "acme"), Route(b, "acme")]) == []
         assert _visible(await t.depth()) == 2
 
         received = await _receive_all(t, 2)
@@ -73,7 +74,7 @@ async def _round_trip() -> None:
 
 async def _dead_letters(t: Transport, job: uuid.UUID) -> None:
     """Dead-letter one job and one foreign body, then move the job's letter back."""
-    await t.send_dead_letter(job, "permanent failure on purpose", generation=2)
+    await t.send_dead_letter(Route(job, "acme"), "permanent failure on purpose", generation=2)
     await t.send_raw_dead_letter('{"not": "ours"}', "not a tasklease message")
     assert _visible(await t.dead_letter_depth()) == 2
 
@@ -112,7 +113,7 @@ async def _delayed() -> None:
     job = uuid.uuid4()
     async with transport.connect(settings) as t:
         # A fraction of a second rounds up: a wake-up is never earlier than asked.
-        assert await t.send_jobs([job], delay_seconds=0.2) == []
+        assert await t.send_jobs([Route(job, "acme")], delay_seconds=0.2) == []
         assert (await t.depth())["ApproximateNumberOfMessagesDelayed"] == 1
         assert await t.receive(max_messages=10, wait_seconds=0) == []
         woken = await _receive_all(t, 1)

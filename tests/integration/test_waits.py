@@ -20,7 +20,7 @@ from app.services import callbacks, jobs, sweeper
 from app.states import JobState
 from app.worker.engine import Engine
 from tests.conftest import Stack, job_row
-from tests.helpers import drain, engine_for, handle_and_ack, receive_records, submit
+from tests.helpers import drain, engine_for, handle_and_ack, receive_records, routes, submit
 from tests.invariants import check_invariants, describe, timeline
 
 pytestmark = pytest.mark.integration
@@ -115,7 +115,7 @@ async def test_an_early_wake_up_is_re_delayed_without_running_any_code(
         assert before["state"] == JobState.WAITING and before["wake_sent_at"] is not None
 
         # A message for the job long before its timer is due.
-        await engine.queue.send_jobs([job_id])
+        await engine.queue.send_jobs(routes(job_id))
         await handle_next(engine, sql, job_id)
         after = job_row(sql, job_id)
         assert after["state"] == JobState.WAITING, describe(sql, job_id)
@@ -450,7 +450,7 @@ async def test_a_duplicate_message_of_a_waiting_job_changes_nothing(stack: Stack
         waiting = [on_callback, on_children]
         before = {j: (job_row(sql, j), timeline(sql, j)) for j in waiting}
 
-        await engine.queue.send_jobs(waiting)
+        await engine.queue.send_jobs(routes(*waiting))
         await handle_next(engine, sql, *waiting)
     for j in waiting:
         row, events = job_row(sql, j), timeline(sql, j)

@@ -15,7 +15,7 @@ from app import errors, store
 from app.services import callbacks, outbox
 from app.states import JobState
 from tests.conftest import Stack, job_row
-from tests.helpers import drain, engine_for, handle_and_ack, receive_records, submit
+from tests.helpers import drain, engine_for, handle_and_ack, receive_records, routes, submit
 from tests.invariants import check_invariants, describe
 
 pytestmark = pytest.mark.integration
@@ -166,7 +166,7 @@ async def test_an_answered_wait_still_waiting_is_woken_by_its_next_message(
             " WHERE job_id = %s",
             (job_id,),
         )
-        await engine.queue.send_jobs([job_id])  # a duplicate, or the deadline's wake-up
+        await engine.queue.send_jobs(routes(job_id))  # a duplicate, or the deadline's wake-up
         await drain(engine, sql, [job_id])
     row = job_row(sql, job_id)
     assert row["state"] == JobState.SUCCEEDED, describe(sql, job_id)

@@ -35,6 +35,7 @@ def job_row(**overrides: Any) -> dict[str, Any]:
         "id": uuid.uuid4(),
         "tenant": "acme",
         "kind": "demo.noop",
+        "priority": "high",
         "state": "dead_lettered",
         "attempt": 3,
         "max_attempts": 3,
@@ -57,6 +58,7 @@ def test_job_tables_show_an_error_that_looks_like_markup_as_written() -> None:
     shown = text(render.job(row["id"], row | {"result": {"tags": "[bold]x"}}))
     assert MARKUP in shown
     assert '{"tags": "[bold]x"}' in shown
+    assert "priority" in shown and "high" in shown  # `jobs show` names the job's queue
 
 
 def test_timeline_and_effects_escape_what_workers_wrote() -> None:

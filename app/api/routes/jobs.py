@@ -69,6 +69,7 @@ async def create_job(
             key_id=caller.key_id,
             run_at=body.run_at,
             delay_seconds=body.delay_seconds,
+            priority=body.priority.value,
         )
         response.headers["Location"] = f"/v1/jobs/{submitted.job['id']}"
         if not submitted.created:

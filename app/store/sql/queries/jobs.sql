@@ -37,9 +37,10 @@ WITH caller AS (
                          %(max_attempts)s::int[], %(timeouts)s::int[],
                          %(idempotency_keys)s::text[], %(request_hashes)s::text[],
                          %(run_ats)s::timestamptz[], %(delays)s::float8[],
-                         %(trace_contexts)s::text[])
+                         %(trace_contexts)s::text[], %(priorities)s::text[])
         WITH ORDINALITY AS t(id, kind, payload, max_attempts, timeout_seconds,
-                             idempotency_key, request_hash, run_at, delay, trace_context, ord)
+                             idempotency_key, request_hash, run_at, delay, trace_context,
+                             priority, ord)
 ), timed AS (
     SELECT i.*, w.wake_at, coalesce(w.wake_at > now(), false) AS delayed
     FROM input i,
@@ -95,12 +96,12 @@ WITH caller AS (
 ), job AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
                       idempotency_key, request_hash, state, wait_kind, wait_key, wake_at,
-                      trace_context, parked)
+                      trace_context, priority, parked)
     SELECT f.id, %(tenant)s, f.kind, f.payload, f.max_attempts, f.timeout_seconds,
            f.idempotency_key, f.request_hash,
            CASE WHEN f.delayed THEN 'waiting' ELSE 'queued' END::job_state,
            CASE WHEN f.delayed THEN 'timer' END, CASE WHEN f.delayed THEN 'run_at' END,
-           CASE WHEN f.delayed THEN f.wake_at END, f.trace_context, f.parked
+           CASE WHEN f.delayed THEN f.wake_at END, f.trace_context, f.priority, f.parked
     FROM fresh f, verdict v
     WHERE v.key_ok AND v.rate_ok AND v.flight_ok AND v.conflict_ord IS NULL
     ORDER BY f.ord
@@ -131,7 +132,11 @@ UPDATE jobs SET wake_sent_at = now()
 WHERE id = ANY(%(ids)s::uuid[]) AND state = 'waiting' AND wait_kind = 'timer'
   AND wake_sent_at IS NULL AND NOT cancel_requested
   AND wake_at <= now() + make_interval(secs => %(cap)s)
-RETURNING id, greatest(0, extract(epoch FROM wake_at - now()))::float8 AS delay;
+RETURNING id, tenant, priority, greatest(0, extract(epoch FROM wake_at - now()))::float8 AS delay;
+
+-- name: job_routes
+-- Where each job's messages go: its priority's queue, its tenant's message group.
+SELECT id, tenant, priority FROM jobs WHERE id = ANY(%(ids)s::uuid[]);
 
 -- name: jobs_by_idempotency_keys
 SELECT * FROM jobs WHERE tenant = %(tenant)s AND idempotency_key = ANY(%(idempotency_keys)s::text[]);
@@ -189,7 +194,7 @@ RETURNING id;
 -- name: waiting_jobs
 -- Jobs that need a message: used when a queue was created anew (the embedded default).
 -- A parked job has none by design: a release sends it.
-SELECT id FROM jobs
+SELECT id, tenant, priority FROM jobs
 WHERE state IN ('queued', 'retrying', 'stalled', 'leased', 'running') AND NOT cancel_requested
   AND NOT parked
 ORDER BY created_at;

@@ -220,7 +220,7 @@ FROM (SELECT id FROM jobs
         AND updated_at < now() - make_interval(secs => %(age)s)
       ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) old
 WHERE j.id = old.id
-RETURNING j.id;
+RETURNING j.id, j.tenant, j.priority;
 
 -- name: release_parked
 -- Parked jobs of these tenants go out, oldest first, as far as each tenant's window on
@@ -248,11 +248,12 @@ WITH t AS (
 ), up AS (
     UPDATE jobs j SET parked = false, updated_at = now()
     FROM pick WHERE j.id = pick.id AND j.parked AND j.state = 'queued'
-    RETURNING j.id, j.trace_context
+    RETURNING j.id, j.trace_context, j.tenant, j.priority
 ), box AS (
     INSERT INTO outbox (job_id) SELECT id FROM up RETURNING id, job_id
 )
-SELECT box.id, box.job_id, up.trace_context FROM box JOIN up ON up.id = box.job_id;
+SELECT box.id, box.job_id, up.trace_context, up.tenant, up.priority
+FROM box JOIN up ON up.id = box.job_id;
 
 -- name: parked_tenants
 -- The tenants with parked jobs (the sweeper releases for them when no lease ending did).

@@ -13,10 +13,11 @@ WHERE id = ANY(%(ids)s);
 
 -- name: take_unsent_outbox
 -- Rows the fast path did not send; SKIP LOCKED lets several relays share the work.
--- The job's trace context rides on the message it sends.
-SELECT id, job_id, (SELECT trace_context FROM jobs WHERE jobs.id = outbox.job_id) AS trace_context
-FROM outbox
-WHERE sent_at IS NULL AND created_at < now() - make_interval(secs => %(grace)s)
-ORDER BY created_at
+-- The job's trace context rides on the message it sends; its tenant and priority say
+-- where the message goes (the priority's queue, the tenant's message group).
+SELECT o.id, o.job_id, j.trace_context, j.tenant, j.priority
+FROM outbox o LEFT JOIN jobs j ON j.id = o.job_id
+WHERE o.sent_at IS NULL AND o.created_at < now() - make_interval(secs => %(grace)s)
+ORDER BY o.created_at
 LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+FOR UPDATE OF o SKIP LOCKED;

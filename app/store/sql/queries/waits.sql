@@ -34,8 +34,9 @@ WHERE j.id = %(id)s AND j.state = 'waiting'
   AND wait_answered(j);
 
 -- name: unsent_of_job
-SELECT o.id, o.job_id, (SELECT trace_context FROM jobs WHERE id = o.job_id) AS trace_context
-FROM outbox o WHERE o.job_id = %(id)s AND o.sent_at IS NULL ORDER BY o.id;
+SELECT o.id, o.job_id, j.trace_context, j.tenant, j.priority
+FROM outbox o LEFT JOIN jobs j ON j.id = o.job_id
+WHERE o.job_id = %(id)s AND o.sent_at IS NULL ORDER BY o.id;
 
 -- name: due_wakeups
 -- Waiting jobs that need a wake-up message now: due within SQS's delay cap and none
@@ -52,7 +53,8 @@ FROM (SELECT id FROM jobs
                                     - greatest(interval '0', wake_sent_at - wake_at)))
       ORDER BY wake_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) due
 WHERE j.id = due.id
-RETURNING j.id, greatest(0, extract(epoch FROM j.wake_at - now()))::float8 AS delay;
+RETURNING j.id, j.tenant, j.priority,
+          greatest(0, extract(epoch FROM j.wake_at - now()))::float8 AS delay;
 
 -- name: early_wakeup
 -- A wake-up that came before its due time: the caller re-sends it with the delay left
@@ -137,25 +139,27 @@ SELECT c.*, j.tenant FROM callbacks c JOIN jobs j ON j.id = c.job_id
 WHERE c.token_hash = %(token_hash)s;
 
 -- name: spawn_child
--- Fenced by the parent's lease; once per (parent, key). Same tenant as the parent.
+-- Fenced by the parent's lease; once per (parent, key). Same tenant and priority as the
+-- parent (a high-priority job's children are served first too).
 WITH made AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
-                      request_hash, parent_id, spawn_key, trace_context)
+                      request_hash, parent_id, spawn_key, trace_context, priority)
     SELECT %(child)s, p.tenant, %(kind)s, %(payload)s, %(max_attempts)s, %(timeout)s,
-           %(request_hash)s, p.id, %(key)s, %(trace_context)s
+           %(request_hash)s, p.id, %(key)s, %(trace_context)s, p.priority
     FROM jobs p
     WHERE p.id = %(id)s AND p.lease_token = %(token)s AND p.state = 'running'
     ON CONFLICT (parent_id, spawn_key) DO NOTHING
-    RETURNING id, attempt
+    RETURNING id, attempt, tenant, priority
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
     SELECT id, NULL, 'queued', 0, 'spawned by ' || %(id)s::text FROM made
 ), box AS (
     INSERT INTO outbox (job_id) SELECT id FROM made RETURNING id, job_id
 )
-SELECT id, job_id, true AS made FROM box
+SELECT box.id, box.job_id, true AS made, made.tenant, made.priority
+FROM box JOIN made ON made.id = box.job_id
 UNION ALL
-SELECT NULL, id, false FROM jobs WHERE parent_id = %(id)s AND spawn_key = %(key)s;
+SELECT NULL, id, false, tenant, priority FROM jobs WHERE parent_id = %(id)s AND spawn_key = %(key)s;
 
 -- name: children_states
 SELECT id, parent_id, state, result, last_error FROM jobs WHERE id = ANY(%(ids)s::uuid[]);

@@ -1,0 +1,104 @@
+"""The issue's check: a high-priority job submitted behind 2,000 normal ones starts within
+a second on the local stack (a real worker process, busy with the normal backlog).
+
+The 2,000 normal jobs are written in one statement. Their messages go on the normal
+queue: all 2,000 on LocalStack; on moto's server, whose every call scans the whole queue
+(DESIGN.md, 2,000 sends take about 30 s there), the first BACKLOG_ON_MOTO of them, which
+keeps the worker busy for the whole test just the same."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from app import store
+from app.store.jobs import Limits, NewRow
+from app.transport import codec
+from tests.conftest import Stack, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+BACKLOG = 2000
+BACKLOG_ON_MOTO = 500
+# Each normal job takes this long: the worker is busy with whole batches of them.
+NORMAL_JOB = {"seconds": 0.05}
+# The issue's bound: within a second of its submission, the high job holds a lease.
+WITHIN_SECONDS = 1.0
+
+
+async def write_backlog(database_url: str, n: int) -> list[uuid.UUID]:
+    rows = [
+        NewRow(uuid.uuid4(), "demo.sleep", NORMAL_JOB, 3, 60, None, f"backlog-{i}")
+        for i in range(n)
+    ]
+    async with store.connect(database_url, min_size=1, max_size=1) as db:
+        written = await store.jobs.insert(
+            db,
+            rows,
+            tenant="loud",
+            limits=Limits(rate_per_second=1e6, burst=10**6, max_in_flight=10**6),
+            key_id=None,
+        )
+    assert len(written.jobs) == n
+    return [r.id for r in rows]
+
+
+def send_backlog(stack: Stack, ids: list[uuid.UUID]) -> None:
+    for i in range(0, len(ids), 10):
+        entries = [
+            {"Id": str(k), "MessageBody": codec.body_for(j), "MessageGroupId": "loud"}
+            for k, j in enumerate(ids[i : i + 10])
+        ]
+        resp = stack.sqs.send_message_batch(QueueUrl=stack.settings.queue, Entries=entries)
+        assert not resp.get("Failed"), resp
+
+
+def started(sql: Any, tenant: str) -> int:
+    return int(
+        sql.execute(
+            "SELECT count(*) AS n FROM jobs WHERE tenant = %s AND state <> 'queued'", (tenant,)
+        ).fetchone()["n"]
+    )
+
+
+def test_a_high_job_behind_two_thousand_normal_ones_starts_within_a_second(
+    stack: Stack, sql: Any, api: Any
+) -> None:
+    ids = asyncio.run(write_backlog(stack.database_url, BACKLOG))
+    on_queue = ids if stack.sqs_target == "localstack" else ids[:BACKLOG_ON_MOTO]
+    send_backlog(stack, on_queue)
+    stack.worker(concurrency=2)
+    # The worker is at work on the backlog before the high job comes.
+    wait_for(lambda: started(sql, "loud") >= 30, timeout=20, what="the backlog to start")
+
+    t0 = time.monotonic()
+    resp = api.post("/v1/jobs", json={"kind": "demo.noop", "payload": {}, "priority": "high"})
+    assert resp.status_code == 202, resp.text
+    high = resp.json()["id"]
+    wait_for(
+        lambda: (
+            sql.execute("SELECT state FROM jobs WHERE id = %s", (high,)).fetchone()["state"]
+            == "succeeded"
+        ),
+        timeout=10,
+        what="the high-priority job to run",
+    )
+    # From the job's own timeline (the database's clock): submitted -> leased.
+    row = sql.execute(
+        "SELECT (SELECT min(at) FROM job_events WHERE job_id = j.id AND to_state = 'leased')"
+        " - j.created_at AS waited FROM jobs j WHERE j.id = %s",
+        (high,),
+    ).fetchone()
+    waited = row["waited"].total_seconds()
+    backlog_started = started(sql, "loud")
+    print(
+        f"high job: leased {waited:.3f} s after its submission ({time.monotonic() - t0:.2f} s "
+        f"to finish); {backlog_started} of {len(on_queue)} queued normal jobs started by then"
+    )
+    assert waited < WITHIN_SECONDS, f"the high job waited {waited:.3f} s for a lease"
+    # The normal backlog is still largely unstarted: the high job did not wait its turn.
+    assert backlog_started < len(on_queue) / 2, stack.logs()
