@@ -106,7 +106,7 @@ async def test_a_parked_job_is_not_resent_as_lost_and_cancels_at_once(
         ids = await five_for_acme(engine)
         sql.execute("UPDATE jobs SET updated_at = now() - interval '1 hour'")
         lost = await store.leases.touch_lost(engine.db, age=60, limit=100)
-        assert sorted(map(str, lost)) == sorted(map(str, ids[:2]))
+        assert sorted(str(r.job_id) for r in lost) == sorted(map(str, ids[:2]))
         assert await store.jobs.cancel_waiting(engine.db, uuid.UUID(str(ids[4])), detail="x")
     assert job_row(sql, ids[4])["state"] == JobState.CANCELLED
     # A cancelled parked job is never released.

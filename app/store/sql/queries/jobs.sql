@@ -112,7 +112,7 @@ WITH caller AS (
     SELECT id, NULL, state, 0,
            CASE WHEN state = 'waiting' THEN 'accepted: runs at ' || wake_at::text
                 WHEN parked THEN 'accepted, parked: the tenant''s window on the queue is full '
-                                 '(its running cap x TASKLEASE_QUEUE_WINDOW_PER_SLOT); sent '
+                                 '(its running cap x TASKLEASE_QUEUE_WINDOW_PER_SLOT), sent '
                                  'when one of its leases ends'
                 ELSE 'accepted' END
     FROM job
