@@ -363,6 +363,8 @@ def limits(s: config.Settings, rows: list[TenantUsage]) -> Table:
         "in flight now",
         "max running",
         "running now",
+        "parked now",
+        "tokens/day",
         title="per-tenant limits (admission on POST /v1/jobs; running at the claim)",
     )
     for r in rows:
@@ -374,8 +376,17 @@ def limits(s: config.Settings, rows: list[TenantUsage]) -> Table:
             r.in_flight,
             value(r.max_running, s.max_running_per_tenant),
             r.running,
+            r.parked,
+            _daily(r.daily_tokens, s.tenant_daily_tokens),
         )
     return table
+
+
+def _daily(override: int | None, default: int | None) -> Text:
+    """A tenant's model tokens per UTC day: its own, the default, or off."""
+    if override is not None:
+        return cell(f"{override:,}", "bold")
+    return cell(f"{default:,} (default)" if default is not None else "off")
 
 
 def _local(value: datetime.datetime | None) -> str:

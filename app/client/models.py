@@ -72,6 +72,7 @@ class Job(_Model):
     kind: str
     priority: Priority
     state: JobState
+    parked: bool
     attempt: int
     max_attempts: int
     timeout_seconds: int

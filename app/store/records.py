@@ -229,8 +229,10 @@ class TenantUsage(_Record):
     burst: int | None
     max_in_flight: int | None
     max_running: int | None
+    daily_tokens: int | None
     in_flight: int
     running: int
+    parked: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -159,7 +159,7 @@ def test_limits_set_list_clear_change_what_the_running_api_admits(
     assert code == 0, err
     (acme_line,) = [line for line in out.splitlines() if " acme " in f" {line} "]
     cells = [c.strip() for c in re.split(r"[│|]", acme_line) if c.strip()]
-    assert cells == ["acme", "0.001", "1", "5", "1", "4", "0"]
+    assert cells == ["acme", "0.001", "1", "5", "1", "4", "0", "0", "off"]
 
     # limits clear: back to the deployment's defaults (a burst of 100 at 50 per second).
     code, out, err = cli(stack, "limits", "clear", "acme")

@@ -96,8 +96,10 @@ def test_keys_and_limits_tables_escape_names_and_mark_defaults() -> None:
         burst=None,
         max_in_flight=7,
         max_running=None,
+        daily_tokens=500000,
         in_flight=2,
         running=1,
+        parked=4,
     )
     shown = text(
         render.limits(config.load(rate_limit_burst=100, max_running_per_tenant=3), [limit])
@@ -111,6 +113,8 @@ def test_keys_and_limits_tables_escape_names_and_mark_defaults() -> None:
         "2",
         "3 (default)",
         "1",
+        "4",
+        "500,000",
     ]
 
 

@@ -12,7 +12,8 @@ from fastapi import APIRouter, Query, Response
 from app import bounds
 from app.api.deps import Db, Settings
 from app.api.errors import COMMON, UNPARSEABLE
-from app.api.schemas import TENANT_PATTERN, Problem, ScheduleCreate, SchedulePublic
+from app.api.schedule_schemas import ScheduleCreate, SchedulePublic
+from app.api.schemas import TENANT_PATTERN, Problem
 from app.api.security import Caller
 from app.services import auth, schedules
 

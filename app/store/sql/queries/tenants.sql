@@ -19,9 +19,12 @@ RETURNING *;
 DELETE FROM tenant_limits WHERE tenant = %(tenant)s RETURNING tenant;
 
 -- name: list_tenant_limits
--- Every tenant that has a key or an override, with its overrides, its unfinished jobs
--- and those of them holding a live lease.
+-- Every tenant that has a key or an override, with its overrides, its unfinished jobs,
+-- those of them holding a live lease and those parked past its window on the queue.
 SELECT names.tenant, t.rate_per_second, t.burst, t.max_in_flight, t.max_running,
+       t.daily_tokens,
+       (SELECT count(*) FROM jobs j
+        WHERE j.tenant = names.tenant AND j.parked AND j.state = 'queued') AS parked,
        (SELECT count(*) FROM jobs j
         WHERE j.tenant = names.tenant
           AND j.state IN ('queued', 'leased', 'running', 'retrying', 'stalled')) AS in_flight,
