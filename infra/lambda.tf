@@ -20,6 +20,9 @@ locals {
           TASKLEASE_RATE_LIMIT_BURST      = tostring(var.tenant_rate_limit_burst)
           TASKLEASE_MAX_JOBS_IN_FLIGHT    = tostring(var.tenant_max_jobs_in_flight)
           TASKLEASE_MAX_BODY_BYTES        = tostring(var.api_max_body_bytes)
+          # The window on the queue a submission parks past (cap x window per slot).
+          TASKLEASE_MAX_RUNNING_PER_TENANT = tostring(var.tenant_max_running)
+          TASKLEASE_QUEUE_WINDOW_PER_SLOT  = tostring(var.tenant_queue_window_per_slot)
         },
       )
     }
@@ -33,6 +36,9 @@ locals {
         # The engine reads the time left from the Lambda context; this keeps the
         # setting that the local event source uses equal to the real timeout.
         TASKLEASE_FUNCTION_TIMEOUT_SECONDS = tostring(local.worker_timeout_seconds)
+        # The claim's per-tenant cap, and the releases of parked jobs as leases end.
+        TASKLEASE_MAX_RUNNING_PER_TENANT = tostring(var.tenant_max_running)
+        TASKLEASE_QUEUE_WINDOW_PER_SLOT  = tostring(var.tenant_queue_window_per_slot)
       }
     }
     sweeper = {
@@ -40,7 +46,11 @@ locals {
       description = "tasklease sweeper and outbox relay, every minute from EventBridge Scheduler"
       timeout     = var.sweeper_timeout_seconds
       memory      = var.sweeper_memory_mb
-      env         = {}
+      # The sweeper releases parked jobs no lease's end released.
+      env = {
+        TASKLEASE_MAX_RUNNING_PER_TENANT = tostring(var.tenant_max_running)
+        TASKLEASE_QUEUE_WINDOW_PER_SLOT  = tostring(var.tenant_queue_window_per_slot)
+      }
     }
     # The database is private: migrations run from inside the VPC. Invoke it once
     # after each deploy (infra/README.md); applied migrations are skipped.

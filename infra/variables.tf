@@ -473,6 +473,28 @@ variable "tenant_max_jobs_in_flight" {
   }
 }
 
+variable "tenant_max_running" {
+  description = "TASKLEASE_MAX_RUNNING_PER_TENANT: a tenant's jobs leased or running at once (the claim's cap; per tenant: tasklease limits set --max-running)."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.tenant_max_running >= 1 && var.tenant_max_running <= 1000000 && floor(var.tenant_max_running) == var.tenant_max_running
+    error_message = "tenant_max_running must be a whole number from 1 to 1000000."
+  }
+}
+
+variable "tenant_queue_window_per_slot" {
+  description = "TASKLEASE_QUEUE_WINDOW_PER_SLOT: a tenant's jobs with a message or a lease, in units of its running cap; past it, jobs are parked until its leases end."
+  type        = number
+  default     = 2
+
+  validation {
+    condition     = var.tenant_queue_window_per_slot >= 1 && var.tenant_queue_window_per_slot <= 1000 && floor(var.tenant_queue_window_per_slot) == var.tenant_queue_window_per_slot
+    error_message = "tenant_queue_window_per_slot must be a whole number from 1 to 1000."
+  }
+}
+
 variable "api_max_body_bytes" {
   description = "TASKLEASE_MAX_BODY_BYTES: larger request bodies get 413 before they are parsed. Above ~6 MB Lambda's synchronous invocation limit refuses the request first."
   type        = number

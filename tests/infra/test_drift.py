@@ -239,6 +239,8 @@ LIMITS = {
     "tenant_rate_limit_burst": "rate_limit_burst",
     "tenant_max_jobs_in_flight": "max_jobs_in_flight",
     "api_max_body_bytes": "max_body_bytes",
+    "tenant_max_running": "max_running_per_tenant",
+    "tenant_queue_window_per_slot": "queue_window_per_slot",
 }
 
 
