@@ -173,6 +173,9 @@ def chaos(
         typer.Option(min=0, max=1, help="share of the jobs that wait: naps, approvals, fan-outs"),
     ] = 0.3,
     workers: Annotated[int, typer.Option(min=1, max=16, help="worker processes")] = 3,
+    max_running: Annotated[
+        int, typer.Option(min=1, help="the tenant's running cap (below the workers' 2 slots each)")
+    ] = 4,
     sqs: Annotated[str, typer.Option(help="moto (started here) or localstack")] = "moto",
     transient_rate: Annotated[float, typer.Option(min=0, max=1, help="fake model")] = 0.2,
     permanent_rate: Annotated[float, typer.Option(min=0, max=1, help="fake model")] = 0.05,
@@ -207,6 +210,7 @@ def chaos(
             jobs=jobs,
             waiting=waiting,
             workers=workers,
+            max_running=max_running,
             sqs=sqs,
             transient_rate=transient_rate,
             permanent_rate=permanent_rate,
