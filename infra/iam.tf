@@ -75,6 +75,10 @@ data "aws_iam_policy_document" "api" {
 }
 
 data "aws_iam_policy_document" "worker" {
+  # SendMessage too: the worker sends wake-ups when a job suspends, its children's and its
+  # parent's messages, the parked jobs a lease's end releases, and a fresh message for a
+  # delivery deferred near maxReceiveCount. Without it those sends were refused and left
+  # to the sweeper's relay (a minute late on AWS).
   statement {
     sid = "ConsumeSource"
     actions = [
@@ -82,6 +86,7 @@ data "aws_iam_policy_document" "worker" {
       "sqs:DeleteMessage",
       "sqs:ChangeMessageVisibility",
       "sqs:GetQueueAttributes",
+      "sqs:SendMessage",
     ]
     resources = [
       aws_sqs_queue.source["high"].arn,

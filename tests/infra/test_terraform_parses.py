@@ -152,6 +152,8 @@ EXPECTED_SQS = {
             "sqs:DeleteMessage",
             "sqs:ChangeMessageVisibility",
             "sqs:GetQueueAttributes",
+            # wake-ups, children, parents, released parked jobs, deferred re-sends
+            "sqs:SendMessage",
         },
         "dlq": {"sqs:SendMessage"},
     },
