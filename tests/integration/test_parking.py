@@ -139,3 +139,16 @@ async def test_a_job_claimed_before_the_flood_releases_when_it_succeeds(
     assert parked(sql, later) == [False, False], "its success released the parked job"
     sent = sql.execute("SELECT sent_at FROM outbox WHERE job_id = %s", (later[1],)).fetchone()
     assert sent["sent_at"] is not None
+
+
+@pytest.mark.asyncio
+async def test_a_tenants_high_priority_job_is_released_before_its_older_normal_ones(
+    stack: Stack, sql: Any
+) -> None:
+    async with engine_for(stack.settings) as engine:
+        ids = await five_for_acme(engine)  # two with a message, three parked (normal)
+        high = await submit(engine, "demo.noop", {}, tenant="acme", priority="high")
+        assert parked(sql, [high]) == [True], "the window is full for every priority"
+        await store.jobs.cancel_waiting(engine.db, uuid.UUID(str(ids[0])), detail="test")
+        assert await parking.release_all(engine.settings, engine.db, engine.queue) == 1
+    assert parked(sql, [high, *ids[2:]]) == [False, True, True, True]

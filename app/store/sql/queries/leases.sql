@@ -223,10 +223,11 @@ WHERE j.id = old.id
 RETURNING j.id, j.tenant, j.priority;
 
 -- name: release_parked
--- Parked jobs of these tenants go out, oldest first, as far as each tenant's window on
--- the queue (its running cap x the window per slot, less its jobs with a message or a
--- lease) has room: each is unparked and given an outbox row, in one statement; the caller
--- sends them (a send that fails, or a crash before it, is the outbox relay's).
+-- Parked jobs of these tenants go out, highest priority first, then oldest first, as far
+-- as each tenant's window on the queue (its running cap x the window per slot, less its
+-- jobs with a message or a lease) has room: each is unparked and given an outbox row, in
+-- one statement; the caller sends them (a send that fails, or a crash before it, is the
+-- outbox relay's).
 -- SKIP LOCKED: two releases at once take different jobs.
 WITH t AS (
     SELECT DISTINCT unnest(%(tenants)s::text[]) AS tenant
@@ -242,7 +243,7 @@ WITH t AS (
     SELECT p.id FROM room,
          LATERAL (SELECT j.id FROM jobs j
                   WHERE j.tenant = room.tenant AND j.parked AND j.state = 'queued'
-                  ORDER BY j.created_at, j.id
+                  ORDER BY (j.priority <> 'high'), (j.priority = 'low'), j.created_at, j.id
                   LIMIT greatest(room.free, 0)
                   FOR UPDATE SKIP LOCKED) p
 ), up AS (
