@@ -5,8 +5,9 @@ does a high-priority job wait behind a normal backlog?
    submit→start (``jobs.created_at`` to its first ``running`` event, both the database's
    clock) is recorded.
 2. Flood: tenant A batch-submits ``noisy`` jobs at once; B then submits its ``quiet`` jobs
-   again, paced as before. The workers run with TASKLEASE_MAX_RUNNING_PER_TENANT at half
-   their slots, so A cannot hold every slot. Target: B's p95 within 2x of idle.
+   again, paced as before. Both tenants' running cap is half the workers' slots
+   (`tasklease limits set --max-running`), so A cannot hold every slot, and its window on
+   the queue twice that. Target: B's p95 within 2x of idle.
 3. Priority: the cap back at its default; tenant C submits ``backlog`` normal jobs at
    once, then ``high`` high-priority jobs, paced; against the same high-priority jobs on
    an idle system.
@@ -25,6 +26,7 @@ from typing import Any
 import httpx
 import psycopg
 
+from app import store
 from bench.phases import err, progress
 from bench.stack import BenchStack
 
@@ -167,8 +169,12 @@ async def tenants(
     cap = max(1, slots // 2)
     key_a = await asyncio.to_thread(stack.create_key, "noisy-a", "bench: the flood")
     key_b = await asyncio.to_thread(stack.create_key, "quiet-b", "bench: the quiet tenant")
-    env = {"TASKLEASE_MAX_RUNNING_PER_TENANT": str(cap)}
-    await asyncio.to_thread(stack.set_workers, workers, env=env)
+    # Each tenant's own cap (tasklease limits set --max-running): the API's window on the
+    # queue and the workers' claims read the same row.
+    async with store.connect(stack.database_url) as db:
+        for tenant in ("noisy-a", "quiet-b"):
+            await store.tenants.set_limits(db, tenant, max_running=cap)
+    await asyncio.to_thread(stack.set_workers, workers)
     async with httpx.AsyncClient(base_url=stack.api_url, timeout=30) as http:
         await _warm_up(stack, http, key_b)
         err.print(f"noisy neighbour: B's {quiet} jobs on an idle system")
