@@ -10,7 +10,7 @@ does a high-priority job wait behind a normal backlog?
    the queue twice that. Target: B's p95 within 2x of idle.
 3. Priority: the cap back at its default; tenant C submits ``backlog`` normal jobs at
    once, then ``high`` high-priority jobs, paced; against the same high-priority jobs on
-   an idle system.
+   an idle system. Target: their p95 under a second.
 
 The figures are ratios within one run (flood / idle), never compared across runs.
 """
@@ -123,16 +123,27 @@ async def _flood(http: httpx.AsyncClient, key: str, n: int, clients: int) -> flo
     return time.monotonic() - t0
 
 
-def _figures(idle: list[float], busy: list[float], n: int) -> dict[str, Any]:
+def _figures(
+    idle: list[float], busy: list[float], n: int, *, within_ms: float | None = None
+) -> dict[str, Any]:
+    """p50/p95 idle and busy; the target: busy p95 within TARGET_RATIO of idle, or, with
+    ``within_ms``, under that many milliseconds."""
     idle_p95, busy_p95 = _pct(idle, 0.95), _pct(busy, 0.95)
     ratio = round(busy_p95 / idle_p95, 2) if idle_p95 and busy_p95 else None
+    if within_ms is None:
+        met = ratio is not None and ratio <= TARGET_RATIO
+        target = f"busy p95 within {TARGET_RATIO:g}x of idle"
+    else:
+        met = busy_p95 is not None and busy_p95 <= within_ms
+        target = f"busy p95 under {within_ms:g} ms"
     return {
         "jobs": n,
         "started": {"idle": len(idle), "busy": len(busy)},
         "idle_ms": {"p50": _pct(idle, 0.5), "p95": idle_p95},
         "busy_ms": {"p50": _pct(busy, 0.5), "p95": busy_p95},
         "p95_ratio": ratio,
-        "target_met": ratio is not None and ratio <= TARGET_RATIO and len(busy) == n,
+        "target": target,
+        "target_met": met and len(busy) == n,
     }
 
 
@@ -218,4 +229,8 @@ async def priority(
         busy_ids = await _submit_paced(http, key_c, high, pace_s, "high")
         busy = await _start_latencies(stack, busy_ids, drain_timeout)
         drained = await _drained(stack, drain_timeout, "priority backlog")
-    return _figures(idle, busy, high) | {"backlog_jobs": backlog, "drained": drained}
+    # The issue's bar: a high job behind the backlog starts within a second.
+    return _figures(idle, busy, high, within_ms=1000) | {
+        "backlog_jobs": backlog,
+        "drained": drained,
+    }

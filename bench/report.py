@@ -153,7 +153,7 @@ def _noisy_rows(n: dict[str, Any] | None) -> list[tuple[str, str]]:
         return []
 
     def line(f: dict[str, Any]) -> str:
-        met = "target met" if f["target_met"] else "TARGET MISSED (2x)"
+        met = ("target met: " if f["target_met"] else "TARGET MISSED: ") + f["target"]
         return (
             f"idle {_fmt(f['idle_ms']['p50'])} / {_fmt(f['idle_ms']['p95'])}, busy "
             f"{_fmt(f['busy_ms']['p50'])} / {_fmt(f['busy_ms']['p95'])}; p95 ratio "
