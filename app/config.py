@@ -17,8 +17,6 @@ from typing import Annotated, Any, Literal, Self
 
 import limits as rate_limits
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -28,7 +26,8 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app import aws_limits as limits
-from app import bounds, errors, priorities
+from app import bounds, errors, model_settings, priorities
+from app.model_settings import ModelBudget, ModelPrice
 from app.priorities import Priority
 
 PREFIX = "TASKLEASE_"
@@ -39,39 +38,6 @@ MIN_KEY_HASH_SECRET = 32
 # tests/infra/test_drift.py fails on any drift. Visibility and the function timeout
 # differ on purpose: the local defaults suit one machine, the file's suit Lambda.
 SHARED: dict[str, Any] = json.loads(Path(__file__).with_name("shared_settings.json").read_text())
-
-
-class ModelPrice(BaseModel):
-    """A model's price in US dollars per million tokens (TASKLEASE_MODEL_PRICES)."""
-
-    model_config = ConfigDict(extra="forbid")
-    input: float = Field(ge=0, le=10_000)
-    output: float = Field(ge=0, le=10_000)
-
-
-class ModelBudget(BaseModel):
-    """A provider's model's shared budget per calendar minute (TASKLEASE_MODEL_BUDGETS):
-    requests (rpm) and tokens (tpm); at least one of the two."""
-
-    model_config = ConfigDict(extra="forbid")
-    rpm: int | None = Field(None, ge=1, le=10_000_000)
-    tpm: int | None = Field(None, ge=1, le=10_000_000_000)
-
-    @model_validator(mode="after")
-    def _one_at_least(self) -> Self:
-        if self.rpm is None and self.tpm is None:
-            raise ValueError("a budget needs rpm, tpm or both")
-        return self
-
-
-# Estimates (list prices, $/1M tokens); TASKLEASE_MODEL_PRICES overrides or adds.
-DEFAULT_MODEL_PRICES: dict[str, dict[str, float]] = {
-    "fake-writer-1": {"input": 0.1, "output": 0.4},
-    "fake-triage-1": {"input": 0.1, "output": 0.4},
-    "gpt-4o-mini": {"input": 0.15, "output": 0.6},
-    "gpt-4o": {"input": 2.5, "output": 10.0},
-    "gpt-4.1-mini": {"input": 0.4, "output": 1.6},
-}
 
 
 class Settings(BaseSettings):
@@ -260,34 +226,17 @@ class Settings(BaseSettings):
     @field_validator("model_prices", mode="before")
     @classmethod
     def _prices_json(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            try:
-                return json.loads(v) if v.strip() else {}
-            except ValueError as exc:
-                raise ValueError(f"not JSON ({exc}): give {{model: {{input, output}}}}") from exc
-        return v
+        return model_settings.prices_json(v)
 
     @field_validator("model_budgets", mode="before")
     @classmethod
     def _budgets_json(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            try:
-                v = json.loads(v) if v.strip() else {}
-            except ValueError as exc:
-                raise ValueError(
-                    f'not JSON ({exc}): give {{"provider/model": {{"rpm": N, "tpm": N}}}}'
-                ) from exc
-        if isinstance(v, dict):
-            for name in v:
-                provider, _, model = str(name).partition("/")
-                if not provider or not model:
-                    raise ValueError(f"{name!r} is not a provider/model name (openai/gpt-4o-mini)")
-        return v
+        return model_settings.budgets_json(v)
 
     @field_validator("model_prices")
     @classmethod
     def _with_default_prices(cls, v: dict[str, ModelPrice]) -> dict[str, ModelPrice]:
-        return {**{m: ModelPrice(**p) for m, p in DEFAULT_MODEL_PRICES.items()}, **v}
+        return model_settings.with_default_prices(v)
 
     @field_validator("key_hash_secret")
     @classmethod

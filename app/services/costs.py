@@ -9,8 +9,9 @@ import uuid
 from typing import Any
 
 from app import errors, metrics, store
-from app.config import ModelPrice, Settings
+from app.config import Settings
 from app.kinds.generate import Usage
+from app.model_settings import ModelPrice
 
 MAX_DAYS = 366
 
