@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from app import bounds, errors
-from app.cli import render, runner
+from app.cli import render, render_schedules, runner
 from app.cli.render import err, out
 from app.services import auth, schedules
 from app.services import submit as service
@@ -73,7 +73,7 @@ def create(
     made = runner.on_database(
         s, lambda database: schedules.create(s, database, request, tenant=tenant)
     )
-    err.print(render.schedule(made))
+    err.print(render_schedules.schedule(made))
     render.plain(str(made["id"]))
 
 
@@ -87,7 +87,7 @@ def list_(
     rows = runner.on_database(
         s, lambda database: schedules.list_schedules(database, scope=tenant, limit=limit)
     )
-    render.print_listing(render.schedules(rows))
+    render.print_listing(render_schedules.schedules(rows))
 
 
 @group.command("pause")
@@ -105,7 +105,7 @@ def resume(schedule_id: Annotated[str, typer.Argument(help="the schedule's id")]
     s = runner.settings_or_exit()
     sid = _schedule_id_or_exit(schedule_id)
     row = runner.on_database(s, lambda database: schedules.resume(database, sid, scope=None))
-    out.print(render.schedule(row))
+    out.print(render_schedules.schedule(row))
 
 
 @group.command("delete")
