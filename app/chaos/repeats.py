@@ -75,3 +75,64 @@ def model_repeats(
             else:
                 other += 1
     return window, other
+
+
+def delivery_repeats(
+    delivered: dict[str, list[dt.datetime]],
+    effects_of: dict[str, dict[str, dict[str, Any]]],
+    events_of: dict[str, list[dict[str, Any]]],
+    kills: list[dict[str, Any]],
+) -> tuple[int, int, Counter[str], list[str]]:
+    """Webhook keys delivered more than once: (window repeats, duplicates, the window's
+    causes, the duplicated keys)."""
+    window = duplicated = 0
+    window_causes: Counter[str] = Counter()
+    duplicated_keys = []
+    for key, times in delivered.items():
+        if len(times) < 2:
+            continue
+        job_id = key.removesuffix(":post")
+        post = effects_of.get(job_id, {}).get("post")
+        w, dup, c = classify_repeats(
+            sorted(times), events_of.get(job_id, []), post["attempt"] if post else None, kills
+        )
+        window, duplicated, window_causes = window + w, duplicated + dup, window_causes + c
+        if dup:
+            duplicated_keys.append(key)
+    return window, duplicated, window_causes, duplicated_keys
+
+
+def throttle_counts(
+    model_calls: list[dict[str, Any]], events: list[dict[str, Any]]
+) -> dict[str, int]:
+    """Throttles (429s) the fake model answered, and those the jobs' timelines show
+    (retried without an attempt; fewer when a worker was killed before writing one)."""
+    return {
+        "answered": sum(1 for c in model_calls if c["outcome"] == "throttled"),
+        "retried_without_an_attempt": sum(
+            1 for e in events if str(e.get("detail") or "").startswith("throttled by ")
+        ),
+    }
+
+
+def model_call_stats(
+    model_calls: list[dict[str, Any]],
+    calls_of: dict[str, Counter[str]],
+    succeeded: list[str],
+    kills: list[dict[str, Any]],
+) -> dict[str, Any]:
+    model_window, model_duplicated = model_repeats(model_calls, kills)
+    ok_calls = [calls_of[f"{j}:triage"]["ok"] for j in succeeded]
+    all_calls = [sum(c.values()) for c in calls_of.values()]
+    return {
+        "total": len(model_calls),
+        "by_outcome": dict(Counter(str(c["outcome"]) for c in model_calls)),
+        "ok_per_effect_mean": round(sum(ok_calls) / len(ok_calls), 3) if ok_calls else 0,
+        "ok_per_effect_max": max(ok_calls, default=0),
+        "calls_per_effect_mean": round(sum(all_calls) / len(all_calls), 3) if all_calls else 0,
+        "calls_per_effect_max": max(all_calls, default=0),
+        "effects_with_more_than_one_ok_call": sum(1 for n in ok_calls if n > 1),
+        # An answer the caller never recorded because we SIGKILLed it right after.
+        "ok_repeats_after_a_kill": model_window,
+        "ok_repeats_otherwise": model_duplicated,
+    }
