@@ -1,8 +1,8 @@
 """Parked jobs (README "Who may do what"): a job submitted past its tenant's window on
-the queue waits in PostgreSQL with no message; as the tenant's leases end, the oldest go
-out, as far as the window has room. The worker releases when a lease of a tenant with
-parked jobs ends; the sweeper releases for every such tenant each pass (a release no
-lease's end made)."""
+the queue, or delivered while its tenant was at its running cap, waits in PostgreSQL with
+no message; as the tenant's leases end, one goes out for each free slot. The worker
+releases when a lease of a tenant with parked jobs ends; the sweeper releases for every
+such tenant each pass (a release no lease's end made)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ async def release_parked(
         db,
         tenants,
         max_running=settings.max_running_per_tenant,
-        window_per_slot=settings.queue_window_per_slot,
     )
     if not rows:
         return 0

@@ -53,6 +53,7 @@ class Verdict:
     backlog: int = 0
     cap: int = 0
     has_parked: bool = False  # the tenant has parked jobs: release one when the lease ends
+    parked_now: bool = False  # deferred and parked: a lease's end releases it
 
 
 async def claim_batch(
@@ -92,6 +93,7 @@ async def claim_batch(
             backlog=int(row["backlog"]),
             cap=int(row["cap"]),
             has_parked=bool(row["has_parked"]),
+            parked_now=bool(row["parked_now"]),
         )
         for row in rows
     }
@@ -196,17 +198,12 @@ async def touch_lost(db: Database, *, age: float, limit: int) -> list[Route]:
 
 
 async def release_parked(
-    db: Database, tenants: Sequence[str], *, max_running: int, window_per_slot: int
+    db: Database, tenants: Sequence[str], *, max_running: int
 ) -> list[OutboxRow]:
-    """Unpark these tenants' oldest parked jobs, as far as each one's window on the queue
-    has room, each with an outbox row (one statement): the rows to send."""
+    """Unpark these tenants' parked jobs, highest priority and oldest first, one for each
+    free slot, each with an outbox row (one statement): the rows to send."""
     rows = await db.fetch(
-        q("release_parked"),
-        {
-            "tenants": list(tenants),
-            "max_running": max_running,
-            "window_per_slot": window_per_slot,
-        },
+        q("release_parked"), {"tenants": list(tenants), "max_running": max_running}
     )
     return [OutboxRow.from_row(row) for row in rows]
 

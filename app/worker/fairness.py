@@ -1,23 +1,19 @@
-"""Fairness between tenants, in the worker: the running cap's hand-backs, and releasing
-parked jobs as leases end.
+"""Fairness between tenants, in the worker: what becomes of a delivery whose tenant is at
+its running cap (TASKLEASE_MAX_RUNNING_PER_TENANT, or `tasklease limits set
+--max-running`), and releasing parked jobs as leases end.
 
-A delivery whose tenant is at its running cap (TASKLEASE_MAX_RUNNING_PER_TENANT, or
-`tasklease limits set --max-running`): the claim wrote nothing, no attempt is used, and
-the message goes back to the queue for a while. How long grows with the tenant's
-backlog per slot, so a tenant with thousands of jobs queued does not have its messages
-received over and over while another tenant's jobs wait behind them.
+The claim wrote nothing but, for a queued job, ``parked``: no attempt is used. A parked
+job goes out again, with a fresh message, when one of its tenant's leases ends (the
+worker that ended it releases one parked job per free slot); its old message only comes
+back as a backstop, late (TASKLEASE_RUNNING_CAP_DELAY_SECONDS x MAX_DELAY_FACTOR), in
+case no release does. Any other deferred delivery (a retry, a due wake-up) goes back for
+the base delay times its tenant's backlog per slot.
 
 Every receive counts towards the redrive policy's maxReceiveCount, and a job whose
 message SQS moves to the DLQ is dead-lettered by the sweeper. A message close to that
 count is replaced by a fresh one (same job, count 0) instead of handed back: the job
 cannot be dead-lettered for having waited its turn. A crash between the send and the
 delete leaves two messages for one job, which the job row makes harmless.
-
-A job submitted past its tenant's window on the queue is parked (no message). When a
-lease of a tenant with parked jobs ends, the worker releases the oldest ones the window
-has room for: unparked with an outbox row in one statement, then sent. A crash between
-the two leaves the outbox rows to the relay; a release nobody makes (the tenant's last
-lease ended before its flood was parked) is the sweeper's (release_all).
 """
 
 from __future__ import annotations
@@ -66,7 +62,12 @@ async def defer(
     """Hand the message back (False: leave it) or replace it with a fresh, delayed one
     (True: delete this one). Nothing is written to the job."""
     job = verdict.job
-    delay = hand_back_delay(settings, backlog=verdict.backlog, cap=verdict.cap)
+    if verdict.parked_now:
+        # Parked: a lease's end releases it with a fresh message. This one comes back
+        # only as a backstop, should no release come (then it is claimed or parked again).
+        delay = settings.running_cap_delay_seconds * MAX_DELAY_FACTOR * random.uniform(0.5, 1.0)  # noqa: S311 - jitter
+    else:
+        delay = hand_back_delay(settings, backlog=verdict.backlog, cap=verdict.cap)
     fields = {"job_id": job.id, "kind": job.kind, "tenant": job.tenant, "delay": round(delay, 1)}
     near_limit = receive_count(record) >= settings.max_receive_count - RECEIVES_MARGIN
     # A redrive's message carries its generation, which a fresh message would not.

@@ -35,21 +35,23 @@ async def test_a_worker_killed_after_a_release_leaves_the_job_to_the_outbox_rela
     ids = [await submit(stack, "demo.noop", {}, tenant="acme") for _ in range(3)]
     assert [job_row(sql, i)["parked"] for i in ids] == [False, False, True]
 
-    # When a worker armed at after_release ends a lease and releases the parked job.
+    # When a worker armed at after_release claims the first, parks the second (over the
+    # cap), ends the first's lease and releases one parked job for the free slot.
     doomed = stack.worker(env=crash_env(Point.AFTER_RELEASE), name="doomed")
     await asyncio.to_thread(died_by_sigkill, doomed, "the worker armed at after_release")
-    third = job_row(sql, ids[2])
-    assert third["parked"] is False and third["state"] == JobState.QUEUED, describe(sql, ids[2])
     unsent = sql.execute(
-        "SELECT count(*) AS n FROM outbox WHERE job_id = %s AND sent_at IS NULL", (ids[2],)
-    ).fetchone()["n"]
-    assert unsent == 1, "the release committed its outbox row; the message was never sent"
+        "SELECT job_id FROM outbox WHERE job_id = ANY(%s::uuid[]) AND sent_at IS NULL",
+        ([str(i) for i in ids],),
+    ).fetchall()
+    assert len(unsent) == 1, "the release committed one outbox row; its message never went"
+    released = job_row(sql, unsent[0]["job_id"])
+    assert released["parked"] is False, describe(sql, released["id"])
+    assert released["state"] == JobState.QUEUED, describe(sql, released["id"])
 
     # Then the relay sends it, a healthy worker runs everything, each job once.
     await asyncio.to_thread(sweep_once, stack)
     stack.worker(name="rescuer")
     for i in ids:
         row = await asyncio.to_thread(wait_for_state, sql, i, JobState.SUCCEEDED, timeout=60)
-        assert row["attempt"] in (1, 2), describe(sql, i)
-    assert job_row(sql, ids[2])["attempt"] == 1, "the released job ran once, first attempt"
+        assert row["attempt"] == 1, describe(sql, i)  # deferrals and releases use none
     check_invariants(sql, stack, ids)

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from app import store
+from app.services import parking
 from app.states import JobState
 from app.store.jobs import Limits, NewRow
 from app.worker import fairness
@@ -48,7 +49,7 @@ async def _claim(
 
 
 @pytest.mark.asyncio
-async def test_a_batch_claims_up_to_the_tenants_cap_and_defers_the_rest_writing_nothing(
+async def test_a_batch_claims_up_to_the_tenants_cap_and_parks_the_rest_using_no_attempt(
     database_url: str, sql: Any
 ) -> None:
     async with store.connect(database_url) as db:
@@ -69,8 +70,9 @@ async def test_a_batch_claims_up_to_the_tenants_cap_and_defers_the_rest_writing_
         assert (
             row["state"] == JobState.QUEUED and row["attempt"] == 0 and row["lease_token"] is None
         )
+        assert row["parked"] and verdicts[i].parked_now, "parked until a lease's end"
         n = sql.execute("SELECT count(*) AS n FROM job_events WHERE job_id = %s", (i,)).fetchone()
-        assert n["n"] == 1, "a deferred claim writes no event"
+        assert n["n"] == 1, "a deferred claim writes no event (parked is no new state)"
 
 
 @pytest.mark.asyncio
@@ -129,9 +131,13 @@ async def test_a_deferred_delivery_goes_back_to_the_queue_and_runs_once_a_slot_f
         assert job_row(sql, b)["state"] == JobState.QUEUED
         assert job_row(sql, b)["attempt"] == 0
 
-        # a finishes; b's message comes back after its hand-back and b runs, first attempt.
+        assert job_row(sql, b)["parked"], "b waits parked for a slot"
+
+        # a finishes (by hand: no engine releases for it); a release sends b, which runs
+        # on its first attempt.
         token = job_row(sql, a)["lease_token"]
         await store.leases.finish(engine.db, uuid.UUID(str(a)), token, to_state=JobState.SUCCEEDED)
+        assert await parking.release_all(engine.settings, engine.db, engine.queue) == 1
 
         async def run_until_done() -> None:
             while job_row(sql, b)["state"] != JobState.SUCCEEDED:
@@ -147,7 +153,9 @@ async def test_a_deferred_delivery_goes_back_to_the_queue_and_runs_once_a_slot_f
 async def test_a_message_near_max_receive_count_is_replaced_by_a_fresh_one(
     stack: Stack, sql: Any
 ) -> None:
-    settings = stack.with_settings(max_running_per_tenant=1, max_receive_count=20)
+    settings = stack.with_settings(
+        max_running_per_tenant=1, max_receive_count=20, running_cap_delay_seconds=0.1
+    )
     async with engine_for(settings) as engine:
         a = await submit(engine, "demo.noop", {}, tenant="acme")
         b = await submit(engine, "demo.noop", {}, tenant="acme")

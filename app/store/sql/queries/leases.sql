@@ -17,8 +17,10 @@
 -- live lease (a duplicate). The caller matches rows by token.
 -- The tenant's running cap (tenant_limits.max_running, else the default given): a job whose
 -- tenant already holds that many live leases (counting the ones this batch would add,
--- in id order) is not claimed; its row comes back with deferred = true and the tenant's
--- backlog, nothing written (no attempt used), and the caller hands the message back.
+-- in id order) is not claimed and uses no attempt: a queued one is parked (parked_now;
+-- released when one of the tenant's leases ends), any other left as it is, and its row
+-- comes back with deferred = true and the tenant's backlog; the caller hands the message
+-- back (for a parked job, only as a backstop).
 -- A claimed row says whether its tenant has parked jobs (has_parked): the worker
 -- releases one when the lease ends (release_parked).
 -- Counted from the statement's snapshot, so claims that run at the same moment for one
@@ -53,6 +55,13 @@ WITH input AS (
         FROM target t
         WHERE t.claimable
     ) c
+), parking AS (
+    -- A queued job over the cap waits parked, with no message of its own to come back:
+    -- the next lease of its tenant to end (freeing the slot) releases it.
+    UPDATE jobs j SET parked = true
+    FROM capped c
+    WHERE c.id = j.id AND c.over AND j.state = 'queued' AND NOT j.cancel_requested
+    RETURNING j.id
 ), deferred AS (
     SELECT j.*, t.from_state, i.token AS token, false AS refused, true AS deferred,
            (SELECT count(*) FROM jobs b
@@ -60,7 +69,8 @@ WITH input AS (
               AND b.state IN ('queued', 'retrying', 'stalled')) AS backlog,
            coalesce((SELECT l.max_running FROM tenant_limits l WHERE l.tenant = j.tenant),
                     %(max_running)s::int) AS cap,
-           false AS has_parked
+           false AS has_parked,
+           j.id IN (SELECT id FROM parking) AS parked_now
     FROM jobs j
     JOIN target t ON t.id = j.id
     JOIN input i ON i.id = j.id
@@ -92,7 +102,8 @@ WITH input AS (
     RETURNING j.*, t.from_state, i.token AS token, false AS refused, false AS deferred,
               0::bigint AS backlog, 0 AS cap,
               EXISTS (SELECT 1 FROM jobs p WHERE p.tenant = j.tenant AND p.parked
-                      AND p.state = 'queued') AS has_parked
+                      AND p.state = 'queued') AS has_parked,
+              false AS parked_now
 ), refused AS (
     UPDATE jobs j
     SET last_error = CASE WHEN starts_with(coalesce(j.last_error, ''), 'redrive budget used up')
@@ -106,7 +117,7 @@ WITH input AS (
       AND j.state = 'dead_lettered' AND NOT t.budget_left
       AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')
     RETURNING j.*, t.from_state, i.token AS token, true AS refused, false AS deferred,
-              0::bigint AS backlog, 0 AS cap, false AS has_parked
+              0::bigint AS backlog, 0 AS cap, false AS has_parked, false AS parked_now
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
     SELECT id, from_state, 'leased'::job_state, attempt, lease_owner,
@@ -223,18 +234,19 @@ WHERE j.id = old.id
 RETURNING j.id, j.tenant, j.priority;
 
 -- name: release_parked
--- Parked jobs of these tenants go out, highest priority first, then oldest first, as far
--- as each tenant's window on the queue (its running cap x the window per slot, less its
--- jobs with a message or a lease) has room: each is unparked and given an outbox row, in
--- one statement; the caller sends them (a send that fails, or a crash before it, is the
--- outbox relay's).
+-- Parked jobs of these tenants go out, highest priority first, then oldest first, one
+-- for each of the tenant's free slots (its running cap, less its jobs with a lease or
+-- with a message that will take one): each is unparked and given an outbox row, in one
+-- statement; the caller sends them (a send that fails, or a crash before it, is the
+-- outbox relay's). Filling free slots only, never the window, a release sends nothing
+-- that would only be deferred and parked again.
 -- SKIP LOCKED: two releases at once take different jobs.
 WITH t AS (
     SELECT DISTINCT unnest(%(tenants)s::text[]) AS tenant
 ), room AS (
     SELECT t.tenant,
            coalesce((SELECT l.max_running FROM tenant_limits l WHERE l.tenant = t.tenant),
-                    %(max_running)s::int) * %(window_per_slot)s::int
+                    %(max_running)s::int)
            - (SELECT count(*) FROM jobs j
               WHERE j.tenant = t.tenant AND NOT j.parked
                 AND j.state IN ('queued', 'retrying', 'stalled', 'leased', 'running')) AS free
