@@ -328,7 +328,12 @@ async def test_a_cancel_whose_lease_ends_between_its_two_statements_is_not_lost(
         job_id = await submit(engine, "demo.flaky", {"fail_attempts": 1}, max_attempts=3)
         token = uuid.uuid4()
         claim = {"ids": [job_id], "tokens": [token], "owner": "w", "lease_seconds": 30}
-        claim |= {"redrive_budget": 3, "redrive_window": 86_400, "refusal": "budget used up"}
+        claim |= {
+            "redrive_budget": 3,
+            "redrive_window": 86_400,
+            "refusal": "budget used up",
+            "max_running": 100,
+        }
         await engine.db.fetch(queries["claim_batch"], {**claim, "generations": [None]})
         await engine.db.fetch(queries["start_batch"], {"ids": [job_id], "tokens": [token]})
 
