@@ -43,7 +43,11 @@ def hand_back_delay(settings: Settings, *, backlog: int, cap: int) -> float:
     """Seconds before the message comes back: the base delay times the tenant's backlog
     per slot (at least 1, at most MAX_DELAY_FACTOR), jittered down by up to half so a
     burst of hand-backs does not come back as one burst."""
-    factor = min(MAX_DELAY_FACTOR, max(1.0, backlog / max(1, cap)))
+    return _jittered(settings, min(MAX_DELAY_FACTOR, max(1.0, backlog / max(1, cap))))
+
+
+def _jittered(settings: Settings, factor: float) -> float:
+    """The base delay times ``factor``, less up to half of it at random."""
     return settings.running_cap_delay_seconds * factor * random.uniform(0.5, 1.0)  # noqa: S311 - jitter
 
 
@@ -60,12 +64,12 @@ async def defer(
     settings: Settings, queue: Transport, record: Mapping[str, Any], verdict: Verdict
 ) -> bool:
     """Hand the message back (False: leave it) or replace it with a fresh, delayed one
-    (True: delete this one). Nothing is written to the job."""
+    (True: delete this one). The claim wrote nothing but, for a queued job, ``parked``."""
     job = verdict.job
     if verdict.parked_now:
         # Parked: a lease's end releases it with a fresh message. This one comes back
         # only as a backstop, should no release come (then it is claimed or parked again).
-        delay = settings.running_cap_delay_seconds * MAX_DELAY_FACTOR * random.uniform(0.5, 1.0)  # noqa: S311 - jitter
+        delay = _jittered(settings, MAX_DELAY_FACTOR)
     else:
         delay = hand_back_delay(settings, backlog=verdict.backlog, cap=verdict.cap)
     fields = {"job_id": job.id, "kind": job.kind, "tenant": job.tenant, "delay": round(delay, 1)}
@@ -90,7 +94,8 @@ async def defer(
 
 
 async def release(releases: batching.Batcher[str, None], tenant: str) -> None:
-    """Release what the tenant's window has room for; a failure is left to the sweeper."""
+    """Release a parked job of the tenant for each free slot; a failure is left to the
+    sweeper."""
     try:
         await releases.submit(tenant)
     except (errors.StoreError, errors.QueueError) as exc:

@@ -42,7 +42,7 @@ WITH input AS (
     ORDER BY j.id
     FOR UPDATE OF j
 ), capped AS (
-    SELECT c.id, c.tenant, c.running + c.rank > c.cap AS over
+    SELECT c.id, c.tenant, c.cap, c.running + c.rank > c.cap AS over
     FROM (
         SELECT t.id, t.tenant,
                row_number() OVER (PARTITION BY t.tenant ORDER BY t.id) AS rank,
@@ -67,8 +67,7 @@ WITH input AS (
            (SELECT count(*) FROM jobs b
             WHERE b.tenant = j.tenant AND NOT b.parked
               AND b.state IN ('queued', 'retrying', 'stalled')) AS backlog,
-           coalesce((SELECT l.max_running FROM tenant_limits l WHERE l.tenant = j.tenant),
-                    %(max_running)s::int) AS cap,
+           c.cap,
            false AS has_parked,
            j.id IN (SELECT id FROM parking) AS parked_now
     FROM jobs j
