@@ -21,8 +21,10 @@ $(STAMP): pyproject.toml uv.lock | $(UV)
 install: $(STAMP) ## install the locked dependencies into .venv
 
 SQS ?= moto
-run: $(STAMP) ## the whole system on this machine, with demo jobs (Ctrl-C stops it); SQS=localstack; ARGS="--api-port N --sqs-port N"
-	@if [ "$(SQS)" = "localstack" ]; then \
+TRANSPORT ?= sqs
+run: $(STAMP) ## the whole system on this machine, with demo jobs (Ctrl-C stops it); SQS=localstack; TRANSPORT=redis; ARGS="--api-port N --sqs-port N"
+	@if [ "$(TRANSPORT)" = "redis" ]; then $(UV) run --no-sync tasklease dev --transport redis $(ARGS); \
+	elif [ "$(SQS)" = "localstack" ]; then \
 	  bash localstack/run.sh start >/dev/null || exit $$?; trap 'bash localstack/run.sh stop' EXIT; \
 	  LOCALSTACK_ENDPOINT=http://127.0.0.1:$${LOCALSTACK_PORT:-4566} $(UV) run --no-sync tasklease dev --sqs localstack $(ARGS); \
 	else $(UV) run --no-sync tasklease dev --sqs $(SQS) $(ARGS); fi

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from app import config, logs
+from app import config, errors, logs
 from handlers import emf
 
 T = TypeVar("T")
@@ -38,5 +38,13 @@ def load_settings() -> config.Settings:
     """The function's settings, at cold start: bad configuration fails it, naming the
     variable. (The RDS secret is read at the first connection: app.transport.secrets.)"""
     settings = config.load()
+    if settings.transport != "sqs":
+        # Lambda's event source mappings read SQS; the Redis carrier runs as processes
+        # (tasklease worker, tasklease sweep) beside a Redis server.
+        raise errors.ConfigError(
+            f"TASKLEASE_TRANSPORT={settings.transport}: the Lambda handlers run on SQS only; "
+            "run `tasklease worker` and `tasklease sweep` for the Redis carrier "
+            '(README "Redis Streams")'
+        )
     logs.setup(settings.log_level)
     return settings

@@ -128,10 +128,21 @@ def dev(
             help="moto (started here) or localstack (already running at LOCALSTACK_ENDPOINT)"
         ),
     ] = "moto",
+    transport: Annotated[
+        str,
+        typer.Option(
+            help="sqs (moto or LocalStack, --sqs) or redis (TASKLEASE_REDIS_URL's server, "
+            "else an embedded one)"
+        ),
+    ] = "",
 ) -> None:
-    """Run everything on this machine: PostgreSQL, SQS (moto), API, workers, sweeper, demo."""
+    """Run everything on this machine: PostgreSQL, the carrier (moto's SQS, LocalStack or
+    Redis), API, workers, sweeper, demo."""
     if sqs not in ("moto", "localstack"):
         err.print(f"[red]--sqs must be moto or localstack, not {escape(repr(sqs))}[/]")
+        raise typer.Exit(2)
+    if transport not in ("", "sqs", "redis"):
+        err.print(f"[red]--transport must be sqs or redis, not {escape(repr(transport))}[/]")
         raise typer.Exit(2)
     from app.stack import dev as dev_mod
 
@@ -146,6 +157,7 @@ def dev(
         demo=demo,
         exit_when_done=exit_when_done,
         sqs=sqs,
+        transport=transport or s.transport,
     )
     raise typer.Exit(code)
 

