@@ -259,7 +259,10 @@ class RedisTransport:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             block: int | None = None
             if not got and remaining_ms > 0:
-                block = min(remaining_ms, BLOCK_SLICE_MS, *([next_due] if next_due >= 0 else []))
+                # Never 0: BLOCK 0 would wait forever.
+                block = max(
+                    1, min(remaining_ms, BLOCK_SLICE_MS, *([next_due] if next_due >= 0 else []))
+                )
             if room > 0:
                 got += await self._read(stream, room, block)
             if got or remaining_ms <= 0:
