@@ -48,6 +48,10 @@ GROUP = "tasklease"
 # A blocked XREADGROUP wakes at least this often to move due delayed messages and take
 # over expired leases (a delayed message is due at most this late).
 BLOCK_SLICE_MS = 1000
+# Connections per process, and how long a command may wait for an answer (or for a
+# free connection).
+MAX_CONNECTIONS = 64
+SOCKET_TIMEOUT_SECONDS = 10
 # Due delayed messages moved onto the stream per receive, at most.
 PROMOTE_LIMIT = 100
 # The dead-letter streams' visibility timeout: the redrive walk's and the sweeper's.
@@ -127,13 +131,19 @@ class RedisTransport:
 
     async def open(self) -> None:
         self.settings.need("redis_url")
-        self._client = aioredis.Redis.from_url(
+        # A blocking pool: more callers than connections wait for one rather than fail.
+        # Every read is bounded (a receive blocks at most BLOCK_SLICE_MS at a time), so a
+        # server that stopped answering is an error after SOCKET_TIMEOUT_SECONDS.
+        pool = aioredis.BlockingConnectionPool.from_url(
             str(self.settings.redis_url),
             decode_responses=True,
+            max_connections=MAX_CONNECTIONS,
+            timeout=SOCKET_TIMEOUT_SECONDS,
             socket_connect_timeout=5,
+            socket_timeout=SOCKET_TIMEOUT_SECONDS,
             health_check_interval=30,
-            max_connections=64,
         )
+        self._client = aioredis.Redis.from_pool(pool)  # closing the client closes the pool
         for name in ("TAKE", "DELETE", "CHANGE_VISIBILITY", "SEND_DELAYED", "DEAD_LETTER"):
             self._scripts[name] = self._client.register_script(getattr(redis_scripts, name))
         self._scripts["MOVE_BACK"] = self._client.register_script(redis_scripts.MOVE_BACK)
