@@ -35,6 +35,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from app import aws_limits as limits
 from app import errors
@@ -142,6 +144,12 @@ class RedisTransport:
             socket_connect_timeout=5,
             socket_timeout=SOCKET_TIMEOUT_SECONDS,
             health_check_interval=30,
+            # After a Redis restart every pooled connection is dead: a command that meets
+            # one is sent once more on a fresh connection instead of failing. (A retried
+            # XADD may add a second entry, a retried take may leave entries pending until
+            # their lease ends: both are duplicates the claim already tolerates.)
+            retry=Retry(NoBackoff(), 1),
+            retry_on_error=[redis.exceptions.ConnectionError],
         )
         self._client = aioredis.Redis.from_pool(pool)  # closing the client closes the pool
         for name in ("TAKE", "DELETE", "CHANGE_VISIBILITY", "SEND_DELAYED", "DEAD_LETTER"):
