@@ -25,7 +25,13 @@ class Config:
     # The tenant's running cap (TASKLEASE_MAX_RUNNING_PER_TENANT): below the workers'
     # slots (3 x 2), so claims are deferred all through the run.
     max_running: int = 4
-    sqs: str = "moto"  # moto | localstack
+    transport: str = "sqs"  # sqs | redis: the carrier (TASKLEASE_TRANSPORT)
+    sqs: str = "moto"  # moto | localstack (on SQS)
+    # On Redis: the restarts of its server (faults.py). "aof": it runs with the append-only
+    # file (appendfsync everysec) and is SIGKILLed and started again once; "none": no
+    # persistence, the restart loses every stream, group, pending and delayed entry;
+    # "both": AOF on for a first restart, then off for a second one.
+    redis_persistence: str = "both"
     transient_rate: float = 0.2
     permanent_rate: float = 0.05
     # The fake answers 429 (Retry-After: 1) to this share of its calls: throttles use no
@@ -59,6 +65,10 @@ class Run:
     rejected: list[str] = dataclasses.field(default_factory=list)
     kills: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     sqs_restarts: int = 0
+    redis_restarts: int = 0
+    # Each carrier restart: what it lost and how long until the carrier held a message
+    # again for every job waiting on one (recovery.py).
+    carrier_restarts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     pg_restarts: int = 0
     exits: list[str] = dataclasses.field(default_factory=list)  # processes that died unbidden
     last_fault: float | None = None

@@ -84,10 +84,29 @@ def render(report: dict[str, Any]) -> Table:
         f"{report['redriven']}  → final dead letters {report['dead_lettered_by_cause']}",
     )
     f = report["faults"]
+    carrier = "redis" if f.get("redis_restarts") else "sqs"
+    restarts = f.get("redis_restarts") or f["sqs_restarts"]
     row(
         "faults",
-        f"kills {f['kills']}, sqs restarts {f['sqs_restarts']}, pg restarts {f['pg_restarts']}",
+        f"kills {f['kills']}, {carrier} restarts {restarts}, pg restarts {f['pg_restarts']}",
     )
+    for r in f.get("carrier_restarts", []):
+        if "lost" not in r:
+            row(f"  {r['carrier']} restart at {r['at']} s", f"back in {r['took']} s")
+            continue
+        made_good = (
+            f"{len(r['unrecovered'])} NOT made good"
+            if "unrecovered" in r
+            else f"made good {r['recovered_in']} s after"
+            if r["lost"]
+            else "nothing to make good"
+        )
+        row(
+            f"  {r['carrier']} restart at {r['at']} s",
+            f"back in {r['took']} s; of {r['needed']} messages needed, lost {r['lost']}, "
+            f"{made_good}",
+            bad="unrecovered" in r,
+        )
     if f["unbidden_exits"]:
         row("processes that exited unbidden", ", ".join(f["unbidden_exits"]), bad=True)
     t = report["timings"]

@@ -74,7 +74,8 @@ def display(cfg: Config, run: Run) -> Group:
     counts.add_row(*(str(run.counts.get(s, 0)) for s in states))
     faults = (
         f"acked {len(run.acked)}/{cfg.jobs}   kills {len(run.kills)}   "
-        f"sqs restarts {run.sqs_restarts}   pg restarts {run.pg_restarts}   "
+        f"{'redis' if cfg.transport == 'redis' else 'sqs'} restarts "
+        f"{run.redis_restarts or run.sqs_restarts}   pg restarts {run.pg_restarts}   "
         f"approvals answered {len(run.answers)}   "
         f"elapsed {time.monotonic() - run.started:.0f} s"
     )
@@ -109,7 +110,7 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         run.phase = "submitting, with faults"
         run.mark("faults_started")
         submitted = asyncio.Event()
-        faults = asyncio.create_task(inject_faults(cfg, stack, run, submitted))
+        faults = asyncio.create_task(inject_faults(cfg, stack, run, submitted, database))
         answering = asyncio.create_task(
             answer_all(cfg, run, database, stack.api_url, items, submitted)
         )
@@ -204,9 +205,14 @@ def main(cfg: Config) -> int:
     warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
     # The pool retries while PostgreSQL restarts; that is the fault, not news.
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    if cfg.sqs not in ("moto", "localstack"):
-        err.print(f"[red]--sqs must be moto or localstack, not {cfg.sqs!r}[/]")
-        return 2
+    for option, value, allowed in (
+        ("--transport", cfg.transport, ("sqs", "redis")),
+        ("--sqs", cfg.sqs, ("moto", "localstack")),
+        ("--redis-persistence", cfg.redis_persistence, ("aof", "none", "both")),
+    ):
+        if value not in allowed:
+            err.print(f"[red]{option} must be {' or '.join(allowed)}, not {value!r}[/]")
+            return 2
 
     def interrupted(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -218,13 +224,14 @@ def main(cfg: Config) -> int:
     run = Run()
     try:
         stack.prepare_dir()
-        with err.status("starting PostgreSQL, the SQS server, API, workers, sweeper…"):
+        carrier = "Redis" if cfg.transport == "redis" else "the SQS server"
+        with err.status(f"starting PostgreSQL, {carrier}, API, workers, sweeper…"):
             stack.start_servers()
             stack.start_processes()
         run.mark("started")
         run.note(
             f"stack up in {run.timings['started']:.1f} s: {cfg.workers} workers "
-            f"({stack.slow_slots} slow), SQS {cfg.sqs} at {stack.endpoint}, logs in {stack.logs_dir}"
+            f"({stack.slow_slots} slow), {stack.carrier_name}, logs in {stack.logs_dir}"
         )
         report = asyncio.run(orchestrate(cfg, stack, run))
     except Unavailable as exc:
@@ -259,6 +266,8 @@ def _conclude(cfg: Config, stack: ChaosStack, run: Run, report: dict[str, Any]) 
     report["faults"] = {
         "kills": len(run.kills),
         "sqs_restarts": run.sqs_restarts,
+        "redis_restarts": run.redis_restarts,
+        "carrier_restarts": run.carrier_restarts,
         "pg_restarts": run.pg_restarts,
         "unbidden_exits": run.exits,
         "kill_log": run.kills,

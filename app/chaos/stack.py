@@ -76,14 +76,15 @@ class ChaosStack(Stack):
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"app.cli" in cmdline or b"moto.server" in cmdline:
+            if any(name in cmdline for name in (b"app.cli", b"moto.server", b"redis-server")):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
     def _save_pids(self) -> None:
         pids = [p.pid for p in self.procs if p.poll() is None]
-        if self.moto and self.moto.proc:
-            pids.append(self.moto.proc.pid)
+        for server in (self.moto, self.redis):
+            if server is not None and server.proc is not None:
+                pids.append(server.proc.pid)
         (self.dir / "pids.json").write_text(json.dumps(pids))
 
     def launch(self, name: str, args: list[str], env: Mapping[str, str] | None = None) -> Process:
@@ -91,21 +92,49 @@ class ChaosStack(Stack):
         self._save_pids()
         return proc
 
+    @property
+    def on_redis(self) -> bool:
+        return self.cfg.transport == "redis"
+
+    @property
+    def carrier_name(self) -> str:
+        return (
+            f"Redis at {self.redis_url}"
+            if self.on_redis
+            else f"SQS {self.cfg.sqs} at {self.endpoint}"
+        )
+
     def start_servers(self) -> None:
-        """PostgreSQL, the SQS server, the queues, the migrations. Raises Unavailable."""
+        """PostgreSQL, the carrier's server (SQS's, or an embedded Redis of the run's own,
+        which it can restart), the queues, the migrations. Raises Unavailable."""
         try:
             self.start_postgres(self.dir / "pgdata")
         except Exception as exc:
             raise Unavailable(f"embedded PostgreSQL could not start: {exc}") from exc
-        try:
-            self.start_sqs(self.cfg.sqs)
-        except errors.TaskleaseError as exc:
-            raise Unavailable(f"the SQS server ({self.cfg.sqs}) could not start: {exc}") from exc
+        if self.on_redis:
+            # Never TASKLEASE_REDIS_URL's server: the run SIGKILLs and restarts its Redis.
+            try:
+                self.start_redis(appendonly=self.cfg.redis_persistence != "none")
+            except errors.TaskleaseError as exc:
+                raise Unavailable(f"the embedded Redis could not start: {exc}") from exc
+            self._save_pids()
+        else:
+            try:
+                self.start_sqs(self.cfg.sqs)
+            except errors.TaskleaseError as exc:
+                raise Unavailable(
+                    f"the SQS server ({self.cfg.sqs}) could not start: {exc}"
+                ) from exc
         self.urls = self.create_queues(self.settings(), self.queue_name)
 
     def settings(self) -> Settings:
         """The settings of this run's queues (and, once created, their URLs and database)."""
-        s = config.load(queue_name=self.queue_name, visibility_timeout_seconds=self.cfg.visibility)
+        carrier: dict[str, object] = (
+            {"transport": "redis", "redis_url": self.redis_url} if self.on_redis else {}
+        )
+        s = config.load(
+            queue_name=self.queue_name, visibility_timeout_seconds=self.cfg.visibility, **carrier
+        )
         if self.urls is None:
             return s
         update = {**self.urls.settings(), "database_url": self.database_url}
@@ -117,7 +146,8 @@ class ChaosStack(Stack):
         hook_port = embedded.free_port()
         self.hook_url = f"http://127.0.0.1:{hook_port}"
         self.env = {
-            **self.process_env(self.urls, self.queue_name, self.endpoint),
+            # On Redis, an SQS endpoint nothing calls: no process reaches AWS by mistake.
+            **self.process_env(self.urls, self.queue_name, self.endpoint or "http://127.0.0.1:9"),
             "TASKLEASE_VISIBILITY_TIMEOUT_SECONDS": str(cfg.visibility),
             "TASKLEASE_WAIT_TIME_SECONDS": "1",
             "TASKLEASE_BACKOFF_BASE_SECONDS": "0.5",
@@ -217,6 +247,23 @@ class ChaosStack(Stack):
         urls = self.create_queues(self.settings(), self.queue_name)
         if urls != self.urls:
             raise errors.TaskleaseError(f"the queues came back under new URLs: {urls}")
+
+    def redis_streams(self) -> list[str]:
+        """The source streams (the priorities' queues) of this run."""
+        assert self.urls is not None
+        urls = (self.urls.queue_url, self.urls.queue_url_high, self.urls.queue_url_low)
+        return [u for u in urls if u]
+
+    def restart_redis(self, *, appendonly: bool) -> None:
+        """SIGKILL redis-server (what it had not written to its AOF is gone; without one,
+        everything is), then start it again on its port and data directory, with the AOF
+        on or off. Nothing is created again here: the carrier makes its consumer groups
+        again itself (on NOGROUP), the sweeper re-sends what was lost."""
+        assert self.redis is not None
+        self.redis.kill()
+        self.redis.appendonly = appendonly
+        self.redis.start()
+        self._save_pids()
 
     def restart_postgres(self) -> None:
         assert self.postgres is not None

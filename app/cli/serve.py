@@ -188,7 +188,17 @@ def chaos(
     max_running: Annotated[
         int, typer.Option(min=1, help="the tenant's running cap (below the workers' 2 slots each)")
     ] = 4,
+    transport: Annotated[
+        str, typer.Option(help="the carrier: sqs, or redis (an embedded redis-server of its own)")
+    ] = "sqs",
     sqs: Annotated[str, typer.Option(help="moto (started here) or localstack")] = "moto",
+    redis_persistence: Annotated[
+        str,
+        typer.Option(
+            help="on redis, its restarts: aof (AOF on, appendfsync everysec), none (nothing "
+            "on disk: the restart loses every message), both (one of each, AOF first)"
+        ),
+    ] = "both",
     transient_rate: Annotated[float, typer.Option(min=0, max=1, help="fake model")] = 0.2,
     permanent_rate: Annotated[float, typer.Option(min=0, max=1, help="fake model")] = 0.05,
     throttle_rate: Annotated[
@@ -213,7 +223,7 @@ def chaos(
     clients: Annotated[int, typer.Option(min=1, max=64, help="concurrent HTTP clients")] = 8,
     drain_timeout: Annotated[float, typer.Option(min=1, help="per drain, s")] = 300.0,
 ) -> None:
-    """The chaos gate: jobs under worker kills and broker/database restarts, then a Jepsen-style check."""
+    """The chaos gate: jobs under worker kills and carrier/database restarts, then a Jepsen-style check."""
     from app import chaos as chaos_mod
 
     logs.setup("WARNING")
@@ -223,7 +233,9 @@ def chaos(
             waiting=waiting,
             workers=workers,
             max_running=max_running,
+            transport=transport,
             sqs=sqs,
+            redis_persistence=redis_persistence,
             transient_rate=transient_rate,
             permanent_rate=permanent_rate,
             throttle_rate=throttle_rate,

@@ -53,3 +53,10 @@ async def witnesses(database: Database) -> dict[str, Any]:
         "chunks": await database.fetch(q("audit_chunks")),
         "duplicated_effect_rows": len(await database.fetch(q("audit_duplicated_effects"))),
     }
+
+
+async def waiting_on_carrier(database: Database) -> list[str]:
+    """The jobs that need a message on the carrier: queued, retrying or stalled (the
+    sweeper re-sends a lost one), or leased or running (the lease holds it); neither
+    parked nor asked to cancel."""
+    return [r["id"] for r in await database.fetch(q("audit_waiting_on_carrier"))]

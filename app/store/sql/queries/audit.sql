@@ -45,3 +45,10 @@ SELECT now() AS now;
 
 -- name: audit_duplicated_effects
 SELECT job_id, key FROM effects GROUP BY job_id, key HAVING count(*) > 1;
+
+-- name: audit_waiting_on_carrier
+-- Jobs that need a message on the carrier (the chaos run's view after a carrier restart):
+-- the ones waiting for a worker, and the ones a worker holds (a lease holds its message).
+SELECT id::text AS id FROM jobs
+WHERE state IN ('queued', 'retrying', 'stalled', 'leased', 'running')
+  AND NOT parked AND NOT cancel_requested;
