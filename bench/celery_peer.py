@@ -1,6 +1,7 @@
 """The Celery peer: acks_late, prefetch 1, N worker processes (``-c 1`` each), the same
 no-op task, on the same SQS endpoint (through the same counting proxy) when kombu's SQS
-transport imports (it needs pycurl), else on the local Redis."""
+transport imports (it needs pycurl), else on the local Redis; with --transport redis, on
+the same Redis server as tasklease (database 15)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -23,6 +25,10 @@ err = Console(stderr=True)
 
 
 def _broker(stack: BenchStack) -> tuple[str, str] | tuple[None, str]:
+    if stack.on_redis:
+        parts = urllib.parse.urlsplit(stack.redis_url)
+        url = urllib.parse.urlunsplit(parts._replace(path="/15"))
+        return url, f"Redis (the same server as tasklease's, database 15: {url})"
     try:
         import kombu.transport.SQS  # noqa: F401
         import pycurl  # noqa: F401
@@ -66,7 +72,8 @@ def run(
     queue = f"{stack.queue_name}-celery"
     env = {**os.environ, "BENCH_CELERY_BROKER": broker, "BENCH_CELERY_QUEUE": queue}
     os.environ.update({"BENCH_CELERY_BROKER": broker, "BENCH_CELERY_QUEUE": queue})
-    if broker.startswith("redis://"):
+    if broker.startswith("redis://") and (not stack.on_redis or stack.redis is not None):
+        # Database 15 of the local Redis, or of the embedded one: never a given server's.
         import redis
 
         redis.Redis.from_url(broker).flushdb()
@@ -108,8 +115,10 @@ def run(
             with ThreadPoolExecutor(clients) as pool:
                 list(pool.map(lambda _: noop.apply_async(), range(jobs)))
             t_submit = time.perf_counter() - t0
+            polls = 0  # our LLEN + HLEN each: left out of the Redis counts
             while True:
                 left = _remaining(stack, broker, queue)
+                polls += 1
                 done = jobs - left
                 el = time.perf_counter() - t0
                 bar.update(task, completed=done, rate=f"{done / el:7.1f} jobs/s")
@@ -118,14 +127,39 @@ def run(
                 time.sleep(0.1)
             elapsed = time.perf_counter() - t0
             done = jobs - left
-        calls = stack.counts()["calls"] if broker.startswith("sqs://") else {}
+        calls = stack.counts()["calls"] if broker.startswith("sqs://") or stack.on_redis else {}
+        if stack.on_redis:
+            for own in ("LLEN", "HLEN"):
+                calls[own] = calls.get(own, 0) - polls
+            calls = {k: v for k, v in calls.items() if v > 0}
     finally:
         terminate(procs, grace=10)
     ran = sum(p.read_bytes().count(b"succeeded in") for p in logs if p.exists())
     # Sends per task submitted; the rest per task done (the clock may stop before the end).
     per = {k: v / (jobs if k.startswith("SendMessage") else max(1, done)) for k, v in calls.items()}
     deletes = calls.get("DeleteMessage", 0) + calls.get("DeleteMessageBatch", 0)
-    partial = bool(calls) and deletes < done * 0.9
+    partial = bool(calls) and not stack.on_redis and deletes < done * 0.9
+    if stack.on_redis:
+        from bench import redis_counts
+
+        return {
+            "broker": desc,
+            "jobs": jobs,
+            "done": done,
+            "capped": (
+                f"stopped at {max_seconds:.0f} s with {done}/{jobs} done: rate = done / time"
+                if done < jobs
+                else None
+            ),
+            "workers": workers,
+            "worker_args": "-c 1 (prefork), acks_late=True, worker_prefetch_multiplier=1",
+            "tasks_run_by_workers": ran - 1,
+            "elapsed_s": round(elapsed, 3),
+            "jobs_per_s": round(done / elapsed, 1),
+            "submit_per_s": round(jobs / t_submit, 1),
+            "redis_commands": calls,
+            "redis_commands_per_job": redis_counts.per_job(calls, done) if calls else None,
+        }
     return {
         "broker": desc,
         "sqs_counts_partial": (

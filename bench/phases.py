@@ -15,6 +15,7 @@ from botocore.config import Config
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from bench import redis_counts
 from bench.stack import BenchStack
 
 err = Console(stderr=True)
@@ -180,7 +181,7 @@ async def tasklease_e2e(
             t_submit = time.time() - t0
             bar.update(sub, rate=f"{requests / t_submit:7.1f} req/s")
             await watching
-    await asyncio.sleep(0.5)  # the last batch's DeleteMessageBatch
+    await asyncio.sleep(0.5)  # the last batch's DeleteMessageBatch (or XACK)
     sqs = stack.counts()
     pgs = pg.read(base_commits, pg_wait)
 
@@ -243,16 +244,22 @@ async def tasklease_e2e(
         "latency_ms": {
             k: round(float(v), 1) for k, v in zip(("p50", "p95", "p99"), pct, strict=True)
         },
-        "sqs_requests_per_job": {
-            "by_action": {k: round(v / n, 3) for k, v in sorted(calls.items())},
-            "total": round(total_calls / n, 3),
-        },
-        "sqs_requests": calls,
-        "sqs_entries_per_call": {
-            k: round(entries.get(k, 0) / v, 2)
-            for k, v in sorted(calls.items())
-            if v and k in entries
-        },
+        **(
+            {"redis_commands_per_job": redis_counts.per_job(calls, n), "redis_commands": calls}
+            if stack.on_redis
+            else {
+                "sqs_requests_per_job": {
+                    "by_action": {k: round(v / n, 3) for k, v in sorted(calls.items())},
+                    "total": round(total_calls / n, 3),
+                },
+                "sqs_requests": calls,
+                "sqs_entries_per_call": {
+                    k: round(entries.get(k, 0) / v, 2)
+                    for k, v in sorted(calls.items())
+                    if v and k in entries
+                },
+            }
+        ),
         "pg_round_trips_per_job": round(stmt_calls / n, 2) if statements else None,
         "pg_commits_per_job": round(pgs["commits"] / n, 2) if pg_wait >= 10 else None,
         # Every statement here is autocommit, so each pool check (an empty query) is a
@@ -465,10 +472,16 @@ async def worker_drain(stack: BenchStack, jobs: int, clients: int, workers: int)
         "workers": workers,
         "api_alone_req_per_s": round(api_rate, 1),
         "drain_jobs_per_s": round(jobs / elapsed, 1),
-        "drain_sqs_requests_per_job": {
-            "by_action": {k: round(v / jobs, 3) for k, v in sorted(calls.items())},
-            "total": round(total / jobs, 3),
-        },
+        **(
+            {"drain_redis_commands_per_job": redis_counts.per_job(calls, jobs)}
+            if stack.on_redis
+            else {
+                "drain_sqs_requests_per_job": {
+                    "by_action": {k: round(v / jobs, 3) for k, v in sorted(calls.items())},
+                    "total": round(total / jobs, 3),
+                }
+            }
+        ),
     }
 
 

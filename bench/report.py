@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
+from rich.table import Column, Table
 
 
 def machine() -> dict[str, Any]:
@@ -33,10 +34,54 @@ def _fmt(v: Any) -> str:
     return "—" if v is None else str(v)
 
 
+def _redis(r: dict[str, Any]) -> bool:
+    return r["endpoint"].get("transport") == "redis"
+
+
+def _redis_total(per: dict[str, Any] | None) -> str:
+    """A phase's Redis commands per job: server-side (the carrier's own)."""
+    if not per:
+        return "—"
+    return f"{per['total']} ({per['client_total']} sent by the client)"
+
+
+def _endpoint(r: dict[str, Any]) -> str:
+    e = r["endpoint"]
+    if _redis(r):
+        return f"Redis at {e['url']}, {e['server']} (counts: INFO commandstats)"
+    return f"{e['sqs']} at {e['url']} (counted through a proxy)"
+
+
+def _broker_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The carrier's requests per job (SQS, by action) or commands per job (Redis)."""
+    t = r["tasklease"]
+    if _redis(r):
+        return [
+            (
+                "Redis commands/job, server-side (client-sent)",
+                _redis_total(t["redis_commands_per_job"]),
+            ),
+            ("  scripts (EVALSHA) /job", str(t["redis_commands_per_job"]["scripts_per_job"])),
+            ("  by command: the table below", ""),
+        ]
+    out: list[tuple[str, str]] = []
+    for action, per in t["sqs_requests_per_job"]["by_action"].items():
+        batch = t["sqs_entries_per_call"].get(action)
+        extra = (
+            f"   ({batch} entries/call)"
+            if batch is not None and action != "ReceiveMessage(empty)"
+            else ""
+        )
+        out.append((f"  SQS {action} /job", f"{per}{extra}"))
+    out.append(("SQS requests/job (total)", str(t["sqs_requests_per_job"]["total"])))
+    return out
+
+
 def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     t = r["tasklease"]
+    redis = _redis(r)
     out = [
-        ("endpoint", f"{r['endpoint']['sqs']} at {r['endpoint']['url']} (counted through a proxy)"),
+        ("endpoint", _endpoint(r)),
         ("machine", f"{r['machine']['nproc']} CPUs, {r['machine']['cpu_model']}"),
         (
             "jobs · workers x concurrency · clients",
@@ -63,25 +108,25 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("API submit req/s (p50 ms)", f"{t['api_submit_req_per_s']} ({t['api_submit_ms_p50']})"),
     ]
-    for action, per in t["sqs_requests_per_job"]["by_action"].items():
-        batch = t["sqs_entries_per_call"].get(action)
-        extra = (
-            f"   ({batch} entries/call)"
-            if batch is not None and action != "ReceiveMessage(empty)"
-            else ""
-        )
-        out.append((f"  SQS {action} /job", f"{per}{extra}"))
+    out += _broker_rows(r)
     out += [
-        ("SQS requests/job (total)", str(t["sqs_requests_per_job"]["total"])),
         ("PG round trips/job (statements)", _fmt(t["pg_round_trips_per_job"])),
         ("PG commits/job", _fmt(t["pg_commits_per_job"])),
         (
             "PG round trips/job incl. pool checks",
             _fmt(t.get("pg_round_trips_per_job_incl_pool_checks")),
         ),
-        ("broker limit msgs/s (raw batched cycle)", _fmt(r["broker_limit"].get("msgs_per_s"))),
+        (
+            "raw XADD/XREADGROUP/XACK cycle msgs/s" + (" (same consumers, processes)")
+            if redis
+            else "broker limit msgs/s (raw batched cycle)",
+            _fmt(r["broker_limit"].get("msgs_per_s")),
+        ),
         ("db limit jobs/s (3 commits, psycopg)", _fmt(r["db_limit"].get("jobs_per_s"))),
-        ("ratio to broker limit", _fmt(r["ratio_to_broker"])),
+        (
+            "ratio to the raw cycle" if redis else "ratio to broker limit",
+            _fmt(r["ratio_to_broker"]),
+        ),
         ("ratio to db limit", _fmt(r["ratio_to_db"])),
     ]
     b = r.get("tasklease_batch_submit")
@@ -91,7 +136,10 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                 f"batch submit ({b['submit_batch']} jobs/request): jobs/s",
                 f"{b['jobs_per_s']}  ({b['succeeded']}/{b['jobs']} succeeded in {b['elapsed_s']} s)",
             ),
-            ("  ratio to broker limit", _fmt(r.get("ratio_to_broker_batch_submit"))),
+            (
+                "  ratio to the raw cycle" if redis else "  ratio to broker limit",
+                _fmt(r.get("ratio_to_broker_batch_submit")),
+            ),
             (
                 "  latency p50 / p95 / p99 ms",
                 " / ".join(_fmt(b["latency_ms"][k]) for k in ("p50", "p95", "p99")),
@@ -100,10 +148,16 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                 "  API submit jobs/s (req/s)",
                 f"{b['api_submit_jobs_per_s']} ({b['api_submit_req_per_s']})",
             ),
-            ("  SQS requests/job (total)", str(b["sqs_requests_per_job"]["total"])),
             *(
-                (f"    SQS {a} /job", str(v))
-                for a, v in b["sqs_requests_per_job"]["by_action"].items()
+                [("  Redis commands/job (client)", _redis_total(b["redis_commands_per_job"]))]
+                if redis
+                else [
+                    ("  SQS requests/job (total)", str(b["sqs_requests_per_job"]["total"])),
+                    *(
+                        (f"    SQS {a} /job", str(v))
+                        for a, v in b["sqs_requests_per_job"]["by_action"].items()
+                    ),
+                ]
             ),
             ("  PG round trips/job (statements)", _fmt(b["pg_round_trips_per_job"])),
         ]
@@ -120,11 +174,16 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         )
     d = t.get("split")
     if d:
+        per = (
+            f"Redis {_redis_total(d['drain_redis_commands_per_job'])}/job"
+            if redis
+            else f"SQS {d['drain_sqs_requests_per_job']['total']}/job"
+        )
         out += [
             ("API alone (no workers) submit req/s", str(d["api_alone_req_per_s"])),
             (
                 f"workers alone: drain of {d['jobs']} queued jobs/s",
-                f"{d['drain_jobs_per_s']}  (SQS {d['drain_sqs_requests_per_job']['total']}/job)",
+                f"{d['drain_jobs_per_s']}  ({per})",
             ),
         ]
     c = r["celery"]
@@ -136,6 +195,8 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                 " (PARTIAL: " + c["sqs_counts_partial"] + ")" if c.get("sqs_counts_partial") else ""
             )
             out.append(("celery SQS requests/job", f"{c['sqs_requests_per_job']['total']}{part}"))
+        if c.get("redis_commands_per_job"):
+            out.append(("celery Redis commands/job", str(c["redis_commands_per_job"]["total"])))
         out.append(("tasklease / celery", _fmt(r.get("ratio_to_celery"))))
     else:
         out.append(("celery jobs/s", f"skipped: {c.get('skipped')}"))
@@ -175,15 +236,85 @@ def _noisy_rows(n: dict[str, Any] | None) -> list[tuple[str, str]]:
     ]
 
 
+# The Redis table's columns: (title, where in the results, the per-job figures' key).
+REDIS_COLUMNS = (
+    ("tasklease", ("tasklease",), "redis_commands_per_job"),
+    ("10% load", ("tasklease", "light_load"), "redis_commands_per_job"),
+    ("batch", ("tasklease_batch_submit",), "redis_commands_per_job"),
+    ("drain", ("tasklease", "split"), "drain_redis_commands_per_job"),
+    ("celery", ("celery",), "redis_commands_per_job"),
+)
+
+
+def redis_commands(r: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Redis commands per job by command and phase (the raw cycle's per message): the
+    header and the rows, each command with who sends it in tasklease's runs."""
+    from bench.redis_counts import where
+
+    cols: list[tuple[str, dict[str, Any]]] = []
+    for title, path, key in REDIS_COLUMNS:
+        node: Any = r
+        for p in path:
+            node = (node or {}).get(p)
+        if node and node.get(key):
+            cols.append((title, node[key]))
+    raw = r["broker_limit"].get("redis_commands_per_message") or {}
+    names = sorted(
+        {c for _, per in cols for c in per["by_command"]} | set(raw),
+        key=lambda c: (-(cols[0][1]["by_command"].get(c, 0) if cols else 0), c),
+    )
+    header = ["command", "sent by", *(t for t, _ in cols), "raw/msg"]
+    body = [
+        [c, where(c), *(_fmt(per["by_command"].get(c)) for _, per in cols), _fmt(raw.get(c))]
+        for c in names
+    ]
+    body.append(
+        [
+            "total",
+            "",
+            *(str(per["total"]) for _, per in cols),
+            _fmt(round(sum(raw.values()), 3) if raw else None),
+        ]
+    )
+    body.append(
+        [
+            "client",
+            "",
+            *(str(per["client_total"]) for _, per in cols),
+            _fmt(round(sum(raw.values()), 3) if raw else None),
+        ]
+    )
+    return header, body
+
+
 def table(r: dict[str, Any]) -> Table:
     tb = Table("measure", "value", title="tasklease benchmark", title_justify="left")
     for k, v in rows(r):
-        tb.add_row(k, v)
+        tb.add_row(escape(k), escape(v))
     pg = r["tasklease"]["pg_statements_per_job"]
     if pg:
         tb.add_section()
         for s in pg[:10]:
-            tb.add_row(f"  pg {s['per_job']}/job", s["query"])
+            tb.add_row(escape(f"  pg {s['per_job']}/job"), escape(s["query"]))
+    return tb
+
+
+def redis_table(r: dict[str, Any]) -> Table | None:
+    """Redis commands per job by command, from INFO commandstats (server-side: a script's
+    own commands are counted under their names besides its EVALSHA)."""
+    if not _redis(r):
+        return None
+    header, body = redis_commands(r)
+    tb = Table(
+        Column(header[0], no_wrap=True),
+        *header[1:],
+        title="Redis commands per job (INFO commandstats, server-side; 'script': run only "
+        "inside tasklease's Lua scripts, one EVALSHA each; 'client': all but those; "
+        "raw/msg: the raw cycle's per message)",
+        title_justify="left",
+    )
+    for row in body:
+        tb.add_row(*(escape(x) for x in row))
     return tb
 
 
@@ -201,6 +332,17 @@ def write(r: dict[str, Any], out: Path, console: Console) -> None:
         *(f"| {k.strip()} | {v} |" for k, v in rows(r)),
         "",
     ]
+    if _redis(r):
+        header, body = redis_commands(r)
+        lines += [
+            "Redis commands per job (INFO commandstats, server-side; `script`: run only "
+            "inside tasklease's Lua scripts, one EVALSHA each; raw cycle: per message)",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+            *("| " + " | ".join(row) + " |" for row in body),
+            "",
+        ]
     md.write_text("\n".join(lines))
     console.print(f"results: {out}, {md}", highlight=False)
 

