@@ -158,7 +158,9 @@ def run(
             "jobs_per_s": round(done / elapsed, 1),
             "submit_per_s": round(jobs / t_submit, 1),
             "redis_commands": calls,
-            "redis_commands_per_job": redis_counts.per_job(calls, done) if calls else None,
+            "redis_commands_per_job": (
+                redis_counts.per_job(calls, done, scripts=False) if calls else None
+            ),
         }
     return {
         "broker": desc,

@@ -72,11 +72,12 @@ class CommandStats:
         return {k: v for k, v in sorted(out.items()) if v > 0}
 
 
-def per_job(calls: dict[str, int], n: int) -> dict[str, object]:
+def per_job(calls: dict[str, int], n: int, *, scripts: bool = True) -> dict[str, object]:
     """Commands per job by command, with who sends them, the server-side total and the
-    total the carrier itself sends (script-only commands left out)."""
+    total the carrier itself sends (script-only commands left out; ``scripts=False``
+    for a client that runs none, such as Celery's kombu: all of its commands are its own)."""
     n = max(1, n)
-    client = sum(v for k, v in calls.items() if k not in SCRIPT_ONLY)
+    client = sum(v for k, v in calls.items() if not scripts or k not in SCRIPT_ONLY)
     return {
         "by_command": {k: round(v / n, 3) for k, v in sorted(calls.items())},
         "where": {k: where(k) for k in sorted(calls)},

@@ -238,8 +238,8 @@ def _noisy_rows(n: dict[str, Any] | None) -> list[tuple[str, str]]:
 
 # The Redis table's columns: (title, where in the results, the per-job figures' key).
 REDIS_COLUMNS = (
-    ("tasklease", ("tasklease",), "redis_commands_per_job"),
-    ("10% load", ("tasklease", "light_load"), "redis_commands_per_job"),
+    ("e2e", ("tasklease",), "redis_commands_per_job"),
+    ("10%", ("tasklease", "light_load"), "redis_commands_per_job"),
     ("batch", ("tasklease_batch_submit",), "redis_commands_per_job"),
     ("drain", ("tasklease", "split"), "drain_redis_commands_per_job"),
     ("celery", ("celery",), "redis_commands_per_job"),
@@ -263,7 +263,7 @@ def redis_commands(r: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         {c for _, per in cols for c in per["by_command"]} | set(raw),
         key=lambda c: (-(cols[0][1]["by_command"].get(c, 0) if cols else 0), c),
     )
-    header = ["command", "sent by", *(t for t, _ in cols), "raw/msg"]
+    header = ["command", "by", *(t for t, _ in cols), "raw/msg"]
     body = [
         [c, where(c), *(_fmt(per["by_command"].get(c)) for _, per in cols), _fmt(raw.get(c))]
         for c in names
@@ -308,9 +308,10 @@ def redis_table(r: dict[str, Any]) -> Table | None:
     tb = Table(
         Column(header[0], no_wrap=True),
         *header[1:],
-        title="Redis commands per job (INFO commandstats, server-side; 'script': run only "
-        "inside tasklease's Lua scripts, one EVALSHA each; 'client': all but those; "
-        "raw/msg: the raw cycle's per message)",
+        title="Redis commands per job (INFO commandstats, server-side). by: who sends it in "
+        "tasklease's runs ('script': only inside its Lua scripts, one EVALSHA each); "
+        "'client' total: all but those; e2e: 1 job/request; 10%: at 10% load; batch: "
+        "10 jobs/request; drain: workers alone; raw/msg: the raw cycle's per message",
         title_justify="left",
     )
     for row in body:
@@ -335,8 +336,10 @@ def write(r: dict[str, Any], out: Path, console: Console) -> None:
     if _redis(r):
         header, body = redis_commands(r)
         lines += [
-            "Redis commands per job (INFO commandstats, server-side; `script`: run only "
-            "inside tasklease's Lua scripts, one EVALSHA each; raw cycle: per message)",
+            "Redis commands per job (INFO commandstats, server-side). by: who sends it in "
+            "tasklease's runs (`script`: only inside its Lua scripts, one EVALSHA each); "
+            "`client` total: all but those; e2e: 1 job/request; 10%: at 10% load; batch: "
+            "10 jobs/request; drain: the workers alone; raw/msg: the raw cycle, per message",
             "",
             "| " + " | ".join(header) + " |",
             "|" + "---|" * len(header),
