@@ -129,15 +129,34 @@ class EventSource:
 
     async def _poll(self, arns: dict[Priority, str], max_batches: int | None) -> None:
         turns = Turns({p: self.settings.weights[p] for p in arns})
-        while not self.stopping.is_set():
-            if max_batches is not None and self.batches >= max_batches:
-                return
-            if len(arns) > 1 and await self._busy_turn(turns.order(), arns):
-                continue
-            # Nothing waiting anywhere (or one queue): long-poll every queue at once.
-            async with asyncio.TaskGroup() as tg:
+        # The long polls in flight, one per queue at most. A poller whose long poll on one
+        # queue brought a batch goes on at once (busy turns, or that queue's next long
+        # poll) while its other queues' long polls are still waiting: were it to wait for
+        # them, a light load would find no poller listening on its queue for up to
+        # TASKLEASE_WAIT_TIME_SECONDS. (A long poll in flight is never cancelled but on
+        # stopping: the broker may already have handed it messages.)
+        polling: dict[Priority, asyncio.Task[bool]] = {}
+        try:
+            while not self.stopping.is_set():
+                if max_batches is not None and self.batches >= max_batches:
+                    return
+                if len(arns) > 1 and await self._busy_turn(turns.order(), arns):
+                    continue
+                # Nothing waiting anywhere (or one queue): long-poll every queue at once.
                 for p, arn in arns.items():
-                    tg.create_task(self._take(p, arn, self.settings.wait_time_seconds))
+                    if p not in polling:
+                        wait = self.settings.wait_time_seconds
+                        polling[p] = asyncio.create_task(self._take(p, arn, wait))
+                done, _ = await asyncio.wait(polling.values(), return_when=asyncio.FIRST_COMPLETED)
+                for p in [p for p, task in polling.items() if task in done]:
+                    polling.pop(p).result()
+        except asyncio.CancelledError:
+            for task in polling.values():
+                task.cancel()
+            raise
+        finally:
+            # Each ends by itself once stopping is set (_take abandons its receive).
+            await asyncio.gather(*polling.values(), return_exceptions=True)
 
     async def _busy_turn(self, order: list[Priority], arns: dict[Priority, str]) -> bool:
         """One turn: the first queue in ``order`` that has messages gives the batch.
