@@ -105,6 +105,11 @@ CANCELS = Counter(
 SQS_REQUESTS = Counter(
     "tasklease_sqs_requests", "Requests made to SQS, by action (API operation name).", ["action"]
 )
+REDIS_REQUESTS = Counter(
+    "tasklease_redis_requests",
+    "Requests the Redis carrier made, by step (its script's name, XREADGROUP or XADD).",
+    ["step"],
+)
 PG_ROUND_TRIPS = Counter(
     "tasklease_pg_round_trips", "Statements sent to PostgreSQL by the store's executor."
 )

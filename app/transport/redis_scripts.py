@@ -199,3 +199,28 @@ for i = 2, #ARGV, 3 do
 end
 return moved
 """
+
+# KEYS: the stream, its delayed set. ARGV: group, the visibility timeout (ms), how many
+# expired leases to count at most.
+# A queue's counts as SQS gives them: an entry whose lease ran out, and a delayed one
+# that is due, are visible (the next receive takes them, as on SQS), not in flight or
+# delayed. Read-only. Returns {visible, in flight, delayed}.
+DEPTH = """
+local stream, delayed, group = KEYS[1], KEYS[2], ARGV[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local length = redis.call('XLEN', stream)
+local pending, expired = 0, 0
+if length > 0 then
+  local summary = redis.pcall('XPENDING', stream, group)
+  if type(summary) == 'table' and not summary.err then
+    pending = tonumber(summary[1])
+    if pending > 0 then
+      expired = #redis.call('XPENDING', stream, group, 'IDLE', ARGV[2], '-', '+', ARGV[3])
+    end
+  end
+end
+local waiting = redis.call('ZCARD', delayed)
+local due = redis.call('ZCOUNT', delayed, '-inf', now)
+return {length - pending + expired + due, pending - expired, waiting - due}
+"""

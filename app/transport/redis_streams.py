@@ -39,7 +39,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from app import aws_limits as limits
-from app import errors
+from app import errors, metrics
 from app.config import Settings
 from app.priorities import ORDER, Priority, Route
 from app.transport import codec, redis_scripts
@@ -152,7 +152,7 @@ class RedisTransport:
             retry_on_error=[redis.exceptions.ConnectionError],
         )
         self._client = aioredis.Redis.from_pool(pool)  # closing the client closes the pool
-        for name in ("TAKE", "DELETE", "CHANGE_VISIBILITY", "SEND_DELAYED", "DEAD_LETTER"):
+        for name in ("TAKE", "DELETE", "CHANGE_VISIBILITY", "SEND_DELAYED", "DEAD_LETTER", "DEPTH"):
             self._scripts[name] = self._client.register_script(getattr(redis_scripts, name))
         self._scripts["MOVE_BACK"] = self._client.register_script(redis_scripts.MOVE_BACK)
 
@@ -176,6 +176,7 @@ class RedisTransport:
     async def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
         """A script on streams whose group may be gone (a Redis restarted with nothing on
         disk): the group is made again and the script run once more."""
+        metrics.count(metrics.REDIS_REQUESTS, step=name)
         try:
             return await self._scripts[name](keys=keys, args=args)
         except redis.exceptions.ResponseError as exc:
@@ -212,6 +213,7 @@ class RedisTransport:
 
     async def _add(self, stream: str, entries: Sequence[Mapping[str, str]], delay_ms: int) -> None:
         if delay_ms <= 0:
+            metrics.count(metrics.REDIS_REQUESTS, step="XADD")
             async with self.client.pipeline(transaction=False) as pipe:
                 for fields in entries:
                     pipe.xadd(stream, _typed(fields))
@@ -316,6 +318,7 @@ class RedisTransport:
 
     async def _read(self, stream: str, count: int, block_ms: int | None) -> list[Message]:
         answer: Any
+        metrics.count(metrics.REDIS_REQUESTS, step="XREADGROUP")
         try:
             answer = await self.client.xreadgroup(
                 GROUP, self.consumer, {stream: ">"}, count=count, block=block_ms
@@ -533,26 +536,23 @@ class RedisTransport:
     # --- administration --------------------------------------------------------
 
     async def _depth(self, stream: str) -> dict[str, int]:
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.xlen(stream)
-            pipe.xpending(stream, GROUP)
-            pipe.zcard(f"{stream}:delayed")
-            try:
-                length, pending, delayed = await pipe.execute(raise_on_error=False)
-            except redis.exceptions.RedisError as exc:
-                raise errors.QueueError(f"Redis depth of {stream}: {exc}") from exc
-        in_flight = 0 if isinstance(pending, Exception) else int(pending.get("pending", 0))
-        if isinstance(length, Exception) or isinstance(delayed, Exception):
-            raise errors.QueueError(f"Redis depth of {stream}: {length or delayed}")
+        """A stream's counts as SQS reports them (redis_scripts.DEPTH): an expired lease
+        and a due delayed message count as visible, which is what the next receive takes."""
+        visible, in_flight, delayed = await self._script(
+            "DEPTH", [stream, f"{stream}:delayed"], [GROUP, self._visibility_ms(stream), 10_000]
+        )
         return {
-            "ApproximateNumberOfMessages": max(0, int(length) - in_flight),
-            "ApproximateNumberOfMessagesNotVisible": in_flight,
-            "ApproximateNumberOfMessagesDelayed": int(delayed),
+            "ApproximateNumberOfMessages": max(0, int(visible)),
+            "ApproximateNumberOfMessagesNotVisible": max(0, int(in_flight)),
+            "ApproximateNumberOfMessagesDelayed": max(0, int(delayed)),
         }
 
-    async def depth(self) -> dict[str, int]:
+    async def depth(self, url: str | None = None) -> dict[str, int]:
+        """The source streams' counts, summed (or ``url``'s alone, as on SQS)."""
         from app.transport.sqs_shapes import summed
 
+        if url is not None:
+            return await self._depth(url)
         return summed([await self._depth(s) for s in self.queues.sources()])
 
     async def dead_letter_depth(self) -> dict[str, int]:

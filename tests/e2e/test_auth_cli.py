@@ -17,6 +17,7 @@ import pytest
 
 from app.services import auth
 from app.stack import embedded
+from tests import carrier
 from tests.conftest import ROOT, Stack, bearer
 
 with warnings.catch_warnings():
@@ -182,7 +183,7 @@ def test_the_api_log_holds_no_key_no_secret_and_no_payload(stack: Stack, sql: An
     revoked_key = stack.key("acme", name="revoked")
     _, secret = auth.split_key(key)
     wrong = f"tlk_{auth.split_key(key)[0]}_{marker}-wrong-secret-00"
-    # The queue the API sends to does not exist: the fast-path send fails and is logged,
+    # The queue the API sends to is not there: the fast-path send fails and is logged,
     # so a request's own log line is there to be read.
     port = embedded.free_port()
     proc = stack.spawn(
@@ -190,10 +191,7 @@ def test_the_api_log_holds_no_key_no_secret_and_no_payload(stack: Stack, sql: An
         "--port",
         str(port),
         name="api",
-        env={
-            "TASKLEASE_LOG_LEVEL": "DEBUG",
-            "TASKLEASE_QUEUE_URL": stack.settings.queue + "-missing",
-        },
+        env={"TASKLEASE_LOG_LEVEL": "DEBUG", **carrier.broken_env(stack)},
     )
     embedded.wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=30, proc=proc)
     sql.execute(

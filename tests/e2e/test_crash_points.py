@@ -21,7 +21,7 @@ from app.crashpoints import Point
 from app.services.schedules import slot_key
 from app.stack import embedded
 from app.states import JobState
-from tests import helpers
+from tests import carrier, helpers
 from tests.conftest import Stack, job_row, wait_for
 from tests.e2e.test_auth_cli import cli
 from tests.helpers import crash_env, dlq_messages
@@ -89,11 +89,8 @@ def claims_of(sql: Any, job_id: str) -> list[dict[str, Any]]:
 
 
 def queue_empty(stack: Stack) -> bool:
-    attrs = stack.sqs.get_queue_attributes(
-        QueueUrl=stack.settings.queue,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return all(int(v) == 0 for v in attrs.values())
+    d = carrier.depth(stack, stack.settings.queue)
+    return d["ApproximateNumberOfMessages"] == d["ApproximateNumberOfMessagesNotVisible"] == 0
 
 
 # What the row shows the moment the armed worker died there, and the attempt that finishes.
@@ -319,12 +316,8 @@ async def killed_after_a_redrive_refusal(
     first.wait(30)
     # ...whose dead letter a tool moves back, attributes and all.
     (letter,) = dlq_messages_for(stack, job_id)
-    stack.sqs.send_message(
-        QueueUrl=stack.settings.queue,
-        MessageBody=letter["Body"],
-        MessageAttributes=letter["MessageAttributes"],
-    )
-    stack.sqs.delete_message(QueueUrl=stack.settings.dlq, ReceiptHandle=letter["ReceiptHandle"])
+    carrier.send_raw(stack, letter["Body"], letter["MessageAttributes"])
+    carrier.delete_raw(stack, letter["ReceiptHandle"], url=stack.settings.dlq)
 
     # When a worker dies after refusing it, before deleting the message.
     doomed = stack.worker(env={**budget, **crash_env(Point.AFTER_REDRIVE_REFUSED)}, name="doomed")

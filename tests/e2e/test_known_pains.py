@@ -17,6 +17,7 @@ import pytest
 from app.crashpoints import Point
 from app.states import JobState
 from app.transport import codec
+from tests import carrier
 from tests.conftest import Stack, job_row, wait_for
 from tests.e2e.test_crash_points import (
     TICKET,
@@ -134,9 +135,7 @@ def test_celery_4797_a_failed_job_is_dead_lettered_not_deleted(stack: Stack, sql
     row = wait_for_state(sql, job_id, JobState.DEAD_LETTERED, timeout=60)
     assert "permanent failure on purpose" in row["last_error"]
     assert row["dead_lettered_by"] == "engine"
-    got = stack.sqs.receive_message(
-        QueueUrl=stack.settings.dlq, MessageAttributeNames=["All"], WaitTimeSeconds=5
-    ).get("Messages", [])
+    got = carrier.receive_raw(stack, stack.settings.dlq, wait=5)
     assert len(got) == 1, got
     attrs = got[0]["MessageAttributes"]
     assert codec.parse_body(got[0]["Body"]) == row["id"]
@@ -161,15 +160,9 @@ def test_azul_3708_receives_burned_by_throttling_use_no_attempts(stack: Stack, s
     throttled = 5
     count = 0
     for _ in range(throttled):
-        (msg,) = stack.sqs.receive_message(
-            QueueUrl=stack.settings.queue,
-            WaitTimeSeconds=5,
-            MessageSystemAttributeNames=["ApproximateReceiveCount"],
-        )["Messages"]
+        (msg,) = carrier.receive_raw(stack, wait=5)
         count = int(msg["Attributes"]["ApproximateReceiveCount"])
-        stack.sqs.change_message_visibility(
-            QueueUrl=stack.settings.queue, ReceiptHandle=msg["ReceiptHandle"], VisibilityTimeout=0
-        )
+        carrier.change_visibility(stack, msg["ReceiptHandle"], 0)
     assert count == throttled > job_row(sql, job_id)["max_attempts"]
     assert job_row(sql, job_id)["attempt"] == 0
 
@@ -177,10 +170,7 @@ def test_azul_3708_receives_burned_by_throttling_use_no_attempts(stack: Stack, s
     row = wait_for_state(sql, job_id, JobState.SUCCEEDED, timeout=60)
     assert row["attempt"] == 1
     assert len(claims(sql, job_id)) == 1
-    dlq = stack.sqs.get_queue_attributes(
-        QueueUrl=stack.settings.dlq, AttributeNames=["ApproximateNumberOfMessages"]
-    )["Attributes"]
-    assert dlq["ApproximateNumberOfMessages"] == "0"
+    assert carrier.depth(stack, stack.settings.dlq)["ApproximateNumberOfMessages"] == 0
     check_invariants(sql, stack, [job_id])
 
 

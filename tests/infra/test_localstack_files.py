@@ -86,6 +86,7 @@ def test_init_hook_is_executable_bash() -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.sqs_only  # LocalStack's init hook makes SQS queues (redrive policy, quotas)
 def test_init_hook_creates_queues_with_the_terraform_values(
     aws_env: dict[str, str], sqs: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -19,6 +19,7 @@ with warnings.catch_warnings():
 from app.api import create_app
 from app.config import Settings
 from app.states import JobState
+from tests import carrier
 from tests.conftest import Stack, bearer, job_row, run
 from tests.helpers import count, engine_for, queue_depth, receive_records
 
@@ -34,10 +35,7 @@ def client_for(settings: Settings, key: str | None = None) -> TestClient:
 
 
 def queue_bodies(stack: Stack, *, wait: int = 1) -> list[dict[str, Any]]:
-    resp = stack.sqs.receive_message(
-        QueueUrl=stack.settings.queue, MaxNumberOfMessages=10, WaitTimeSeconds=wait
-    )
-    return [json.loads(m["Body"]) for m in resp.get("Messages", [])]
+    return [json.loads(m["Body"]) for m in carrier.receive_raw(stack, wait=wait)]
 
 
 def post(api: TestClient, body: dict[str, Any], **headers: str) -> Any:
@@ -324,7 +322,7 @@ def test_readyz_is_200_when_the_database_and_the_queue_answer(api: TestClient) -
 
 
 def test_readyz_is_503_when_the_queue_does_not_exist(stack: Stack) -> None:
-    broken = stack.with_settings(queue_url=stack.settings.queue + "-missing")
+    broken = carrier.broken_settings(stack)  # on Redis a missing stream is made: no server
     with client_for(broken) as api:
         resp = api.get("/readyz")
     assert resp.status_code == 503

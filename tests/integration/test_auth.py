@@ -17,6 +17,7 @@ from app import config, errors, store
 from app.api import create_app
 from app.services import auth
 from app.states import JobState
+from tests import carrier
 from tests.conftest import Stack, bearer, job_row, wait_for
 from tests.helpers import count, engine_for, queue_depth, receive_records
 
@@ -586,9 +587,7 @@ async def test_dead_letters_are_scoped_to_the_tenant_and_bulk_redrive_needs_an_a
     assert job_row(sql, globex_job)["state"] == JobState.QUEUED
     assert job_row(sql, acme_job)["state"] == JobState.DEAD_LETTERED
     moved = wait_for(
-        lambda: tenants.stack.sqs.receive_message(
-            QueueUrl=tenants.stack.settings.queue, WaitTimeSeconds=1
-        ).get("Messages"),
+        lambda: carrier.receive_raw(tenants.stack),
         timeout=10,
         what="the redriven message on the source queue",
     )

@@ -19,7 +19,9 @@ import pytest
 
 from app.services import redrive, sweeper
 from app.states import JobState
+from app.transport.redis_streams import RedisTransport
 from app.worker.engine import Engine
+from tests import carrier
 from tests.conftest import Stack, job_row
 from tests.helpers import dlq_messages, engine_for, receive_records, submit
 
@@ -64,41 +66,55 @@ async def dead_letter_jobs(engine: Engine, sql: Any, n: int = DEAD_LETTERS) -> l
 
 def dlq_counts(stack: Stack) -> tuple[int, int]:
     """(visible, in flight) on the DLQ."""
-    attrs = stack.sqs.get_queue_attributes(
-        QueueUrl=stack.settings.dlq,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attrs["ApproximateNumberOfMessages"]), int(
-        attrs["ApproximateNumberOfMessagesNotVisible"]
-    )
+    d = carrier.depth(stack, stack.settings.dlq)
+    return d["ApproximateNumberOfMessages"], d["ApproximateNumberOfMessagesNotVisible"]
 
 
 def send_foreign_dead_letter(stack: Stack) -> None:
     """A message no dead-lettered job accounts for (another system's), on the DLQ."""
-    stack.sqs.send_message(QueueUrl=stack.settings.dlq, MessageBody="not ours")
+    carrier.send_raw(stack, "not ours", url=stack.settings.dlq)
 
 
 def receive_with_counts(stack: Stack, expected: int) -> dict[str, str]:
     """MessageId -> ApproximateReceiveCount of the DLQ's messages, each received once."""
     found: dict[str, str] = {}
     for _ in range(5):
-        for m in stack.sqs.receive_message(
-            QueueUrl=stack.settings.dlq,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=1,
-            VisibilityTimeout=30,
-            MessageSystemAttributeNames=["ApproximateReceiveCount"],
-        ).get("Messages", []):
+        for m in carrier.receive_raw(stack, stack.settings.dlq, visibility=30):
             found[m["MessageId"]] = m["Attributes"]["ApproximateReceiveCount"]
         if len(found) >= expected:
             break
     return found
 
 
+# The Redis carrier's scripts (app/transport/redis_scripts.py), as the SQS calls they play.
+REDIS_AS_SQS = {
+    "TAKE": "ReceiveMessage",
+    "DEPTH": "GetQueueAttributes",
+    "CHANGE_VISIBILITY": "ChangeMessageVisibilityBatch",
+    "DELETE": "DeleteMessageBatch",
+    "MOVE_BACK": "SendMessageBatch",
+}
+
+
 @contextlib.contextmanager
 def sqs_calls(engine: Engine) -> Any:
-    """The SQS operations the engine's client calls (each API call once, retries aside)."""
+    """The SQS operations the engine's client calls (each API call once, retries aside);
+    on Redis, the carrier's scripts, each named as the SQS operation it plays."""
     calls: list[str] = []
+    queue = engine.queue
+    if isinstance(queue, RedisTransport):
+        script = queue._script
+
+        async def counted(name: str, keys: list[str], args: list[Any]) -> Any:
+            calls.append(REDIS_AS_SQS.get(name, name))
+            return await script(name, keys, args)
+
+        queue._script = counted  # type: ignore[method-assign]
+        try:
+            yield calls
+        finally:
+            del queue._script
+        return
 
     def count(model: Any, **_: Any) -> None:
         calls.append(str(model.name))
@@ -203,6 +219,7 @@ def wait_for_move(stack: Stack, dlq_arn: str) -> dict[str, Any]:
         time.sleep(0.2)
 
 
+@pytest.mark.sqs_only  # StartMessageMoveTask: SQS's move tasks (Redis has none)
 @pytest.mark.asyncio
 async def test_a_move_task_started_while_the_sweeper_runs_moves_every_dead_letter(
     stack: Stack, sql: Any
@@ -242,6 +259,7 @@ async def test_a_move_task_started_while_the_sweeper_runs_moves_every_dead_lette
     assert [m["Body"] for m in letters] == ["not ours"]
 
 
+@pytest.mark.sqs_only  # StartMessageMoveTask: SQS's move tasks (Redis has none)
 @pytest.mark.asyncio
 async def test_a_scan_that_is_due_waits_while_a_move_task_runs(stack: Stack, sql: Any) -> None:
     """Issue 13 item 2: a sweeper that would look into the DLQ receives nothing while a
@@ -283,11 +301,9 @@ async def moved_by_sqs(stack: Stack, engine: Engine) -> Any:
     """A queued job whose message SQS moved to the DLQ itself (the redrive policy, after
     maxReceiveCount receives that never reached a claim): no marker on it."""
     job_id = await submit(engine, "demo.noop", {})
-    [message] = stack.sqs.receive_message(QueueUrl=stack.settings.queue, WaitTimeSeconds=1)[
-        "Messages"
-    ]
-    stack.sqs.send_message(QueueUrl=stack.settings.dlq, MessageBody=message["Body"])
-    stack.sqs.delete_message(QueueUrl=stack.settings.queue, ReceiptHandle=message["ReceiptHandle"])
+    [message] = carrier.receive_raw(stack)
+    carrier.send_raw(stack, message["Body"], url=stack.settings.dlq)
+    carrier.delete_raw(stack, message["ReceiptHandle"])
     return job_id
 
 
@@ -326,7 +342,7 @@ async def test_a_dlq_the_database_seems_to_account_for_is_still_looked_into_now_
     async with engine_for(settings) as engine:
         await dead_letter_jobs(engine, sql, 1)
         for letter in dlq_messages(stack, visibility=30):  # purged by hand
-            stack.sqs.delete_message(QueueUrl=settings.dlq, ReceiptHandle=letter["ReceiptHandle"])
+            carrier.delete_raw(stack, letter["ReceiptHandle"], url=settings.dlq)
         job_id = await moved_by_sqs(stack, engine)
         sql.execute("UPDATE sweeper_marks SET at = now() WHERE name = 'dlq_full_look'")
         await asyncio.sleep(1.2)

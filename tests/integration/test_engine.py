@@ -11,6 +11,7 @@ import pytest
 
 from app.states import JobState
 from app.transport import codec
+from tests import carrier
 from tests.conftest import Stack, job_row
 from tests.helpers import engine_for, receive_records, routes, submit
 
@@ -128,9 +129,7 @@ async def test_permanent_failure_lands_in_the_dlq_with_its_reason(stack: Stack, 
     assert job["state"] == JobState.DEAD_LETTERED
     assert job["dead_lettered_by"] == "engine"
     assert "permanent failure on purpose" in job["last_error"]
-    msgs = stack.sqs.receive_message(
-        QueueUrl=stack.settings.dlq, MessageAttributeNames=["All"], WaitTimeSeconds=2
-    )["Messages"]
+    msgs = carrier.receive_raw(stack, stack.settings.dlq, wait=2)
     assert len(msgs) == 1
     assert json.loads(msgs[0]["Body"]) == {"job_id": str(job_id), "v": 1}
     attrs = msgs[0]["MessageAttributes"]
@@ -262,7 +261,7 @@ async def test_a_zombie_engine_stops_when_its_heartbeat_finds_the_lease_gone(
 async def test_the_outbox_relay_sends_a_job_whose_first_send_failed(stack: Stack, sql: Any) -> None:
     from app.services import sweeper
 
-    broken = stack.with_settings(queue_url=stack.settings.queue + "-does-not-exist")
+    broken = carrier.broken_settings(stack)
 
     async with engine_for(broken) as engine:
         job_id = await submit(engine, "demo.noop", {})  # 202 even though the send failed
@@ -287,11 +286,8 @@ async def test_messages_that_are_not_ours_go_to_the_dlq_and_the_batch_goes_on(
 ) -> None:
     async with engine_for(stack.settings) as engine:
         job_id = await submit(engine, "demo.noop", {})
-        stack.sqs.send_message(QueueUrl=stack.settings.queue, MessageBody="not json")
-        stack.sqs.send_message(
-            QueueUrl=stack.settings.queue,
-            MessageBody=json.dumps({"job_id": str(uuid.uuid4()), "v": 1}),
-        )
+        carrier.send_raw(stack, "not json")
+        carrier.send_raw(stack, json.dumps({"job_id": str(uuid.uuid4()), "v": 1}))
         records: list[dict[str, Any]] = []
         while len(records) < 3:
             records += await receive_records(engine)
@@ -300,12 +296,7 @@ async def test_messages_that_are_not_ours_go_to_the_dlq_and_the_batch_goes_on(
     assert job_row(sql, job_id)["state"] == JobState.SUCCEEDED
     reasons = []
     for _ in range(5):
-        for m in stack.sqs.receive_message(
-            QueueUrl=stack.settings.dlq,
-            MessageAttributeNames=["All"],
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=1,
-        ).get("Messages", []):
+        for m in carrier.receive_raw(stack, stack.settings.dlq):
             reasons.append(m["MessageAttributes"][codec.ATTR_REASON]["StringValue"])
         if len(reasons) == 2:
             break

@@ -17,6 +17,7 @@ from app.services import jobs, redrive, sweeper
 from app.states import JobState
 from app.store.sql import queries
 from app.transport import codec
+from tests import carrier
 from tests.conftest import Stack, job_row
 from tests.helpers import dlq_messages, engine_for, receive_records, submit
 
@@ -114,7 +115,7 @@ async def test_a_whole_queue_redrive_uses_the_move_task_where_the_endpoint_has_o
 async def test_a_redrive_from_outside_tasklease_like_the_aws_console_also_works(
     stack: Stack, sql: Any
 ) -> None:
-    """Another SQS client moves the dead letter back: the marker attribute makes it a redrive."""
+    """Another client of the carrier moves the dead letter back: the marker attribute makes it a redrive."""
     job_id = await dead_letter_one(stack, sql)
     if is_localstack(stack):
         arn = lambda url: stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
@@ -126,14 +127,8 @@ async def test_a_redrive_from_outside_tasklease_like_the_aws_console_also_works(
     else:  # what the console's "redrive to a custom destination" does, by hand
         msgs = dlq_messages(stack, visibility=1)
         assert len(msgs) == 1
-        stack.sqs.send_message(
-            QueueUrl=stack.settings.queue,
-            MessageBody=msgs[0]["Body"],
-            MessageAttributes=msgs[0]["MessageAttributes"],
-        )
-        stack.sqs.delete_message(
-            QueueUrl=stack.settings.dlq, ReceiptHandle=msgs[0]["ReceiptHandle"]
-        )
+        carrier.send_raw(stack, msgs[0]["Body"], msgs[0]["MessageAttributes"])
+        carrier.delete_raw(stack, msgs[0]["ReceiptHandle"], url=stack.settings.dlq)
 
     async with engine_for(stack.settings) as engine:
         final = await drain(engine, sql, job_id, {JobState.SUCCEEDED}, rounds=30)
@@ -152,11 +147,7 @@ async def test_a_stale_copy_of_an_old_dead_letter_does_not_run_the_job_again(
         await redrive.redrive(stack.settings, engine.db, engine.queue, job_ids=[job_id])
         await drain(engine, sql, job_id, {JobState.SUCCEEDED})
         # The old dead letter, marker and all, arrives on the source queue once more.
-        stack.sqs.send_message(
-            QueueUrl=stack.settings.queue,
-            MessageBody=old["Body"],
-            MessageAttributes=old["MessageAttributes"],
-        )
+        carrier.send_raw(stack, old["Body"], old["MessageAttributes"])
         records = await receive_records(engine)
         response = await engine.handle({"Records": records}, None)
     assert response == {"batchItemFailures": []}  # deleted as a late duplicate
@@ -178,9 +169,8 @@ async def test_a_message_sqs_moved_by_its_redrive_policy_is_reconciled_and_can_b
     async with engine_for(stack.settings) as engine:
         job_id = await submit(engine, "demo.noop", {})
         await receive_records(engine)  # the source message is taken and never claimed…
-        stack.sqs.send_message(
-            QueueUrl=stack.settings.dlq, MessageBody=codec.body_for(job_id)
-        )  # …SQS moved it
+        # …the carrier's backstop moved it (SQS's redrive policy; on Redis, TAKE's count)
+        carrier.send_raw(stack, codec.body_for(job_id), url=stack.settings.dlq)
         report = await sweeper.sweep_once(stack.settings, engine.db, engine.queue)
         reconciled = job_row(sql, job_id)
         await redrive.redrive(stack.settings, engine.db, engine.queue)

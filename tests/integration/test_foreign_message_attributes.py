@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from app.transport import codec
+from tests import carrier
 from tests.conftest import Stack
 from tests.helpers import dlq_messages, engine_for, receive_records
 
@@ -33,7 +34,7 @@ OWN = {
 async def dead_letter_as_the_worker_does(stack: Stack, messages: list[dict[str, Any]]) -> None:
     """Send ``messages`` to the source queue, and have the engine handle them in one batch."""
     for m in messages:
-        stack.sqs.send_message(QueueUrl=stack.settings.queue, **m)
+        carrier.send_raw(stack, m["MessageBody"], m["MessageAttributes"])
     async with engine_for(stack.settings) as engine:
         records: dict[str, dict[str, Any]] = {}
         for _ in range(10):

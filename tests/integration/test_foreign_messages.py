@@ -13,6 +13,7 @@ import pytest
 
 from app.states import JobState
 from app.transport import codec
+from tests import carrier
 from tests.conftest import Stack, job_row
 from tests.helpers import engine_for, receive_records, submit
 
@@ -59,13 +60,7 @@ def foreign_messages(decoy: uuid.UUID, stranger: uuid.UUID) -> dict[str, tuple[s
 def dead_letters(stack: Stack, expected: int) -> list[dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for _ in range(10):
-        for m in stack.sqs.receive_message(
-            QueueUrl=stack.settings.dlq,
-            MessageAttributeNames=["All"],
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=1,
-            VisibilityTimeout=30,
-        ).get("Messages", []):
+        for m in carrier.receive_raw(stack, stack.settings.dlq, visibility=30):
             found[m["MessageId"]] = m
         if len(found) >= expected:
             break
@@ -73,11 +68,8 @@ def dead_letters(stack: Stack, expected: int) -> list[dict[str, Any]]:
 
 
 def messages_on(stack: Stack, url: str) -> int:
-    attrs = stack.sqs.get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return sum(int(v) for v in attrs.values())
+    d = carrier.depth(stack, url)
+    return d["ApproximateNumberOfMessages"] + d["ApproximateNumberOfMessagesNotVisible"]
 
 
 @pytest.mark.asyncio
@@ -96,7 +88,7 @@ async def test_foreign_messages_go_to_the_dlq_with_a_reason_and_the_job_in_their
         job_id = await submit(engine, "demo.noop", {})
         foreign = foreign_messages(decoy, stranger)
         for body, _ in foreign.values():
-            stack.sqs.send_message(QueueUrl=stack.settings.queue, MessageBody=body)
+            carrier.send_raw(stack, body)
         records: dict[str, dict[str, Any]] = {}
         for _ in range(10):
             for r in await receive_records(engine):
@@ -143,11 +135,11 @@ async def test_a_foreign_message_the_dlq_refuses_is_left_on_the_queue_not_lost(
     stack: Stack, sql: Any
 ) -> None:
     """Deleting a foreign message is safe only once its copy is on the DLQ."""
-    broken = stack.with_settings(dlq_url=stack.settings.dlq + "-does-not-exist")
+    broken = carrier.broken_dlq_settings(stack)
 
     async with engine_for(broken) as engine:
         job_id = await submit(engine, "demo.noop", {})
-        stack.sqs.send_message(QueueUrl=stack.settings.queue, MessageBody="[not ours]")
+        carrier.send_raw(stack, "[not ours]")
         records: dict[str, dict[str, Any]] = {}
         for _ in range(10):
             for r in await receive_records(engine):

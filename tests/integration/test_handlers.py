@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import botocore.exceptions
 import pytest
 
+from app import errors
 from app.states import JobState
 from app.transport import codec
+from tests import carrier
 from tests.conftest import Stack, job_row, run
 from tests.helpers import close_api_handler, dlq_messages, engine_for, submit
 
@@ -167,12 +168,8 @@ def test_a_fake_receipt_handle_is_refused_by_the_queue_and_the_engine_tolerates_
     """The backoff's ChangeMessageVisibility fails on the fixture's handle; the retry is still written."""
     (flaky,) = submit_jobs(stack, ("demo.flaky", {"fail_attempts": 1}))
     record = record_like(event("sqs_event.json")["Records"][0], codec.body_for(flaky))
-    with pytest.raises(botocore.exceptions.ClientError):
-        stack.sqs.change_message_visibility(
-            QueueUrl=stack.settings.queue,
-            ReceiptHandle=record["receiptHandle"],
-            VisibilityTimeout=5,
-        )
+    with pytest.raises(errors.QueueError):
+        carrier.change_visibility(stack, record["receiptHandle"], 5)
 
     response = worker.handler({"Records": [record]}, FakeLambdaContext())
 
@@ -255,7 +252,7 @@ def test_post_job_through_api_gateway_is_202_with_location_and_writes_the_job(
     assert row["kind"] == "support.triage"
     assert row["idempotency_key"] == request["headers"]["idempotency-key"]
     assert row["payload"] == json.loads(request["body"])["payload"]
-    sent = stack.sqs.receive_message(QueueUrl=stack.settings.queue, WaitTimeSeconds=2)["Messages"]
+    sent = carrier.receive_raw(stack, wait=2)
     assert [json.loads(m["Body"]) for m in sent] == [{"job_id": job["id"], "v": 1}]
 
 

@@ -50,6 +50,21 @@ def post(api: Any, body: dict[str, Any], **headers: str) -> str:
     return str(resp.json()["id"])
 
 
+# The Redis carrier's steps (tasklease_redis_requests_total) that play SQS's actions.
+REDIS_STEP = {
+    "ReceiveMessage": "TAKE",
+    "SendMessageBatch": "XADD",
+    "ChangeMessageVisibility": "CHANGE_VISIBILITY",
+}
+
+
+def carrier_requests(stack: Stack, action: str) -> tuple[str, dict[str, str]]:
+    """The counter of the carrier's requests that play SQS's ``action``, and its labels."""
+    if stack.on_redis:
+        return "tasklease_redis_requests_total", {"step": REDIS_STEP[action]}
+    return "tasklease_sqs_requests_total", {"action": action}
+
+
 def test_metrics_move_by_exactly_what_happened(api: Any, stack: Stack, sql: Any) -> None:
     before = scrape(api)
     sleeper = post(
@@ -109,9 +124,14 @@ def test_metrics_move_by_exactly_what_happened(api: Any, stack: Stack, sql: Any)
     assert d("tasklease_dead_letters_total", by="engine") == 1
     assert d("tasklease_effects_total", kind="demo.sleep", how="run") == 2
     assert d("tasklease_effects_total", kind="demo.sleep", how="replayed") == 0
-    assert d("tasklease_sqs_requests_total", action="ReceiveMessage") > 0
-    assert d("tasklease_sqs_requests_total", action="SendMessageBatch") >= 3
-    assert d("tasklease_sqs_requests_total", action="ChangeMessageVisibility") >= 1  # the retry
+
+    def requests(action: str) -> float:
+        name, labels = carrier_requests(stack, action)
+        return d(name, **labels)
+
+    assert requests("ReceiveMessage") > 0
+    assert requests("SendMessageBatch") >= 3
+    assert requests("ChangeMessageVisibility") >= 1  # the retry
     assert d("tasklease_pg_round_trips_total") > 0
     # Histograms: each job's first lease, each attempt's run, each job's end.
     assert d("tasklease_job_queued_to_leased_seconds_count", kind="demo.flaky") == 2
@@ -166,7 +186,8 @@ def test_a_worker_process_serves_its_own_metrics(api: Any, stack: Stack, sql: An
     figures = parse(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
     key = ("tasklease_jobs_completed_total", (("kind", "demo.noop"), ("outcome", "succeeded")))
     assert figures[key] == 1  # that process's own count: it ran the one job
-    assert figures[("tasklease_sqs_requests_total", (("action", "ReceiveMessage"),))] > 0
+    name, labels = carrier_requests(stack, "ReceiveMessage")
+    assert figures[(name, tuple(labels.items()))] > 0
     assert figures[("tasklease_pg_round_trips_total", ())] > 0
 
 

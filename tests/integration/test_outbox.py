@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from app.services import sweeper
+from tests import carrier
 from tests.conftest import Stack
 from tests.helpers import engine_for, submit
 
@@ -27,9 +28,7 @@ async def test_the_relay_records_a_failed_send_as_the_fast_path_does(
 ) -> None:
     """The relay used to leave a row it failed to send untouched: an operator saw one
     attempt however many relays had tried, and no error."""
-    broken = stack.with_settings(
-        queue_url=stack.settings.queue + "-does-not-exist", outbox_grace_seconds=0
-    )
+    broken = carrier.broken_settings(stack, outbox_grace_seconds=0)
     working = stack.with_settings(outbox_grace_seconds=0)
 
     async with engine_for(broken) as engine:

@@ -19,6 +19,7 @@ from app.priorities import Priority
 from app.services import redrive
 from app.transport import codec
 from app.worker.event_source_mapping import EventSource, to_record
+from tests import carrier
 from tests.conftest import Stack
 from tests.helpers import count, engine_for, handle_and_ack, receive_records, submit
 
@@ -31,14 +32,7 @@ def on_queue(stack: Stack, url: str) -> list[dict[str, Any]]:
     """Every message on a queue with its system attributes, left visible for the next look."""
     seen: dict[str, dict[str, Any]] = {}
     for _ in range(5):
-        got = stack.sqs.receive_message(
-            QueueUrl=url,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=0,
-            VisibilityTimeout=0,
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
+        got = carrier.receive_raw(stack, url, wait=0, visibility=0)
         fresh = [m for m in got if m["MessageId"] not in seen]
         if not fresh:
             break
@@ -155,10 +149,10 @@ async def test_a_lambda_record_is_re_timed_on_the_queue_it_came_from(stack: Stac
     eventSourceARN tells it which queue a receipt handle belongs to (SQS refuses another
     queue's handle)."""
     high = stack.settings.queue_for(Priority.HIGH)
-    stack.sqs.send_message(QueueUrl=high, MessageBody=codec.body_for(uuid.uuid4()))
-    (message,) = stack.sqs.receive_message(QueueUrl=high, VisibilityTimeout=60)["Messages"]
-    arn = stack.sqs.get_queue_attributes(QueueUrl=high, AttributeNames=["QueueArn"])
-    record = to_record(message, queue_arn=arn["Attributes"]["QueueArn"], region="us-east-1")
+    carrier.send_raw(stack, codec.body_for(uuid.uuid4()), url=high)
+    (message,) = carrier.receive_raw(stack, high, visibility=60)
+    arn = stack.carrier(lambda t: t.source_arn(Priority.HIGH))
+    record = to_record(message, queue_arn=arn, region="us-east-1")
     async with transport.connect(stack.settings) as fresh:  # a cold start: it knows nothing
         fresh.remember([record])
         await fresh.change_visibility(record["receiptHandle"], 0)

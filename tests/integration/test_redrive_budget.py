@@ -17,6 +17,7 @@ from app import errors, store
 from app.api import create_app
 from app.services import redrive
 from app.states import JobState
+from tests import carrier
 from tests.conftest import Stack, bearer, job_row
 from tests.e2e.test_auth_cli import cli
 from tests.helpers import dlq_messages, engine_for, receive_records, submit
@@ -50,9 +51,7 @@ async def run_source_queue(stack: Stack, engine: Any) -> None:
         }
         for r in records:
             if r["messageId"] not in failed:
-                stack.sqs.delete_message(
-                    QueueUrl=stack.settings.queue, ReceiptHandle=r["receiptHandle"]
-                )
+                carrier.delete_raw(stack, r["receiptHandle"])
 
 
 def drain_tool_round(stack: Stack) -> int:
@@ -60,12 +59,8 @@ def drain_tool_round(stack: Stack) -> int:
     sent to the source queue with its body and attributes, then deleted. How many moved."""
     moved = 0
     for m in dlq_messages(stack, visibility=5):
-        stack.sqs.send_message(
-            QueueUrl=stack.settings.queue,
-            MessageBody=m["Body"],
-            MessageAttributes=m.get("MessageAttributes", {}),
-        )
-        stack.sqs.delete_message(QueueUrl=stack.settings.dlq, ReceiptHandle=m["ReceiptHandle"])
+        carrier.send_raw(stack, m["Body"], m.get("MessageAttributes", {}))
+        carrier.delete_raw(stack, m["ReceiptHandle"], url=stack.settings.dlq)
         moved += 1
     return moved
 
@@ -157,10 +152,8 @@ async def test_the_api_and_the_operator_redrive_refuse_past_the_budget_and_force
             assert report.refused == [job_id] and report.reset == report.moved == 0
             assert job_row(sql, job_id)["state"] == JobState.DEAD_LETTERED
             # The walk leaves the dead letters it did not move visible, not hidden for 30 s.
-            hidden = stack.sqs.get_queue_attributes(
-                QueueUrl=settings.dlq, AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
-            )["Attributes"]["ApproximateNumberOfMessagesNotVisible"]
-            assert hidden == "0"
+            hidden = carrier.depth(stack, settings.dlq)["ApproximateNumberOfMessagesNotVisible"]
+            assert hidden == 0
             # ...and forced (`tasklease redrive --job ID --force`).
             report = await redrive.redrive(
                 settings, engine.db, engine.queue, job_ids=[job_id], force=True
@@ -214,11 +207,12 @@ async def test_tasklease_redrive_refuses_a_job_past_its_budget_naming_it_and_for
     assert f"job {job_id}: redrive budget used up (0 redrives within 86400 s" in err
     assert f"tasklease redrive --job {job_id} --force" in err
     assert job_row(sql, job_id) == before
-    depth = stack.sqs.get_queue_attributes(
-        QueueUrl=stack.settings.dlq,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    assert sum(int(v) for v in depth.values()) == 1  # the dead letter stays in the DLQ
+    depth = carrier.depth(stack, stack.settings.dlq)
+    visible, hidden = (
+        depth["ApproximateNumberOfMessages"],
+        depth["ApproximateNumberOfMessagesNotVisible"],
+    )
+    assert visible + hidden == 1  # the dead letter stays in the DLQ
 
     code, out, err = cli(stack, "redrive", "--job", str(job_id), "--force")
     assert code == 0, (out, err)

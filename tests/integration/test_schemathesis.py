@@ -30,6 +30,7 @@ from app.stack import embedded
 from app.states import JobState
 from app.transport import codec
 from app.worker import event_source_mapping as eventsource
+from tests import carrier
 from tests.conftest import Stack, bearer
 from tests.helpers import QUEUE_ARN, engine_for
 
@@ -309,7 +310,7 @@ def test_not_ready_is_answered_as_documented(module_stack: Stack) -> None:
         "api",
         "--port",
         str(port),
-        env={"TASKLEASE_QUEUE_URL": module_stack.settings.queue + "-missing"},
+        env=carrier.broken_env(module_stack),
         name="api-not-ready",
     )
     embedded.wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=30, proc=proc)

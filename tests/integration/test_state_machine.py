@@ -56,6 +56,7 @@ from app.states import JobState
 from app.transport import codec
 from app.worker import event_source_mapping as eventsource
 from app.worker.engine import Engine
+from tests import carrier
 from tests.conftest import Stack, bearer
 from tests.helpers import receive_records
 from tests.invariants import FINAL, check_invariants, describe
@@ -507,9 +508,7 @@ class JobsMachine(RuleBasedStateMachine):
     @rule(job_id=jobs)
     def resend_claim_check(self, job_id: str) -> None:
         """A second message for the job (the sweeper's re-send, a broker duplicate)."""
-        self.fx.stack.sqs.send_message(
-            QueueUrl=self.world.settings.queue, MessageBody=codec.body_for(job_id)
-        )
+        carrier.send_raw(self.fx.stack, codec.body_for(job_id), url=self.world.settings.queue)
 
     @rule(n=st.integers(1, 10))
     def receive_and_drop(self, n: int) -> None:
@@ -562,7 +561,7 @@ class JobsMachine(RuleBasedStateMachine):
             )
             if messages:
                 assert await sqs.send_moved(messages) == []
-                await sqs.delete_batch([m["ReceiptHandle"] for m in messages], url=sqs.settings.dlq)
+                await sqs.delete_dead_letters([m["ReceiptHandle"] for m in messages])
 
         self.fx.runner.run(move())
 

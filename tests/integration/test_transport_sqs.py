@@ -132,5 +132,13 @@ async def _missing_queue(settings: Settings) -> None:
 def test_a_failed_call_is_a_queue_error_naming_the_operation(aws_env: dict[str, str]) -> None:
     endpoint = aws_env["AWS_ENDPOINT_URL_SQS"]
     settings = Settings(queue_url=f"{endpoint}/000000000000/tl-no-such-queue-{uuid.uuid4().hex}")
-    with pytest.raises(errors.QueueError, match="SQS get_queue_attributes"):
+    operation = "SQS get_queue_attributes"
+    if aws_env.get("TASKLEASE_TRANSPORT") == "redis":  # a stream is made by its first write
+        settings = Settings(
+            queue_url="tl-unreachable",
+            dlq_url="tl-unreachable-dlq",
+            redis_url="redis://127.0.0.1:9/0",
+        )
+        operation = "Redis DEPTH"
+    with pytest.raises(errors.QueueError, match=operation):
         asyncio.run(_missing_queue(settings))
