@@ -24,190 +24,35 @@ Redis that kept nothing on disk is sent again by the sweeper (README).
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import os
-import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import redis.asyncio as aioredis
 import redis.exceptions
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
 from app import aws_limits as limits
 from app import errors, metrics
-from app.config import Settings
 from app.priorities import ORDER, Priority, Route
-from app.transport import codec, redis_scripts
+from app.transport import codec
 from app.transport.base import Message, QueueUrls
-from app.transport.queues import QueueSet
+from app.transport.redis_connection import BLOCK_SLICE_MS, PROMOTE_LIMIT, RedisConnection
+from app.transport.redis_entries import (
+    GROUP,
+    fields_for,
+    flat,
+    message,
+    pairs,
+    parse_handle,
+    typed,
+)
 
-GROUP = "tasklease"
-# A blocked XREADGROUP wakes at least this often to move due delayed messages and take
-# over expired leases (a delayed message is due at most this late).
-BLOCK_SLICE_MS = 1000
-# Connections per process, and how long a command may wait for an answer (or for a
-# free connection).
-MAX_CONNECTIONS = 64
-SOCKET_TIMEOUT_SECONDS = 10
-# Due delayed messages moved onto the stream per receive, at most.
-PROMOTE_LIMIT = 100
-# The dead-letter streams' visibility timeout: the redrive walk's and the sweeper's.
-DLQ_VISIBILITY_SECONDS = 30
+__all__ = ["GROUP", "RedisTransport", "fields_for"]
 
 
-def handle(stream: str, entry_id: str, receives: int) -> str:
-    return f"{stream}|{entry_id}|{receives}"
-
-
-def parse_handle(receipt_handle: str) -> tuple[str, str, int]:
-    """The stream, entry id and delivery count a receipt handle names."""
-    try:
-        stream, entry_id, count = receipt_handle.rsplit("|", 2)
-        return stream, entry_id, int(count)
-    except ValueError as exc:
-        raise errors.QueueError(
-            f"Redis: {receipt_handle!r} is not a receipt handle of this carrier"
-        ) from exc
-
-
-def encode_attributes(attributes: Mapping[str, Mapping[str, Any]]) -> str:
-    """Message attributes as JSON (binary values as base64)."""
-    out: dict[str, dict[str, str]] = {}
-    for name, value in attributes.items():
-        if "BinaryValue" in value:
-            raw = base64.b64encode(bytes(value["BinaryValue"])).decode()
-            out[name] = {"DataType": str(value["DataType"]), "BinaryValue": raw}
-        else:
-            out[name] = {"DataType": str(value["DataType"]), "StringValue": value["StringValue"]}
-    return json.dumps(out, separators=(",", ":"))
-
-
-def decode_attributes(raw: str | None) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for name, value in json.loads(raw or "{}").items():
-        if "BinaryValue" in value:
-            value = {**value, "BinaryValue": base64.b64decode(value["BinaryValue"])}
-        out[name] = value
-    return out
-
-
-def fields_for(
-    body: str,
-    attributes: Mapping[str, Mapping[str, Any]] | None = None,
-    *,
-    tenant: str | None = None,
-    sent_ms: int | None = None,
-    why: str | None = None,
-) -> dict[str, str]:
-    fields = {"b": body, "t": str(sent_ms or int(time.time() * 1000))}
-    if attributes:
-        fields["a"] = encode_attributes(attributes)
-    if tenant:
-        fields["g"] = tenant
-    if why:
-        fields["why"] = why[: codec.MAX_REASON_CHARS]
-    return fields
-
-
-def flat(fields: Mapping[str, str]) -> list[str]:
-    return [x for kv in fields.items() for x in kv]
-
-
-class RedisTransport:
-    """An open Redis connection pool bound to the priorities' streams and their
-    dead-letter streams (names from TASKLEASE_QUEUE_URL and the others: on this carrier
-    they are stream keys)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.queues = QueueSet(settings)
-        self._client: aioredis.Redis | None = None
-        self._scripts: dict[str, Any] = {}
-        self.consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self._groups: set[str] = set()
-
-    async def open(self) -> None:
-        self.settings.need("redis_url")
-        # A blocking pool: more callers than connections wait for one rather than fail.
-        # Every read is bounded (a receive blocks at most BLOCK_SLICE_MS at a time), so a
-        # server that stopped answering is an error after SOCKET_TIMEOUT_SECONDS.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            str(self.settings.redis_url),
-            decode_responses=True,
-            max_connections=MAX_CONNECTIONS,
-            timeout=SOCKET_TIMEOUT_SECONDS,
-            socket_connect_timeout=5,
-            socket_timeout=SOCKET_TIMEOUT_SECONDS,
-            health_check_interval=30,
-            # After a Redis restart every pooled connection is dead: a command that meets
-            # one is sent once more on a fresh connection instead of failing. (A retried
-            # XADD may add a second entry, a retried take may leave entries pending until
-            # their lease ends: both are duplicates the claim already tolerates.)
-            retry=Retry(NoBackoff(), 1),
-            retry_on_error=[redis.exceptions.ConnectionError],
-        )
-        self._client = aioredis.Redis.from_pool(pool)  # closing the client closes the pool
-        for name in ("TAKE", "DELETE", "CHANGE_VISIBILITY", "SEND_DELAYED", "DEAD_LETTER", "DEPTH"):
-            self._scripts[name] = self._client.register_script(getattr(redis_scripts, name))
-        self._scripts["MOVE_BACK"] = self._client.register_script(redis_scripts.MOVE_BACK)
-
-    async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-        self._client = None
-
-    @property
-    def client(self) -> aioredis.Redis:
-        if self._client is None:
-            raise errors.QueueError("the Redis client is not open")
-        return self._client
-
-    async def _do(self, op: str, coro: Any) -> Any:
-        try:
-            return await coro
-        except redis.exceptions.RedisError as exc:
-            raise errors.QueueError(f"Redis {op}: {exc}") from exc
-
-    async def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        """A script on streams whose group may be gone (a Redis restarted with nothing on
-        disk): the group is made again and the script run once more."""
-        metrics.count(metrics.REDIS_REQUESTS, step=name)
-        try:
-            return await self._scripts[name](keys=keys, args=args)
-        except redis.exceptions.ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise errors.QueueError(f"Redis {name}: {exc}") from exc
-        except redis.exceptions.RedisError as exc:
-            raise errors.QueueError(f"Redis {name}: {exc}") from exc
-        for key in keys:
-            if not key.endswith((":delayed", ":cursor")):
-                await self._ensure_group(key, force=True)
-        return await self._do(name, self._scripts[name](keys=keys, args=args))
-
-    async def _ensure_group(self, stream: str, *, force: bool = False) -> None:
-        if stream in self._groups and not force:
-            return
-        try:
-            await self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
-        except redis.exceptions.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise errors.QueueError(f"Redis XGROUP CREATE {stream}: {exc}") from exc
-        except redis.exceptions.RedisError as exc:
-            raise errors.QueueError(f"Redis XGROUP CREATE {stream}: {exc}") from exc
-        self._groups.add(stream)
-
-    def _visibility_ms(self, stream: str) -> int:
-        seconds = (
-            DLQ_VISIBILITY_SECONDS
-            if stream in self.queues.dlqs()
-            else self.settings.visibility_timeout_seconds
-        )
-        return seconds * 1000
+class RedisTransport(RedisConnection):
+    """The Transport on Redis Streams (the module docstring has the mapping)."""
 
     # --- the source queue ------------------------------------------------------
 
@@ -216,7 +61,7 @@ class RedisTransport:
             metrics.count(metrics.REDIS_REQUESTS, step="XADD")
             async with self.client.pipeline(transaction=False) as pipe:
                 for fields in entries:
-                    pipe.xadd(stream, _typed(fields))
+                    pipe.xadd(stream, typed(fields))
                 await self._do("XADD", pipe.execute())
             return
         members = [
@@ -311,7 +156,7 @@ class RedisTransport:
         )
         next_due = int(answer[0])
         out = [
-            self._message(stream, str(entry_id), int(receives), _pairs(fields))
+            message(stream, str(entry_id), int(receives), pairs(fields))
             for entry_id, receives, fields in answer[1:]
         ]
         return out, next_due
@@ -343,39 +188,8 @@ class RedisTransport:
                         [GROUP, entry_id, 1, why],
                     )
                     continue
-                out.append(self._message(stream, entry_id, receives, fields))
+                out.append(message(stream, entry_id, receives, fields))
         return out
-
-    def _message(
-        self, stream: str, entry_id: str, receives: int, fields: Mapping[str, str]
-    ) -> Message:
-        """A stream entry in the shape ReceiveMessage gives a message."""
-        attributes: dict[str, str] = {
-            "ApproximateReceiveCount": str(receives),
-            "SentTimestamp": fields.get("t", entry_id.split("-", 1)[0]),
-        }
-        if fields.get("g"):
-            attributes["MessageGroupId"] = fields["g"]
-        message: Message = {
-            "MessageId": entry_id,
-            "ReceiptHandle": handle(stream, entry_id, receives - int(fields.get("r", "0"))),
-            "Body": fields.get("b", ""),
-            "MessageAttributes": decode_attributes(fields.get("a")),
-            "Attributes": attributes,
-        }
-        if fields.get("why"):
-            message["DeadLetterReason"] = fields["why"]
-        return message
-
-    def _dlq_of(self, stream: str) -> str:
-        for p in self.queues.priorities():
-            if self.queues.source(p) == stream:
-                return self.queues.dlq(p)
-        return self.settings.dlq
-
-    def _max_receives(self, stream: str) -> int:
-        """The redrive policy's backstop on a source stream; none on a dead-letter one."""
-        return 0 if stream in self.queues.dlqs() else self.settings.max_receive_count
 
     def remember(self, records: Sequence[Mapping[str, Any]]) -> None:
         """Nothing to remember: a receipt handle names its stream."""
@@ -446,7 +260,7 @@ class RedisTransport:
         fields = fields_for(
             codec.body_for(route.job_id), attrs, tenant=route.tenant, why=reason or "unknown"
         )
-        await self._do("XADD", self.client.xadd(self.queues.dlq(route.priority), _typed(fields)))
+        await self._do("XADD", self.client.xadd(self.queues.dlq(route.priority), typed(fields)))
 
     async def send_raw_dead_letter(
         self, body: str, reason: str, *, attributes: Mapping[str, Mapping[str, Any]] | None = None
@@ -455,7 +269,7 @@ class RedisTransport:
 
         attrs = shapes.foreign_attributes(attributes or {}, reason)
         fields = fields_for(body or "(empty)", attrs, why=reason)
-        await self._do("XADD", self.client.xadd(self.settings.dlq, _typed(fields)))
+        await self._do("XADD", self.client.xadd(self.settings.dlq, typed(fields)))
 
     async def receive_dead_letters(
         self, *, max_messages: int, wait_seconds: int, visibility: int | None = None
@@ -575,12 +389,3 @@ class RedisTransport:
             queue_url_low=names[Priority.LOW],
             dlq_url_low=f"{names[Priority.LOW]}-dlq",
         )
-
-
-def _typed(fields: Mapping[str, str]) -> Any:
-    """Fields as redis-py's xadd is typed to take them."""
-    return dict(fields)
-
-
-def _pairs(flat_fields: Sequence[str]) -> dict[str, str]:
-    return {str(flat_fields[i]): str(flat_fields[i + 1]) for i in range(0, len(flat_fields), 2)}
