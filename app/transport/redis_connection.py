@@ -1,10 +1,12 @@
-"""The Redis carrier's connection: the pool, the scripts, the consumer groups, and what
-each stream's lease and backstop are. RedisTransport (redis_streams) builds on it."""
+"""The Redis carrier's connection: the pool, the scripts, the consumer groups, what each
+stream's lease and backstop are, and the two reads a receive is made of (TAKE, then
+XREADGROUP). RedisTransport (redis_streams) builds on it."""
 
 from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 from typing import Any
 
@@ -16,12 +18,16 @@ from redis.backoff import NoBackoff
 from app import errors, metrics
 from app.config import Settings
 from app.transport import redis_scripts
+from app.transport.base import Message
 from app.transport.queues import QueueSet
-from app.transport.redis_entries import GROUP
+from app.transport.redis_entries import GROUP, message, pairs
 
 # A blocked XREADGROUP wakes at least this often to move due delayed messages and take
 # over expired leases (a delayed message is due at most this late).
 BLOCK_SLICE_MS = 1000
+# While receives find messages, a process runs the TAKE script on a stream at most this
+# often (an expired lease is taken over, a due delayed message moved, this much later).
+TAKE_INTERVAL_SECONDS = 0.25
 # Connections per process, and how long a command may wait for an answer (or for a
 # free connection).
 MAX_CONNECTIONS = 64
@@ -44,6 +50,9 @@ class RedisConnection:
         self._scripts: dict[str, Any] = {}
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self._groups: set[str] = set()
+        # stream -> (when this process last ran TAKE on it, when its next delayed message is
+        # due, if any), on the monotonic clock.
+        self._taken: dict[str, tuple[float, float | None]] = {}
 
     async def open(self) -> None:
         self.settings.need("redis_url")
@@ -132,3 +141,69 @@ class RedisConnection:
     def _max_receives(self, stream: str) -> int:
         """The redrive policy's backstop on a source stream; none on a dead-letter one."""
         return 0 if stream in self.queues.dlqs() else self.settings.max_receive_count
+
+    async def _take(self, stream: str, count: int) -> tuple[list[Message], int]:
+        """The redeliveries (and the due delayed messages moved), and the ms until the next
+        delayed message is due (-1: none)."""
+        answer = await self._script(
+            "TAKE",
+            [stream, f"{stream}:delayed", f"{stream}:cursor", self._dlq_of(stream)],
+            [
+                GROUP,
+                self.consumer,
+                self._visibility_ms(stream),
+                count,
+                self._max_receives(stream),
+                PROMOTE_LIMIT,
+            ],
+        )
+        next_due = int(answer[0])
+        now = time.monotonic()
+        self._taken[stream] = (now, now + next_due / 1000 if next_due >= 0 else None)
+        out = [
+            message(stream, str(entry_id), int(receives), pairs(fields))
+            for entry_id, receives, fields in answer[1:]
+        ]
+        return out, next_due
+
+    def _due_in(self, stream: str) -> int:
+        """Ms until the next delayed message the last TAKE saw is due (-1: none)."""
+        next_due = self._taken.get(stream, (0.0, None))[1]
+        return -1 if next_due is None else max(0, int((next_due - time.monotonic()) * 1000))
+
+    def _take_due(self, stream: str) -> bool:
+        """Whether this process's last TAKE on the stream is older than the interval, or
+        the delayed message it saw next is due."""
+        last, next_due = self._taken.get(stream, (0.0, None))
+        now = time.monotonic()
+        return now - last >= TAKE_INTERVAL_SECONDS or (next_due is not None and now >= next_due)
+
+    async def _read(self, stream: str, count: int, block_ms: int | None) -> list[Message]:
+        answer: Any
+        metrics.count(metrics.REDIS_REQUESTS, step="XREADGROUP")
+        try:
+            answer = await self.client.xreadgroup(
+                GROUP, self.consumer, {stream: ">"}, count=count, block=block_ms
+            )
+        except redis.exceptions.ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise errors.QueueError(f"Redis XREADGROUP: {exc}") from exc
+            await self._ensure_group(stream, force=True)
+            return []
+        except redis.exceptions.RedisError as exc:
+            raise errors.QueueError(f"Redis XREADGROUP: {exc}") from exc
+        out: list[Message] = []
+        for _, entries in answer or []:
+            for entry_id, fields in entries:
+                receives = 1 + int(fields.get("r", "0"))
+                limit = self._max_receives(stream)
+                if limit and receives > limit:
+                    why = f"received {receives} times (maxReceiveCount {limit})"
+                    await self._script(
+                        "DEAD_LETTER",
+                        [stream, self._dlq_of(stream)],
+                        [GROUP, entry_id, 1, why],
+                    )
+                    continue
+                out.append(message(stream, entry_id, receives, fields))
+        return out

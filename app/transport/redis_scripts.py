@@ -86,7 +86,7 @@ local min_idle, count, max_receives = tonumber(ARGV[3]), tonumber(ARGV[4]), tonu
 promote(stream, delayed, tonumber(ARGV[6]))
 local start = redis.call('GET', cursor) or '0-0'
 local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, min_idle, start, 'COUNT', count)
-redis.call('SET', cursor, claimed[1])
+if claimed[1] ~= start then redis.call('SET', cursor, claimed[1]) end
 local out = {next_due(delayed)}
 for _, entry in ipairs(claimed[2]) do
   local id, fields = entry[1], entry[2]

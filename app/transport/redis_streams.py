@@ -30,20 +30,19 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import redis.exceptions
-
 from app import aws_limits as limits
 from app import errors, metrics
 from app.priorities import ORDER, Priority, Route
 from app.transport import codec
 from app.transport.base import Message, QueueUrls
-from app.transport.redis_connection import BLOCK_SLICE_MS, PROMOTE_LIMIT, RedisConnection
+from app.transport.redis_connection import (
+    BLOCK_SLICE_MS,
+    RedisConnection,
+)
 from app.transport.redis_entries import (
     GROUP,
     fields_for,
     flat,
-    message,
-    pairs,
     parse_handle,
     typed,
 )
@@ -112,84 +111,38 @@ class RedisTransport(RedisConnection):
         priority: Priority = Priority.NORMAL,
         url: str | None = None,
     ) -> list[Message]:
-        """Take over expired leases and move due delayed messages, then XREADGROUP new
-        entries, blocking up to ``wait_seconds`` in slices (each slice looks again for
-        redeliveries and due messages)."""
+        """Take over expired leases and move due delayed messages (the TAKE script), then
+        XREADGROUP new entries, blocking up to ``wait_seconds`` in slices (each slice looks
+        again for redeliveries and due messages). TAKE runs at most every
+        TAKE_INTERVAL_SECONDS per stream and process while receives find messages, and
+        always before an empty answer: a busy poller pays one round trip per receive."""
         stream = url or self.queues.source(priority)
         await self._ensure_group(stream)
         deadline = time.monotonic() + wait_seconds
+        force = False
         while True:
-            got, next_due = await self._take(stream, max_messages)
+            took = force or self._take_due(stream)
+            got, next_due = (
+                await self._take(stream, max_messages) if took else ([], self._due_in(stream))
+            )
             room = max_messages - len(got)
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             block: int | None = None
             if not got and remaining_ms > 0:
                 # Never 0: BLOCK 0 would wait forever.
-                block = max(
-                    1, min(remaining_ms, BLOCK_SLICE_MS, *([next_due] if next_due >= 0 else []))
-                )
+                due = [next_due] if next_due >= 0 else []
+                block = max(1, min(remaining_ms, BLOCK_SLICE_MS, *due))
             if room > 0:
                 got += await self._read(stream, room, block)
-            if got or remaining_ms <= 0:
+            if got or (remaining_ms <= 0 and took):
                 break
+            force = True  # the next slice, or a last look before answering nothing
         # A visibility other than the stream's sets each entry's idle time; one longer
         # than the stream's is cut to it (a heartbeat extends a lease, as on SQS).
         if visibility is not None and got and visibility * 1000 < self._visibility_ms(stream):
             for m in got:
                 await self.change_visibility(m["ReceiptHandle"], visibility)
         return got
-
-    async def _take(self, stream: str, count: int) -> tuple[list[Message], int]:
-        """The redeliveries (and the due delayed messages moved), and the ms until the next
-        delayed message is due (-1: none)."""
-        answer = await self._script(
-            "TAKE",
-            [stream, f"{stream}:delayed", f"{stream}:cursor", self._dlq_of(stream)],
-            [
-                GROUP,
-                self.consumer,
-                self._visibility_ms(stream),
-                count,
-                self._max_receives(stream),
-                PROMOTE_LIMIT,
-            ],
-        )
-        next_due = int(answer[0])
-        out = [
-            message(stream, str(entry_id), int(receives), pairs(fields))
-            for entry_id, receives, fields in answer[1:]
-        ]
-        return out, next_due
-
-    async def _read(self, stream: str, count: int, block_ms: int | None) -> list[Message]:
-        answer: Any
-        metrics.count(metrics.REDIS_REQUESTS, step="XREADGROUP")
-        try:
-            answer = await self.client.xreadgroup(
-                GROUP, self.consumer, {stream: ">"}, count=count, block=block_ms
-            )
-        except redis.exceptions.ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise errors.QueueError(f"Redis XREADGROUP: {exc}") from exc
-            await self._ensure_group(stream, force=True)
-            return []
-        except redis.exceptions.RedisError as exc:
-            raise errors.QueueError(f"Redis XREADGROUP: {exc}") from exc
-        out: list[Message] = []
-        for _, entries in answer or []:
-            for entry_id, fields in entries:
-                receives = 1 + int(fields.get("r", "0"))
-                limit = self._max_receives(stream)
-                if limit and receives > limit:
-                    why = f"received {receives} times (maxReceiveCount {limit})"
-                    await self._script(
-                        "DEAD_LETTER",
-                        [stream, self._dlq_of(stream)],
-                        [GROUP, entry_id, 1, why],
-                    )
-                    continue
-                out.append(message(stream, entry_id, receives, fields))
-        return out
 
     def remember(self, records: Sequence[Mapping[str, Any]]) -> None:
         """Nothing to remember: a receipt handle names its stream."""
