@@ -187,7 +187,11 @@ class RedisTransport(RedisConnection):
             )
 
     async def source_arn(self, priority: Priority = Priority.NORMAL) -> str:
-        return f"redis:{self.queues.source(priority)}"
+        """The stream's name as records carry it; asking makes sure Redis answers and the
+        group exists (a worker is ready once it can poll, as on SQS)."""
+        stream = self.queues.source(priority)
+        await self._ensure_group(stream, force=True)
+        return f"redis:{stream}"
 
     # --- the dead-letter queue -------------------------------------------------
 

@@ -359,8 +359,13 @@ def test_a_worker_is_ready_only_once_it_polls_the_queue(stack: Stack) -> None:
     """Issue 13 item 8: `make run` said "✓ 2 worker processes" while they were still
     starting, and the demo jobs sat queued for seconds. A worker counts as ready once it
     polls: not while its queue is unreachable, and as soon as it polls a reachable one."""
-    nowhere = f"http://127.0.0.1:{embedded.free_port()}"
-    stuck = stack.worker(env={"AWS_ENDPOINT_URL_SQS": nowhere}, name="stuck")
+    port = embedded.free_port()
+    nowhere = (
+        {"TASKLEASE_REDIS_URL": f"redis://127.0.0.1:{port}/0"}
+        if stack.on_redis
+        else {"AWS_ENDPOINT_URL_SQS": f"http://127.0.0.1:{port}"}
+    )
+    stuck = stack.worker(env=nowhere, name="stuck")
     wait_for(
         lambda: "queue not reachable yet" in stuck.log_path.read_text(),
         what="the stuck worker to find its queue unreachable",

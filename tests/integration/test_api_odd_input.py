@@ -58,6 +58,7 @@ def test_two_authorization_headers_are_400(api_with: Any, sql: Any) -> None:
     assert written(sql) == (0, 0, 0)
 
 
+@pytest.mark.sqs_only  # the Lambda handlers run on SQS only
 def test_two_keys_joined_by_api_gateway_are_400_through_the_lambda_handler(
     api_handler: Any,  # noqa: F811 (the fixture imported above)
     stack: Any,

@@ -30,7 +30,8 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
     from fastapi.testclient import TestClient
 
-pytestmark = pytest.mark.integration
+# The Lambda handlers run on SQS only (a function on the Redis carrier fails at cold start).
+pytestmark = [pytest.mark.integration, pytest.mark.sqs_only]
 
 FIXTURE = "apigw_v2_post_job_lambda_authorizer.json"
 NOOP = {"kind": "demo.noop", "payload": {}}

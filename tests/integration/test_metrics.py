@@ -216,6 +216,7 @@ def check_emf(doc: dict[str, Any]) -> None:
             assert isinstance(doc[m["Name"]], int | float)
 
 
+@pytest.mark.sqs_only  # the Lambda handlers run on SQS only
 def test_a_worker_invocation_on_lambda_writes_its_counts_as_emf(
     stack: Stack, sql: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

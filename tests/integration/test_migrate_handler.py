@@ -15,7 +15,8 @@ from tests.integration.test_handlers import (  # lambda_env: the function's envi
     lambda_env,  # noqa: F401 - a fixture, used by name
 )
 
-pytestmark = pytest.mark.integration
+# The Lambda handlers run on SQS only (a function on the Redis carrier fails at cold start).
+pytestmark = [pytest.mark.integration, pytest.mark.sqs_only]
 
 
 @pytest.fixture
