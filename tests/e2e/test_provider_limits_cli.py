@@ -12,7 +12,8 @@ import pytest
 from tests.conftest import ROOT, Stack
 from tests.e2e.test_cli_output import cli, ok
 
-pytestmark = pytest.mark.e2e
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.e2e, pytest.mark.carrier_neutral]
 
 
 def test_limits_set_daily_tokens_keeps_the_tenants_other_limits(stack: Stack, sql: Any) -> None:

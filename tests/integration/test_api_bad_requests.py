@@ -11,7 +11,8 @@ import pytest
 
 from tests.conftest import bearer
 
-pytestmark = pytest.mark.integration
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 BAD_LISTINGS = [
     pytest.param({"cursor": "not-ours"}, "cursor", id="cursor"),

@@ -12,7 +12,8 @@ import pytest
 
 from tests.conftest import Stack
 
-pytestmark = pytest.mark.integration
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 # Any absolute URL: in the pages, none may point anywhere (the API's own are relative).
 ABSOLUTE = re.compile(r"(?:https?:)?//[A-Za-z0-9.-]+\.[A-Za-z]{2,}")

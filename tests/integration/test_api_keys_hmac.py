@@ -25,7 +25,8 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
     from fastapi.testclient import TestClient
 
-pytestmark = pytest.mark.integration
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 # Few failures, over a window no test outlasts: refusals do not depend on timing.
 LIMIT = 5

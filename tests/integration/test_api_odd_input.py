@@ -20,7 +20,8 @@ from tests.integration.test_handlers import (  # noqa: F401 (fixtures)
     lambda_env,
 )
 
-pytestmark = pytest.mark.integration
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 
 def _nested(levels: int) -> str:

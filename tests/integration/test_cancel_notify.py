@@ -30,7 +30,8 @@ from tests.helpers import engine_for, receive_records, submit
 from tests.integration.test_output_buffer import running
 from tests.invariants import chunks, describe, effects, timeline
 
-pytestmark = pytest.mark.integration
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 WITHIN_SECONDS = 2.5  # far under the 10 s between heartbeats of a 30 s lease
 # A streamed answer (a word every 50 ms: 20 s), and a call that writes nothing for 20 s.

@@ -25,7 +25,8 @@ from app import client
 from tests.conftest import Stack
 from tests.integration.test_api_waits import token_of
 
-pytestmark = pytest.mark.integration
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 SLOW = {"steps": 6, "seconds": 0.25}  # demo.sleep: six progress events over ~1.5 s
 

@@ -15,7 +15,8 @@ import pytest
 
 from tests.conftest import Stack, bearer
 
-pytestmark = pytest.mark.integration
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 NOOP = {"kind": "demo.noop", "payload": {}}
 BAD = 422  # a bad request, as every other one

@@ -16,7 +16,8 @@ from tests.conftest import Stack, bearer
 from tests.helpers import queue_depth
 from tests.integration.conftest import TRICKLE, retry_after, written
 
-pytestmark = pytest.mark.integration
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 NOOP = {"kind": "demo.noop", "payload": {}}
 

@@ -17,7 +17,8 @@ from app.worker.output import FLUSH_ITEMS, OutputBuffer
 from tests.conftest import Stack
 from tests.integration.test_api_waits import submit
 
-pytestmark = pytest.mark.integration
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 
 def running(sql: Any, job_id: str) -> uuid.UUID:

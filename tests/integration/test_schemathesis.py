@@ -34,7 +34,8 @@ from tests import carrier
 from tests.conftest import Stack, bearer
 from tests.helpers import QUEUE_ARN, engine_for
 
-pytestmark = pytest.mark.integration
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 # Bounded and repeatable: at most this many generated requests per operation and mode,
 # the same ones on every run (derandomized, a fixed seed, no example database).

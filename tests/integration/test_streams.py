@@ -19,7 +19,8 @@ from tests.conftest import Stack, bearer, run, wait_for
 from tests.integration.test_api_waits import drain, submit
 from tests.integration.test_output_buffer import running
 
-pytestmark = pytest.mark.integration
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 
 def sse_frames(api: Any, url: str, **headers: str) -> list[dict[str, Any]]:

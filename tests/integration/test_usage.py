@@ -13,7 +13,8 @@ from app.kinds.triage.writing import fake_text
 from tests.conftest import Stack, bearer, run
 from tests.integration.test_api_waits import drain, submit
 
-pytestmark = pytest.mark.integration
+# What this module checks does not depend on the carrier: it runs on moto only.
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 PROMPT = "Say something about queues"
 
