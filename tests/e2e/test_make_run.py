@@ -512,3 +512,27 @@ def test_commands_that_deploy_or_serve_never_join_a_running_make_run(
     assert "using the running `make run`" not in done.stderr
     assert "127.0.0.1:1" not in done.stdout + done.stderr
     assert done.returncode != 0
+
+
+def test_make_run_on_redis_settles_every_demo_job_on_an_embedded_redis(workdir: Path) -> None:
+    """Issue 17: `make run TRANSPORT=redis` (tasklease dev --transport redis) runs the
+    same demo on Redis Streams: an embedded redis-server whose append-only file is kept
+    in the data directory beside the database, and every demo job settles as on SQS."""
+    args = ["--data-dir", ".tasklease", "--exit-when-done", "--api-port", str(embedded.free_port())]
+    done = subprocess.run(
+        [TASKLEASE, "dev", "--transport", "redis", *args],
+        cwd=workdir,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout
+    redis_line = next(line for line in done.stdout.splitlines() if line.startswith("✓ Redis"))
+    assert "redis://127.0.0.1:" in redis_line and "embedded, AOF in" in redis_line, redis_line
+    assert "all demo jobs settled." in done.stdout, done.stdout
+    assert "dead_lettered" in done.stdout and "succeeded" in done.stdout
+    assert list((workdir / ".tasklease" / "redis").glob("appendonly*")), "no AOF kept"
+    assert "moto" not in done.stdout.split("all demo jobs settled.")[0]
