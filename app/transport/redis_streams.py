@@ -207,13 +207,7 @@ class RedisTransport(RedisConnection):
         the marker, the reason, the generation and the trace context, as on SQS."""
         from app.transport import sqs_shapes as shapes
 
-        attrs = {
-            codec.ATTR_DEAD_LETTERED_AT: shapes.string(shapes.now()),
-            codec.ATTR_REASON: shapes.string((reason or "unknown")[: codec.MAX_REASON_CHARS]),
-            codec.ATTR_JOB_ID: shapes.string(str(route.job_id)),
-            codec.ATTR_GENERATION: {"DataType": "Number", "StringValue": str(generation)},
-            **codec.trace_attributes(traceparent),
-        }
+        attrs = shapes.dead_letter_attributes(route.job_id, reason, generation, traceparent)
         fields = fields_for(
             codec.body_for(route.job_id), attrs, tenant=route.tenant, why=reason or "unknown"
         )

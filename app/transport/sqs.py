@@ -231,13 +231,9 @@ class SqsTransport:
             QueueUrl=self.queues.dlq(route.priority),
             MessageBody=codec.body_for(job_id),
             **shapes.group(route.tenant),
-            MessageAttributes={
-                codec.ATTR_DEAD_LETTERED_AT: shapes.string(shapes.now()),
-                codec.ATTR_REASON: shapes.string((reason or "unknown")[: codec.MAX_REASON_CHARS]),
-                codec.ATTR_JOB_ID: shapes.string(str(job_id)),
-                codec.ATTR_GENERATION: {"DataType": "Number", "StringValue": str(generation)},
-                **codec.trace_attributes(traceparent),
-            },
+            MessageAttributes=shapes.dead_letter_attributes(
+                job_id, reason, generation, traceparent
+            ),
         )
 
     async def send_raw_dead_letter(

@@ -77,6 +77,20 @@ def one_status(tasks: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
+def dead_letter_attributes(
+    job_id: object, reason: str, generation: int, traceparent: str | None
+) -> dict[str, Any]:
+    """What a job's dead letter carries, on every carrier: the marker, the reason, the job
+    id, the redrive generation and the job's trace context."""
+    return {
+        codec.ATTR_DEAD_LETTERED_AT: string(now()),
+        codec.ATTR_REASON: string((reason or "unknown")[: codec.MAX_REASON_CHARS]),
+        codec.ATTR_JOB_ID: string(str(job_id)),
+        codec.ATTR_GENERATION: {"DataType": "Number", "StringValue": str(generation)},
+        **codec.trace_attributes(traceparent),
+    }
+
+
 def foreign_attributes(own: Mapping[str, Mapping[str, Any]], reason: str) -> dict[str, Any]:
     """A foreign message's own attributes and the reason, within SQS's 10 per message.
 
