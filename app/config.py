@@ -26,9 +26,10 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app import aws_limits as limits
-from app import bounds, errors, model_settings, priorities
+from app import bounds, errors, model_settings, priorities, queue_settings
 from app.model_settings import ModelBudget, ModelPrice
 from app.priorities import Priority
+from app.queue_settings import PRIORITY_QUEUE_FIELDS
 
 PREFIX = "TASKLEASE_"
 # TASKLEASE_KEY_HASH_SECRET: 32 characters at least (hex of 16 random bytes and up).
@@ -271,28 +272,12 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _redis_streams(cls, data: Any) -> Any:
-        """On the Redis carrier, the streams are named after the queue name when no
-        "URL" names them: one setting (TASKLEASE_TRANSPORT) switches carriers."""
-        if not isinstance(data, dict) or data.get("transport") != "redis":
-            return data
-        if data.get("queue_url") or data.get("dlq_url"):
-            return data
-        name = str(data.get("queue_name") or "tasklease-jobs")
-        data = dict(data)
-        data.update(queue_url=name, dlq_url=f"{name}-dlq")
-        for p in ("high", "low"):
-            data.update({f"queue_url_{p}": f"{name}-{p}", f"dlq_url_{p}": f"{name}-{p}-dlq"})
-        return data
+        return queue_settings.redis_stream_names(data)
 
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:
-        if value is not None and urllib.parse.urlsplit(value).scheme not in REDIS_SCHEMES:
-            raise ValueError(
-                f"must be a Redis URL ({', '.join(s + '://' for s in REDIS_SCHEMES)}...), "
-                f"not {value[:40]!r}"
-            )
-        return value
+        return queue_settings.check_redis_url(value)
 
     @model_validator(mode="after")
     def _coherent(self) -> Self:
@@ -317,7 +302,8 @@ class Settings(BaseSettings):
                 "SQS keeps a "
                 "dead-lettered message's original enqueue time"
             )
-        self._priority_queues_coherent()
+        queues = ("queue_url", "dlq_url", *PRIORITY_QUEUE_FIELDS)
+        queue_settings.check_priority_queues(PREFIX, {n: getattr(self, n) for n in queues})
         if self.pool_min_size > self.pool_max_size:
             raise ValueError("TASKLEASE_POOL_MIN_SIZE must not exceed TASKLEASE_POOL_MAX_SIZE")
         if self.model_provider == "openai" and not self.openai_base_url:
@@ -325,22 +311,6 @@ class Settings(BaseSettings):
                 "TASKLEASE_OPENAI_BASE_URL is required when TASKLEASE_MODEL_PROVIDER is 'openai'"
             )
         return self
-
-    def _priority_queues_coherent(self) -> None:
-        extra = {n: getattr(self, n) for n in PRIORITY_QUEUE_FIELDS}
-        unset = [PREFIX + n.upper() for n, v in extra.items() if not v]
-        if unset and len(unset) < len(extra):
-            raise ValueError(
-                f"{', '.join(unset)} must be set too: the high and low queues and their DLQs "
-                "are set together or not at all (unset, every priority shares "
-                "TASKLEASE_QUEUE_URL)"
-            )
-        urls = [u for u in (self.queue_url, self.dlq_url, *extra.values()) if u]
-        if not unset and len(set(urls)) < len(urls):
-            raise ValueError(
-                "TASKLEASE_QUEUE_URL, TASKLEASE_DLQ_URL and the _HIGH and _LOW queues and "
-                "DLQs must be six different queues"
-            )
 
     @property
     def weights(self) -> dict[Priority, int]:
@@ -408,12 +378,6 @@ class Settings(BaseSettings):
         self.need("dlq_url")
         assert self.dlq_url is not None
         return self.dlq_url
-
-
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-
-# The priority queues' settings: all four set, or none (Settings._priority_queues_coherent).
-PRIORITY_QUEUE_FIELDS = ("queue_url_high", "dlq_url_high", "queue_url_low", "dlq_url_low")
 
 
 def load(**overrides: object) -> Settings:

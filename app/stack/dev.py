@@ -19,14 +19,14 @@ import contextlib
 import os
 import signal
 import time
-import urllib.parse
 from pathlib import Path
 
 import httpx
 from rich.markup import escape
 
 from app import errors, kinds, store, transport
-from app.config import PRIORITY_QUEUE_FIELDS, Settings
+from app.config import Settings
+from app.queue_settings import PRIORITY_QUEUE_FIELDS
 from app.services import auth
 from app.stack import embedded, state
 from app.stack.demo import Approval, Follow, console, submit_demo, watch
@@ -256,7 +256,7 @@ class DevStack(Stack):
             urls = self.create_queues(on_redis, s.queue_name)
         where = f"(embedded, AOF in {self.data_dir / 'redis'})" if self.redis else ""
         console.print(
-            f"[green]✓[/] Redis       {escape(_redact_redis(url))} {escape(where)}, streams "
+            f"[green]✓[/] Redis       {escape(embedded.redact_redis(url))} {escape(where)}, streams "
             f"{escape(s.queue_name)}, -high and -low, each with its -dlq",
             soft_wrap=True,
         )
@@ -264,17 +264,6 @@ class DevStack(Stack):
 
     def check(self) -> list[str]:
         return [p.name for p in self.exited()]
-
-
-def _redact_redis(url: str) -> str:
-    """A Redis URL without its password."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (
-        f":{parts.port}" if parts.port else ""
-    )
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 async def _demo_key(database_url: str) -> str:

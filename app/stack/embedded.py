@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 import warnings
 from collections.abc import Callable, Iterable
@@ -267,6 +268,17 @@ class EmbeddedRedis:
     def stop(self) -> None:
         terminate([self.proc] if self.proc is not None else [], grace=10)
         self.proc = None
+
+
+def redact_redis(url: str) -> str:
+    """A Redis URL without its password."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (
+        f":{parts.port}" if parts.port else ""
+    )
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 def local_aws_env(endpoint: str, region: str = "us-east-1") -> dict[str, str]:
