@@ -34,6 +34,7 @@ from app import aws_limits as limits
 from app import errors, metrics
 from app.priorities import ORDER, Priority, Route
 from app.transport import codec
+from app.transport import sqs_shapes as shapes
 from app.transport.base import Message, QueueUrls
 from app.transport.redis_connection import (
     BLOCK_SLICE_MS,
@@ -205,8 +206,6 @@ class RedisTransport(RedisConnection):
     ) -> None:
         """An entry on the dead-letter stream paired with the job's priority, carrying
         the marker, the reason, the generation and the trace context, as on SQS."""
-        from app.transport import sqs_shapes as shapes
-
         attrs = shapes.dead_letter_attributes(route.job_id, reason, generation, traceparent)
         fields = fields_for(
             codec.body_for(route.job_id), attrs, tenant=route.tenant, why=reason or "unknown"
@@ -216,8 +215,6 @@ class RedisTransport(RedisConnection):
     async def send_raw_dead_letter(
         self, body: str, reason: str, *, attributes: Mapping[str, Mapping[str, Any]] | None = None
     ) -> None:
-        from app.transport import sqs_shapes as shapes
-
         attrs = shapes.foreign_attributes(attributes or {}, reason)
         fields = fields_for(body or "(empty)", attrs, why=reason)
         await self._do("XADD", self.client.xadd(self.settings.dlq, typed(fields)))
@@ -261,8 +258,6 @@ class RedisTransport(RedisConnection):
         """Each dead letter back on the source stream paired with its dead-letter stream,
         with its attributes (our marker added when the backstop moved it) and tenant; the
         add and the dead letter's delete are one step. Returns the MessageIds that failed."""
-        from app.transport import sqs_shapes as shapes
-
         by_dlq: dict[str, list[Mapping[str, Any]]] = {}
         for m in messages:
             stream, _, _ = parse_handle(str(m["ReceiptHandle"]))
@@ -314,16 +309,12 @@ class RedisTransport(RedisConnection):
 
     async def depth(self, url: str | None = None) -> dict[str, int]:
         """The source streams' counts, summed (or ``url``'s alone, as on SQS)."""
-        from app.transport.sqs_shapes import summed
-
         if url is not None:
             return await self._depth(url)
-        return summed([await self._depth(s) for s in self.queues.sources()])
+        return shapes.summed([await self._depth(s) for s in self.queues.sources()])
 
     async def dead_letter_depth(self) -> dict[str, int]:
-        from app.transport.sqs_shapes import summed
-
-        return summed([await self._depth(s) for s in self.queues.dlqs()])
+        return shapes.summed([await self._depth(s) for s in self.queues.dlqs()])
 
     async def create_queues(self, name: str) -> QueueUrls:
         """The streams (``name``, ``name-high``, ``name-low``, each with ``-dlq``) and
