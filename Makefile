@@ -6,7 +6,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: help run test test-unit test-ui test-localstack test-redis lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan bench
+.PHONY: help run test test-unit test-ui test-localstack test-redis lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan bench bench-scale
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -140,3 +140,6 @@ plan: $(STAMP) ## terraform plan against LocalStack through tflocal (says loudly
 # --- performance (issue 6): bench/run.py; ARGS="--sqs localstack --worker-counts 1,2,4" ---
 bench: $(STAMP) ## benchmark: tasklease vs the raw broker and DB cycles and Celery (ARGS="--sqs localstack")
 	@$(UV) run --no-sync python -m bench.run $(ARGS)
+
+bench-scale: $(STAMP) ## the scale phase: the same measures on an empty and a 1,000,000-job database (ARGS="--jobs N")
+	@$(UV) run --no-sync python -m bench.scale $(ARGS)

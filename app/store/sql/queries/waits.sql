@@ -174,7 +174,10 @@ SELECT * FROM jobs WHERE parent_id = %(id)s ORDER BY created_at, id LIMIT %(limi
 WITH orphans AS (
     SELECT c.id, c.state FROM jobs c JOIN jobs p ON p.id = c.parent_id
     WHERE p.state = 'cancelled'
-      AND c.state NOT IN ('succeeded', 'dead_lettered', 'cancelled')
+      -- The unfinished states, named (not NOT IN the finished ones): so the partial
+      -- index of unfinished children (migration 0019) serves it.
+      AND c.parent_id IS NOT NULL
+      AND c.state IN ('queued', 'leased', 'running', 'retrying', 'stalled', 'waiting')
       AND NOT (c.cancel_requested AND c.state IN ('leased', 'running'))
     ORDER BY c.id LIMIT %(limit)s FOR UPDATE OF c SKIP LOCKED
 ), done AS (

@@ -1,0 +1,24 @@
+-- Flat costs as the history grows (issue 18): the listings filtered by state and the
+-- dead letters read only the rows of the page they show, and the sweeper's look for
+-- orphans reads only unfinished children, however many finished jobs are kept.
+-- Plain CREATE INDEX: migrations run in a transaction (app/store/pool.py).
+
+-- GET /v1/jobs?state=... for a tenant, and across tenants (the operator's view), newest
+-- first from the cursor on: before, a walk of the tenant's (or everyone's) newest jobs
+-- skipping other states, or every row of the state sorted (a bitmap over the tenant's).
+CREATE INDEX jobs_tenant_state_created ON jobs (tenant, state, created_at DESC, id DESC);
+CREATE INDEX jobs_state_created ON jobs (state, created_at DESC, id DESC);
+
+-- GET /v1/dead-letters, oldest first (finished_at, id), a tenant's or everyone's: the
+-- page read in order, not every dead letter read and sorted. The sweeper's count of
+-- dead letters (what 0004's index was for) reads this one as well.
+DROP INDEX jobs_dead_lettered;
+CREATE INDEX jobs_dead_lettered ON jobs (finished_at, id) WHERE state = 'dead_lettered';
+CREATE INDEX jobs_tenant_dead_lettered ON jobs (tenant, finished_at, id)
+    WHERE state = 'dead_lettered';
+
+-- The sweeper's cancel_orphans: unfinished children only (it walked every child ever
+-- spawned, finished ones included, and filtered them).
+CREATE INDEX jobs_unfinished_children ON jobs (parent_id)
+    WHERE parent_id IS NOT NULL
+      AND state IN ('queued', 'leased', 'running', 'retrying', 'stalled', 'waiting');

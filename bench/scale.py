@@ -1,0 +1,232 @@
+"""``make bench-scale`` (``python -m bench.scale``): the same measures on an almost empty
+database and on one holding a year of history (1,000,000 jobs of 20 tenants with their
+events, effects and outbox rows, bench/scale_fill.sql), side by side, each as a
+large/small ratio (target <= 1.3), and the hot queries' EXPLAIN (ANALYZE, BUFFERS) on
+the large one. Results in bench/results/scale.{json,md}.
+
+The stack is the benchmark's (bench/stack.py): embedded PostgreSQL with
+pg_stat_statements, moto's SQS server behind the counting proxy, the API, 2 workers.
+The API and workers are stopped while the history is written and started again after,
+so both sizes are measured from a fresh start with the same keys and clients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from rich.console import Console
+from rich.table import Table
+
+from app import config
+from app.cli import runner
+from app.services import auth, sweeper
+from bench import phases, scale_fill, scale_measures
+from bench import scale_plans as plans
+from bench.stack import BenchStack, Unavailable
+
+err = Console(stderr=True)
+out = Console()
+TENANT = "bench"  # the big tenant: half of the history, and the one that submits
+TARGET = 1.3
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="make bench-scale ARGS=...", description=__doc__.split("\n\n")[0])
+    p.add_argument("--jobs", type=int, default=1_000_000, help="historical jobs (default 1,000,000)")
+    p.add_argument(
+        "--submits", type=int, default=300,
+        help="demo.noop jobs submitted (POST /v1/jobs, timed) and run to the end (default 300)",
+    )
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--out", type=Path, default=Path("bench/results/scale.json"))
+    p.add_argument("--data-dir", type=Path, default=Path(".tasklease/bench-scale"))
+    return p.parse_args(argv)
+
+
+def start_app(stack: BenchStack) -> None:
+    """The API (deployment-default admission limits, but a rate the timed clients do not
+    reach: the checks run as they would, nothing is refused) and 2 workers."""
+    assert stack.urls is not None
+    stack.env = {
+        **stack.process_env(stack.urls, stack.queue_name, stack.proxy_url),
+        "TASKLEASE_WAIT_TIME_SECONDS": "1",
+        "TASKLEASE_BATCH_SIZE": "10",
+        "TASKLEASE_RATE_LIMIT_PER_SECOND": "1000",
+        "TASKLEASE_RATE_LIMIT_BURST": "2000",
+        "PYTHONWARNINGS": "ignore::UserWarning",
+    }
+    stack.start_api()
+    stack.set_workers(2)
+
+
+def stop_app(stack: BenchStack) -> None:
+    stack.stop_workers()
+    stack.stop_processes()
+
+
+async def sweep_times(stack: BenchStack, passes: int = 5) -> list[float]:
+    s = stack.settings(database_url=stack.database_url)
+    took = []
+    async with runner.clients(s) as c:
+        for _ in range(passes):
+            t = time.perf_counter()
+            await sweeper.sweep_once(s, c.database, c.queue)
+            took.append((time.perf_counter() - t) * 1000)
+    return took
+
+
+async def measure(stack: BenchStack, keys: dict[str, str], args: argparse.Namespace, label: str) -> dict[str, Any]:
+    m = scale_measures.Measures(stack, keys, label)
+    result: dict[str, Any] = {}
+    result |= await m.submit_and_run(args.submits, args.clients)
+    result |= await m.pages()
+    result["sweeper pass"] = {"ms": statistics.median(await sweep_times(stack))}
+    result |= await m.counts()
+    return result
+
+
+def explain_all(url: str) -> list[dict[str, Any]]:
+    found = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        s = plans.sample(conn, TENANT)
+        for hot in plans.hot_queries(TENANT, s, counts=True):
+            plan, text = plans.explain(conn, hot, analyze=True)
+            found.append({"label": hot.label, "query": hot.name, "seq_scans": plans.seq_scans(plan), "plan": text})
+    return found
+
+
+def table(small: dict[str, Any], large: dict[str, Any], sizes: dict[str, Any]) -> tuple[Table, list[dict[str, Any]]]:
+    t = Table(title=f"tasklease on a small vs a large database ({sizes['large']})")
+    for col in ("measure", "small", "large", "large/small", ""):
+        t.add_column(col, justify="left" if col == "measure" else "right")
+    rows = []
+    for name, a in small.items():
+        b = large.get(name, {})
+        for unit in ("ms", "p50_ms", "p95_ms", "per_job", "mean_ms"):
+            if unit not in a or b.get(unit) is None:
+                continue
+            r = round(b[unit] / a[unit], 2) if a[unit] else None
+            verdict = "" if r is None else ("ok" if r <= TARGET else "OVER")
+            rows.append({"measure": f"{name} ({unit})", "small": a[unit], "large": b[unit], "ratio": r})
+            t.add_row(f"{name} ({unit})", f"{a[unit]:.2f}", f"{b[unit]:.2f}", "-" if r is None else f"{r:.2f}x", verdict)
+    return t, rows
+
+
+def ratio_text(r: float | None) -> str:
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def write(result: dict[str, Any], out_json: Path) -> None:
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    out_json.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    md = [
+        "# Scale phase: small vs large database",
+        "",
+        f"`make bench-scale ARGS=\"{result['argv']}\"`, {result['started_at']}; "
+        f"small: {result['sizes']['small']}; large: {result['sizes']['large']}; "
+        f"fill {result['fill_s']} s (steps: {result['fill_steps']}). Target: each large/small <= {TARGET}.",
+        "",
+        "| measure | small | large | large/small |",
+        "|---|---:|---:|---:|",
+        *[
+            f"| {r['measure']} | {r['small']:.2f} | {r['large']:.2f} | {ratio_text(r['ratio'])} |"
+            for r in result["rows"]
+        ],
+        "",
+        "## EXPLAIN (ANALYZE, BUFFERS) of the hot queries on the large database",
+        "",
+    ]
+    for p in result["plans"]:
+        seq = ", ".join(p["seq_scans"]) or "none"
+        md += [f"### {p['label']} (`{p['query']}`; sequential scans of big tables: {seq})", "", "```", p["plan"], "```", ""]
+    out_json.with_suffix(".md").write_text("\n".join(md))
+
+
+def size(url: str) -> str:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM job_events), "
+            "pg_size_pretty(pg_database_size(current_database()))"
+        ).fetchone()
+    assert row is not None
+    return f"{row[0]:,} jobs, {row[1]:,} events, {row[2]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    stack = BenchStack("moto", args.data_dir, 2)
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    t0 = time.monotonic()
+    try:
+        stack.prepare_dir()
+        with err.status("starting PostgreSQL (pg_stat_statements), moto, the proxy…"):
+            stack.start_postgres_with_stats()
+            with psycopg.connect(stack.database_url, autocommit=True) as conn:
+                # A production-sized WAL budget: the fill is not a string of checkpoints.
+                conn.execute("ALTER SYSTEM SET max_wal_size = '4GB'")
+                conn.execute("SELECT pg_reload_conf()")
+            stack.start_sqs_with_proxy()
+            keys = {
+                "tenant": asyncio.run(auth.create_key_at(stack.database_url, TENANT, name="scale")),
+                "admin": asyncio.run(auth.create_key_at(stack.database_url, "ops", name="scale", admin=True)),
+            }
+            start_app(stack)
+        err.print(f"[green]✓[/] stack up in {time.monotonic() - t0:.1f} s; logs in {stack.logs}")
+        small = asyncio.run(measure(stack, keys, args, "small"))
+        small_size = size(stack.database_url)
+        stop_app(stack)
+        with phases.progress() as bar:
+            task = bar.add_task(f"filling {args.jobs:,} jobs", total=len(scale_fill.steps()) + 1, rate="")
+            t = time.monotonic()
+            steps = scale_fill.fill(
+                stack.database_url, args.jobs, TENANT,
+                lambda name, s: (bar.advance(task), bar.update(task, rate=f"{name} {s:.0f} s")),
+            )
+            fill_s = round(time.monotonic() - t, 1)
+        large_size = size(stack.database_url)
+        err.print(f"[green]✓[/] filled in {fill_s} s: {large_size}")
+        start_app(stack)
+        large = asyncio.run(measure(stack, keys, args, "large"))
+        with err.status("EXPLAIN (ANALYZE, BUFFERS) of the hot queries…"):
+            found = explain_all(stack.database_url)
+    except Unavailable as exc:
+        err.print(f"[red]unavailable:[/] {exc}")
+        return 3
+    finally:
+        with err.status("stopping every process the benchmark started…"):
+            stack.stop()
+    sizes = {"small": small_size, "large": large_size}
+    t, rows = table(small, large, sizes)
+    out.print(t)
+    result = {
+        "started_at": started,
+        "argv": " ".join(sys.argv[1:] if argv is None else argv),
+        "sizes": sizes,
+        "fill_s": fill_s,
+        "fill_steps": steps,
+        "small": small,
+        "large": large,
+        "rows": rows,
+        "over_target": [r["measure"] for r in rows if r["ratio"] and r["ratio"] > TARGET],
+        "plans": found,
+        "total_s": round(time.monotonic() - t0, 1),
+    }
+    write(result, args.out)
+    out.print(f"results: {args.out} and {args.out.with_suffix('.md')} ({result['total_s']} s in all)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

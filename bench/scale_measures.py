@@ -1,0 +1,189 @@
+"""The scale phase's measures (bench/scale.py), each taken the same way on the small and
+the large database: HTTP timings from the bench's clients, statement counts and mean
+times from pg_stat_statements."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import statistics
+import time
+from typing import Any
+
+import httpx
+import psycopg
+
+from app.store import sql
+from bench import phases
+from bench.stack import BenchStack
+
+REPEAT = 15  # timed requests per page measure (the median is reported)
+DEEP_PAGES = 50
+WORKER_STATEMENTS = ("claim_batch", "start_batch", "succeed_batch")
+
+
+def _norm(text: str) -> str:
+    text = re.sub(r"--[^\n]*", "", text)
+    text = re.sub(r"%\(\w+\)s|\$\d+", "?", text)
+    return " ".join(text.split()).rstrip(";").rstrip()
+
+
+NAMES = {_norm(body): name for name, body in sql.queries.items()}
+
+
+def statements(url: str) -> dict[str, dict[str, float]]:
+    """pg_stat_statements by query name: calls and mean execution time (ms)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT query, calls, mean_exec_time FROM pg_stat_statements s "
+            "JOIN pg_database d ON d.oid = s.dbid AND d.datname = current_database()"
+        ).fetchall()
+    found: dict[str, dict[str, float]] = {}
+    for text, calls, mean in rows:
+        name = NAMES.get(_norm(text))
+        if name:
+            found[name] = {"calls": int(calls), "mean_ms": float(mean)}
+    return found
+
+
+def reset_statements(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_statements_reset()")
+
+
+class Measures:
+    def __init__(self, stack: BenchStack, keys: dict[str, str], label: str) -> None:
+        self.stack = stack
+        self.keys = keys
+        self.label = label
+
+    def client(self, who: str, clients: int = 1) -> httpx.AsyncClient:
+        limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+        return httpx.AsyncClient(
+            base_url=self.stack.api_url,
+            timeout=30,
+            limits=limits,
+            headers={"Authorization": f"Bearer {self.keys[who]}"},
+        )
+
+    async def submit_and_run(self, n: int, clients: int) -> dict[str, Any]:
+        """n demo.noop jobs through POST /v1/jobs (timed), run to the end by the workers;
+        the statements of their submission and claim-to-complete."""
+        url = self.stack.database_url
+        reset_statements(url)
+        took: list[float] = []
+        ids: list[str] = []
+        with phases.progress() as bar:
+            task = bar.add_task(f"{self.label}: POST /v1/jobs", total=n, rate="")
+            async with self.client("tenant", clients) as http:
+
+                async def one(_: int) -> None:
+                    t = time.perf_counter()
+                    r = await http.post("/v1/jobs", json={"kind": "demo.noop", "payload": {}})
+                    took.append((time.perf_counter() - t) * 1000)
+                    r.raise_for_status()
+                    ids.append(r.json()["id"])
+                    bar.advance(task)
+
+                await phases._run_pool(n, clients, one)
+            done = bar.add_task(f"{self.label}: run to the end", total=n, rate="")
+            with psycopg.connect(url, autocommit=True) as conn:
+                deadline = time.monotonic() + 300
+                while True:
+                    row = conn.execute(
+                        "SELECT count(*) FROM jobs WHERE id = ANY(%s::uuid[]) AND state = 'succeeded'",
+                        (ids,),
+                    ).fetchone()
+                    finished = int(row[0]) if row else 0
+                    bar.update(done, completed=finished)
+                    if finished >= n:
+                        break
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{self.label}: {finished}/{n} jobs done in 300 s")
+                    await asyncio.sleep(0.25)
+        await asyncio.sleep(0.5)
+        st = statements(url)
+        took.sort()
+        work = {k: st[k] for k in WORKER_STATEMENTS if k in st}
+        calls = sum(v["calls"] for v in work.values())
+        mean = sum(v["calls"] * v["mean_ms"] for v in work.values()) / calls if calls else None
+        return {
+            "submit POST /v1/jobs": {
+                "p50_ms": took[len(took) // 2],
+                "p95_ms": took[int(len(took) * 0.95)],
+            },
+            "submit statement insert_jobs (admission checks)": {
+                "mean_ms": st.get("insert_jobs", {}).get("mean_ms")
+            },
+            "claim-to-complete statements": {"per_job": calls / n, "mean_ms": mean},
+            "statements": st,
+        }
+
+    async def _timed(self, who: str, path: str, params: dict[str, Any]) -> float:
+        async with self.client(who) as http:
+            took = []
+            for _ in range(REPEAT):
+                t = time.perf_counter()
+                r = await http.get(path, params=params)
+                took.append((time.perf_counter() - t) * 1000)
+                r.raise_for_status()
+            return statistics.median(took)
+
+    async def _deep_cursor(self, who: str, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """The params of the page DEEP_PAGES down (or the last), following next_cursor."""
+        async with self.client(who) as http:
+            page = dict(params)
+            depth = 1
+            while depth < DEEP_PAGES:
+                r = await http.get("/v1/jobs", params=page)
+                r.raise_for_status()
+                cursor = r.json().get("next_cursor")
+                if not cursor:
+                    break
+                page = {**params, "cursor": cursor}
+                depth += 1
+        return page, depth
+
+    async def pages(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        cases = [
+            ("GET /v1/jobs tenant, first page", "tenant", {}),
+            ("GET /v1/jobs tenant, state=cancelled", "tenant", {"state": "cancelled"}),
+            ("GET /v1/jobs tenant, state=dead_lettered", "tenant", {"state": "dead_lettered"}),
+            ("GET /v1/jobs all tenants (admin), first page", "admin", {}),
+            ("GET /v1/jobs all tenants, state=dead_lettered", "admin", {"state": "dead_lettered"}),
+        ]
+        with phases.progress() as bar:
+            task = bar.add_task(f"{self.label}: pages", total=len(cases) + 4, rate="")
+            for name, who, params in cases:
+                found[name] = {"ms": await self._timed(who, "/v1/jobs", params)}
+                bar.advance(task)
+            for name, who in (("tenant", "tenant"), ("all tenants", "admin")):
+                page, depth = await self._deep_cursor(who, {})
+                found[f"GET /v1/jobs {name}, deep cursor"] = {
+                    "ms": await self._timed(who, "/v1/jobs", page),
+                    "depth_pages": depth,
+                }
+                bar.advance(task)
+            for name, who in (("tenant", "tenant"), ("all tenants", "admin")):
+                found[f"GET /v1/dead-letters {name}"] = {
+                    "ms": await self._timed(who, "/v1/dead-letters", {})
+                }
+                bar.advance(task)
+        return found
+
+    async def counts(self) -> dict[str, Any]:
+        """GET /metrics (its gauges are read at most once a second: one request a 1.1 s)
+        and the web view's GET /v1/overview."""
+        found: dict[str, Any] = {}
+        async with self.client("admin") as http:
+            took = []
+            for _ in range(5):
+                await asyncio.sleep(1.1)
+                t = time.perf_counter()
+                (await http.get("/metrics")).raise_for_status()
+                took.append((time.perf_counter() - t) * 1000)
+        found["GET /metrics"] = {"ms": statistics.median(took)}
+        found["GET /v1/overview tenant"] = {"ms": await self._timed("tenant", "/v1/overview", {})}
+        found["GET /v1/overview all tenants"] = {"ms": await self._timed("admin", "/v1/overview", {})}
+        return found

@@ -1,0 +1,187 @@
+"""The hot queries, each with the parameters the app gives it (app/store/sql's text,
+bound as the store binds it), for EXPLAIN: the scale phase prints their plans on the
+large database (bench/scale.py) and tests/integration/test_query_plans.py checks that
+none scans jobs, job_events or effects sequentially."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from app.store.pool import q
+
+# The tables a plan must never read whole.
+BIG_TABLES = frozenset({"jobs", "job_events", "effects"})
+
+
+@dataclass(frozen=True)
+class Hot:
+    label: str
+    name: str  # the query's name in app/store/sql/queries
+    params: dict[str, Any]
+    writes: bool = False  # EXPLAIN ANALYZE of it runs in a transaction rolled back
+
+
+def sample(conn: psycopg.Connection[Any], tenant: str) -> dict[str, Any]:
+    """Real values to bind: one of ``tenant``'s jobs, and the (created_at, id) of a job
+    halfway down its listing (a deep cursor's position)."""
+    row = conn.execute(
+        "SELECT id, created_at FROM jobs WHERE tenant = %s ORDER BY created_at DESC, id DESC "
+        "OFFSET (SELECT count(*) / 2 FROM jobs WHERE tenant = %s) LIMIT 1",
+        (tenant, tenant),
+    ).fetchone()
+    assert row is not None, f"no jobs of {tenant!r} to sample"
+    return {"job_id": row[0], "deep_created": row[1], "deep_id": row[0]}
+
+
+def hot_queries(tenant: str, s: dict[str, Any], *, counts: bool = False) -> list[Hot]:
+    """Each hot query with its parameters. ``counts``: also what /metrics and the overview
+    read (once they read maintained counts instead of scanning jobs)."""
+
+    def listing(scope: str | None, state: str | None, deep: bool = False) -> dict[str, Any]:
+        return {
+            "tenant": scope,
+            "state": state,
+            "kind": None,
+            "after_created": s["deep_created"] if deep else None,
+            "after_id": s["deep_id"] if deep else None,
+            "limit": 51,
+        }
+
+    one = [s["job_id"]]
+    token = uuid.uuid4()
+    redrive = {"redrive_budget": 3, "redrive_window": 86400.0}
+    hot = [
+        Hot("list: tenant, first page", "list_jobs", listing(tenant, None)),
+        Hot("list: tenant, state=cancelled", "list_jobs", listing(tenant, "cancelled")),
+        Hot("list: tenant, state=dead_lettered", "list_jobs", listing(tenant, "dead_lettered")),
+        Hot("list: tenant, deep cursor", "list_jobs", listing(tenant, None, deep=True)),
+        Hot("list: tenant, state, deep cursor", "list_jobs", listing(tenant, "succeeded", True)),
+        Hot("list: all tenants, first page", "list_jobs", listing(None, None)),
+        Hot("list: all tenants, deep cursor", "list_jobs", listing(None, None, deep=True)),
+        Hot("list: all tenants, state=dead_lettered", "list_jobs", listing(None, "dead_lettered")),
+        Hot("dead letters: tenant", "dead_letters", {"tenant": tenant, "kind": None, "ids": None, "limit": 51}),
+        Hot("dead letters: all", "dead_letters", {"tenant": None, "kind": None, "ids": None, "limit": 51}),
+        Hot("get job", "get_job", {"id": s["job_id"]}),
+        Hot("job events", "job_events", {"id": s["job_id"]}),
+        Hot(
+            "submit (admission + insert)",
+            "insert_jobs",
+            {
+                "tenant": tenant,
+                "ids": [uuid.uuid4()],
+                "kinds": ["demo.noop"],
+                "payloads": [Jsonb({})],
+                "max_attempts": [3],
+                "timeouts": [300],
+                "idempotency_keys": [None],
+                "request_hashes": ["x"],
+                "run_ats": [None],
+                "delays": [None],
+                "trace_contexts": [None],
+                "priorities": ["normal"],
+                "rate": 50.0,
+                "burst": 100,
+                "max_in_flight": 10_000,
+                "max_running": 100,
+                "window_per_slot": 2,
+                "key_id": None,
+            },
+            writes=True,
+        ),
+        Hot(
+            "claim",
+            "claim_batch",
+            {
+                "ids": one,
+                "tokens": [token],
+                "generations": [None],
+                "owner": "explain",
+                "lease_seconds": 60.0,
+                **redrive,
+                "refusal": "redrive budget used up",
+                "max_running": 100,
+            },
+            writes=True,
+        ),
+        Hot("start", "start_batch", {"ids": one, "tokens": [token]}, writes=True),
+        Hot(
+            "complete",
+            "succeed_batch",
+            {"ids": one, "tokens": [token], "results": [Jsonb({})]},
+            writes=True,
+        ),
+        Hot("sweeper: stalled leases", "mark_stalled", {"grace": 5.0, "limit": 500}, writes=True),
+        Hot("sweeper: orphans", "cancel_orphans", {"limit": 500}, writes=True),
+        Hot("sweeper: answered waits", "stuck_waits", {"grace": 30.0, "limit": 500}, writes=True),
+        Hot("sweeper: parked tenants", "parked_tenants", {"limit": 500}),
+        Hot(
+            "sweeper: release parked",
+            "release_parked",
+            {"tenants": [tenant], "max_running": 100},
+            writes=True,
+        ),
+        Hot("sweeper: unsent outbox", "take_unsent_outbox", {"grace": 5.0, "limit": 500}),
+        Hot(
+            "sweeper: due wake-ups",
+            "due_wakeups",
+            {"cap": 900.0, "grace": 60.0, "limit": 500},
+            writes=True,
+        ),
+        Hot("sweeper: lost messages", "touch_lost", {"age": 900.0, "limit": 500}, writes=True),
+        Hot(
+            "sweeper: dead letters accounted",
+            "dlq_accounted",
+            {"depth": 0, "retention": 1_209_600.0},
+            writes=True,
+        ),
+    ]
+    if counts:
+        hot += [
+            Hot("/metrics: jobs by state and kind", "gauges_jobs_by_state_and_kind", {}),
+            Hot("overview: a tenant", "overview", {"tenant": tenant}),
+            Hot("overview: all tenants", "overview", {"tenant": None}),
+        ]
+    return hot
+
+
+def explain(
+    conn: psycopg.Connection[Any], hot: Hot, *, analyze: bool = False
+) -> tuple[dict[str, Any], str]:
+    """(the plan as JSON, the plan as text): EXPLAIN (FORMAT JSON) and, with ``analyze``,
+    EXPLAIN (ANALYZE, BUFFERS) text, in a transaction rolled back."""
+    text = ""
+    with conn.transaction(force_rollback=True):
+        cur = conn.execute(b"EXPLAIN (FORMAT JSON) " + q(hot.name).encode(), hot.params)
+        row = cur.fetchone()
+        assert row is not None
+        plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
+        if analyze:
+            cur = conn.execute(
+                b"EXPLAIN (ANALYZE, BUFFERS) " + q(hot.name).encode(), hot.params
+            )
+            text = "\n".join(r[0] for r in cur.fetchall())
+    return plan[0]["Plan"], text
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def seq_scans(plan: dict[str, Any]) -> list[str]:
+    """The big tables a plan reads whole."""
+    return sorted(
+        {
+            n["Relation Name"]
+            for n in nodes(plan)
+            if n.get("Node Type") == "Seq Scan" and n.get("Relation Name") in BIG_TABLES
+        }
+    )
