@@ -27,7 +27,6 @@ import psycopg
 from rich.console import Console
 from rich.table import Table
 
-from app import config
 from app.cli import runner
 from app.services import auth, sweeper
 from bench import phases, scale_fill, scale_measures
@@ -41,10 +40,16 @@ TARGET = 1.3
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="make bench-scale ARGS=...", description=__doc__.split("\n\n")[0])
-    p.add_argument("--jobs", type=int, default=1_000_000, help="historical jobs (default 1,000,000)")
+    p = argparse.ArgumentParser(
+        prog="make bench-scale ARGS=...", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument(
-        "--submits", type=int, default=300,
+        "--jobs", type=int, default=1_000_000, help="historical jobs (default 1,000,000)"
+    )
+    p.add_argument(
+        "--submits",
+        type=int,
+        default=300,
         help="demo.noop jobs submitted (POST /v1/jobs, timed) and run to the end (default 300)",
     )
     p.add_argument("--clients", type=int, default=8)
@@ -85,7 +90,9 @@ async def sweep_times(stack: BenchStack, passes: int = 5) -> list[float]:
     return took
 
 
-async def measure(stack: BenchStack, keys: dict[str, str], args: argparse.Namespace, label: str) -> dict[str, Any]:
+async def measure(
+    stack: BenchStack, keys: dict[str, str], args: argparse.Namespace, label: str
+) -> dict[str, Any]:
     m = scale_measures.Measures(stack, keys, label)
     result: dict[str, Any] = {}
     result |= await m.submit_and_run(args.submits, args.clients)
@@ -101,11 +108,20 @@ def explain_all(url: str) -> list[dict[str, Any]]:
         s = plans.sample(conn, TENANT)
         for hot in plans.hot_queries(TENANT, s, counts=True):
             plan, text = plans.explain(conn, hot, analyze=True)
-            found.append({"label": hot.label, "query": hot.name, "seq_scans": plans.seq_scans(plan), "plan": text})
+            found.append(
+                {
+                    "label": hot.label,
+                    "query": hot.name,
+                    "seq_scans": plans.seq_scans(plan),
+                    "plan": text,
+                }
+            )
     return found
 
 
-def table(small: dict[str, Any], large: dict[str, Any], sizes: dict[str, Any]) -> tuple[Table, list[dict[str, Any]]]:
+def table(
+    small: dict[str, Any], large: dict[str, Any], sizes: dict[str, Any]
+) -> tuple[Table, list[dict[str, Any]]]:
     t = Table(title=f"tasklease on a small vs a large database ({sizes['large']})")
     for col in ("measure", "small", "large", "large/small", ""):
         t.add_column(col, justify="left" if col == "measure" else "right")
@@ -117,8 +133,16 @@ def table(small: dict[str, Any], large: dict[str, Any], sizes: dict[str, Any]) -
                 continue
             r = round(b[unit] / a[unit], 2) if a[unit] else None
             verdict = "" if r is None else ("ok" if r <= TARGET else "OVER")
-            rows.append({"measure": f"{name} ({unit})", "small": a[unit], "large": b[unit], "ratio": r})
-            t.add_row(f"{name} ({unit})", f"{a[unit]:.2f}", f"{b[unit]:.2f}", "-" if r is None else f"{r:.2f}x", verdict)
+            rows.append(
+                {"measure": f"{name} ({unit})", "small": a[unit], "large": b[unit], "ratio": r}
+            )
+            t.add_row(
+                f"{name} ({unit})",
+                f"{a[unit]:.2f}",
+                f"{b[unit]:.2f}",
+                "-" if r is None else f"{r:.2f}x",
+                verdict,
+            )
     return t, rows
 
 
@@ -132,7 +156,7 @@ def write(result: dict[str, Any], out_json: Path) -> None:
     md = [
         "# Scale phase: small vs large database",
         "",
-        f"`make bench-scale ARGS=\"{result['argv']}\"`, {result['started_at']}; "
+        f'`make bench-scale ARGS="{result["argv"]}"`, {result["started_at"]}; '
         f"small: {result['sizes']['small']}; large: {result['sizes']['large']}; "
         f"fill {result['fill_s']} s (steps: {result['fill_steps']}). Target: each large/small <= {TARGET}.",
         "",
@@ -148,7 +172,14 @@ def write(result: dict[str, Any], out_json: Path) -> None:
     ]
     for p in result["plans"]:
         seq = ", ".join(p["seq_scans"]) or "none"
-        md += [f"### {p['label']} (`{p['query']}`; sequential scans of big tables: {seq})", "", "```", p["plan"], "```", ""]
+        md += [
+            f"### {p['label']} (`{p['query']}`; sequential scans of big tables: {seq})",
+            "",
+            "```",
+            p["plan"],
+            "```",
+            "",
+        ]
     out_json.with_suffix(".md").write_text("\n".join(md))
 
 
@@ -180,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
             stack.start_sqs_with_proxy()
             keys = {
                 "tenant": asyncio.run(auth.create_key_at(stack.database_url, TENANT, name="scale")),
-                "admin": asyncio.run(auth.create_key_at(stack.database_url, "ops", name="scale", admin=True)),
+                "admin": asyncio.run(
+                    auth.create_key_at(stack.database_url, "ops", name="scale", admin=True)
+                ),
             }
             start_app(stack)
         err.print(f"[green]✓[/] stack up in {time.monotonic() - t0:.1f} s; logs in {stack.logs}")
@@ -188,10 +221,14 @@ def main(argv: list[str] | None = None) -> int:
         small_size = size(stack.database_url)
         stop_app(stack)
         with phases.progress() as bar:
-            task = bar.add_task(f"filling {args.jobs:,} jobs", total=len(scale_fill.steps()) + 1, rate="")
+            task = bar.add_task(
+                f"filling {args.jobs:,} jobs", total=len(scale_fill.steps()) + 1, rate=""
+            )
             t = time.monotonic()
             steps = scale_fill.fill(
-                stack.database_url, args.jobs, TENANT,
+                stack.database_url,
+                args.jobs,
+                TENANT,
                 lambda name, s: (bar.advance(task), bar.update(task, rate=f"{name} {s:.0f} s")),
             )
             fill_s = round(time.monotonic() - t, 1)
@@ -224,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         "total_s": round(time.monotonic() - t0, 1),
     }
     write(result, args.out)
-    out.print(f"results: {args.out} and {args.out.with_suffix('.md')} ({result['total_s']} s in all)")
+    out.print(
+        f"results: {args.out} and {args.out.with_suffix('.md')} ({result['total_s']} s in all)"
+    )
     return 0
 
 

@@ -185,5 +185,7 @@ class Measures:
                 took.append((time.perf_counter() - t) * 1000)
         found["GET /metrics"] = {"ms": statistics.median(took)}
         found["GET /v1/overview tenant"] = {"ms": await self._timed("tenant", "/v1/overview", {})}
-        found["GET /v1/overview all tenants"] = {"ms": await self._timed("admin", "/v1/overview", {})}
+        found["GET /v1/overview all tenants"] = {
+            "ms": await self._timed("admin", "/v1/overview", {})
+        }
         return found

@@ -66,8 +66,16 @@ def hot_queries(tenant: str, s: dict[str, Any], *, counts: bool = False) -> list
         Hot("list: all tenants, first page", "list_jobs", listing(None, None)),
         Hot("list: all tenants, deep cursor", "list_jobs", listing(None, None, deep=True)),
         Hot("list: all tenants, state=dead_lettered", "list_jobs", listing(None, "dead_lettered")),
-        Hot("dead letters: tenant", "dead_letters", {"tenant": tenant, "kind": None, "ids": None, "limit": 51}),
-        Hot("dead letters: all", "dead_letters", {"tenant": None, "kind": None, "ids": None, "limit": 51}),
+        Hot(
+            "dead letters: tenant",
+            "dead_letters",
+            {"tenant": tenant, "kind": None, "ids": None, "limit": 51},
+        ),
+        Hot(
+            "dead letters: all",
+            "dead_letters",
+            {"tenant": None, "kind": None, "ids": None, "limit": 51},
+        ),
         Hot("get job", "get_job", {"id": s["job_id"]}),
         Hot("job events", "job_events", {"id": s["job_id"]}),
         Hot(
@@ -163,9 +171,7 @@ def explain(
         assert row is not None
         plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
         if analyze:
-            cur = conn.execute(
-                b"EXPLAIN (ANALYZE, BUFFERS) " + q(hot.name).encode(), hot.params
-            )
+            cur = conn.execute(b"EXPLAIN (ANALYZE, BUFFERS) " + q(hot.name).encode(), hot.params)
             text = "\n".join(r[0] for r in cur.fetchall())
     return plan[0]["Plan"], text
 

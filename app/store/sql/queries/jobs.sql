@@ -150,14 +150,44 @@ SELECT * FROM jobs WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %
 
 -- name: list_jobs
 -- Keyset pagination, newest first; the cursor is (created_at, id) of the last row seen.
-SELECT * FROM jobs
-WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
-  AND (%(state)s::job_state IS NULL OR state = %(state)s::job_state)
-  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
-  AND (%(after_created)s::timestamptz IS NULL
-       OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
-ORDER BY created_at DESC, id DESC
-LIMIT %(limit)s;
+-- One branch per scope (a tenant or all; a state or any), each an index range from the
+-- cursor on (migration 0019): the branches not asked for are gated off by a one-time
+-- test of their parameters, so a prepared statement's generic plan (PostgreSQL switches
+-- to one after five runs) reads only the page too, never a walk from the newest job.
+-- (The kind filter reads the rows of the scope and skips other kinds.)
+WITH page AS (
+    (SELECT j.* FROM jobs j
+     WHERE %(tenant)s::text IS NOT NULL AND %(state)s::job_state IS NOT NULL
+       AND j.tenant = %(tenant)s::text AND j.state = %(state)s::job_state
+       AND (j.created_at, j.id) < (coalesce(%(after_created)s::timestamptz, 'infinity'),
+                                  coalesce(%(after_id)s::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+       AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+     ORDER BY j.created_at DESC, j.id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT j.* FROM jobs j
+     WHERE %(tenant)s::text IS NOT NULL AND %(state)s::job_state IS NULL
+       AND j.tenant = %(tenant)s::text
+       AND (j.created_at, j.id) < (coalesce(%(after_created)s::timestamptz, 'infinity'),
+                                  coalesce(%(after_id)s::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+       AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+     ORDER BY j.created_at DESC, j.id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT j.* FROM jobs j
+     WHERE %(tenant)s::text IS NULL AND %(state)s::job_state IS NOT NULL
+       AND j.state = %(state)s::job_state
+       AND (j.created_at, j.id) < (coalesce(%(after_created)s::timestamptz, 'infinity'),
+                                  coalesce(%(after_id)s::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+       AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+     ORDER BY j.created_at DESC, j.id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT j.* FROM jobs j
+     WHERE %(tenant)s::text IS NULL AND %(state)s::job_state IS NULL
+       AND (j.created_at, j.id) < (coalesce(%(after_created)s::timestamptz, 'infinity'),
+                                  coalesce(%(after_id)s::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+       AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+     ORDER BY j.created_at DESC, j.id DESC LIMIT %(limit)s)
+)
+SELECT * FROM page ORDER BY created_at DESC, id DESC LIMIT %(limit)s;
 
 -- name: job_events
 SELECT * FROM job_events WHERE job_id = %(id)s ORDER BY id;
