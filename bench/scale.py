@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import statistics
 import sys
 import time
@@ -79,15 +80,20 @@ def stop_app(stack: BenchStack) -> None:
     stack.stop_processes()
 
 
-async def sweep_times(stack: BenchStack, passes: int = 5) -> list[float]:
+async def sweep_pass(stack: BenchStack, passes: int = 5) -> dict[str, Any]:
+    """A sweeper pass (app.services.sweeper.sweep_once, in this process): the median of
+    ``passes``, and its statements' time in PostgreSQL a pass."""
     s = stack.settings(database_url=stack.database_url)
     took = []
+    scale_measures.reset_statements(stack.database_url)
     async with runner.clients(s) as c:
         for _ in range(passes):
             t = time.perf_counter()
             await sweeper.sweep_once(s, c.database, c.queue)
             took.append((time.perf_counter() - t) * 1000)
-    return took
+    st = scale_measures.statements(stack.database_url)
+    db_ms = sum(v["calls"] * v["mean_ms"] for v in st.values()) / passes
+    return {"ms": statistics.median(took), "db_ms": db_ms, "statements": st}
 
 
 async def measure(
@@ -97,8 +103,9 @@ async def measure(
     result: dict[str, Any] = {}
     result |= await m.submit_and_run(args.submits, args.clients)
     result |= await m.pages()
-    result["sweeper pass"] = {"ms": statistics.median(await sweep_times(stack))}
+    result["sweeper pass"] = await sweep_pass(stack)
     result |= await m.counts()
+    result["load average (1 min) at the end"] = os.getloadavg()[0]
     return result
 
 
@@ -128,7 +135,9 @@ def table(
     rows = []
     for name, a in small.items():
         b = large.get(name, {})
-        for unit in ("ms", "p50_ms", "p95_ms", "per_job", "mean_ms"):
+        if not isinstance(a, dict):
+            continue
+        for unit in ("ms", "db_ms", "p50_ms", "p95_ms", "per_job", "mean_ms"):
             if unit not in a or b.get(unit) is None:
                 continue
             r = round(b[unit] / a[unit], 2) if a[unit] else None

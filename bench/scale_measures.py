@@ -5,6 +5,7 @@ times from pg_stat_statements."""
 from __future__ import annotations
 
 import asyncio
+import difflib
 import re
 import statistics
 import time
@@ -23,12 +24,25 @@ WORKER_STATEMENTS = ("claim_batch", "start_batch", "succeed_batch")
 
 
 def _norm(text: str) -> str:
-    text = re.sub(r"--[^\n]*", "", text)
-    text = re.sub(r"%\(\w+\)s|\$\d+", "?", text)
+    """A statement's skeleton, the same for our text and pg_stat_statements' (which
+    replaces constants by $n and folds IN lists): comments, literals and parameters
+    dropped."""
+    text = re.sub(r"--[^\n]*|/\*.*?\*/", "", text)
+    text = re.sub(r"'(?:[^']|'')*'|%\(\w+\)s|\$\d+|\b\d+(?:\.\d+)?\b", "?", text)
+    text = re.sub(r"\?(?:\s*,\s*\?)+", "?", text)
     return " ".join(text.split()).rstrip(";").rstrip()
 
 
 NAMES = {_norm(body): name for name, body in sql.queries.items()}
+
+
+def name_of(text: str) -> str | None:
+    """Our query's name for a pg_stat_statements text (the closest skeleton)."""
+    norm = _norm(text)
+    if norm in NAMES:
+        return NAMES[norm]
+    best = difflib.get_close_matches(norm, list(NAMES), n=1, cutoff=0.9)
+    return NAMES[best[0]] if best else None
 
 
 def statements(url: str) -> dict[str, dict[str, float]]:
@@ -40,9 +54,12 @@ def statements(url: str) -> dict[str, dict[str, float]]:
         ).fetchall()
     found: dict[str, dict[str, float]] = {}
     for text, calls, mean in rows:
-        name = NAMES.get(_norm(text))
+        name = name_of(text)
         if name:
-            found[name] = {"calls": int(calls), "mean_ms": float(mean)}
+            was = found.get(name, {"calls": 0, "mean_ms": 0.0})
+            n = was["calls"] + int(calls)
+            mean_ms = (was["calls"] * was["mean_ms"] + int(calls) * float(mean)) / n
+            found[name] = {"calls": n, "mean_ms": mean_ms}
     return found
 
 
@@ -119,7 +136,12 @@ class Measures:
             "statements": st,
         }
 
-    async def _timed(self, who: str, path: str, params: dict[str, Any]) -> float:
+    async def _timed(
+        self, who: str, path: str, params: dict[str, Any], statement: str
+    ) -> dict[str, Any]:
+        """The median of REPEAT requests over HTTP, and the mean execution time of the
+        statement that serves them (pg_stat_statements, reset before)."""
+        reset_statements(self.stack.database_url)
         async with self.client(who) as http:
             took = []
             for _ in range(REPEAT):
@@ -127,7 +149,8 @@ class Measures:
                 r = await http.get(path, params=params)
                 took.append((time.perf_counter() - t) * 1000)
                 r.raise_for_status()
-            return statistics.median(took)
+        st = statements(self.stack.database_url).get(statement, {})
+        return {"ms": statistics.median(took), "db_ms": st.get("mean_ms")}
 
     async def _deep_cursor(self, who: str, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
         """The params of the page DEEP_PAGES down (or the last), following next_cursor."""
@@ -156,19 +179,19 @@ class Measures:
         with phases.progress() as bar:
             task = bar.add_task(f"{self.label}: pages", total=len(cases) + 4, rate="")
             for name, who, params in cases:
-                found[name] = {"ms": await self._timed(who, "/v1/jobs", params)}
+                found[name] = await self._timed(who, "/v1/jobs", params, "list_jobs")
                 bar.advance(task)
             for name, who in (("tenant", "tenant"), ("all tenants", "admin")):
                 page, depth = await self._deep_cursor(who, {})
                 found[f"GET /v1/jobs {name}, deep cursor"] = {
-                    "ms": await self._timed(who, "/v1/jobs", page),
+                    **await self._timed(who, "/v1/jobs", page, "list_jobs"),
                     "depth_pages": depth,
                 }
                 bar.advance(task)
             for name, who in (("tenant", "tenant"), ("all tenants", "admin")):
-                found[f"GET /v1/dead-letters {name}"] = {
-                    "ms": await self._timed(who, "/v1/dead-letters", {})
-                }
+                found[f"GET /v1/dead-letters {name}"] = await self._timed(
+                    who, "/v1/dead-letters", {}, "dead_letters"
+                )
                 bar.advance(task)
         return found
 
@@ -176,6 +199,7 @@ class Measures:
         """GET /metrics (its gauges are read at most once a second: one request a 1.1 s)
         and the web view's GET /v1/overview."""
         found: dict[str, Any] = {}
+        reset_statements(self.stack.database_url)
         async with self.client("admin") as http:
             took = []
             for _ in range(5):
@@ -183,9 +207,12 @@ class Measures:
                 t = time.perf_counter()
                 (await http.get("/metrics")).raise_for_status()
                 took.append((time.perf_counter() - t) * 1000)
-        found["GET /metrics"] = {"ms": statistics.median(took)}
-        found["GET /v1/overview tenant"] = {"ms": await self._timed("tenant", "/v1/overview", {})}
-        found["GET /v1/overview all tenants"] = {
-            "ms": await self._timed("admin", "/v1/overview", {})
-        }
+        st = statements(self.stack.database_url).get("gauges_jobs_by_state_and_kind", {})
+        found["GET /metrics"] = {"ms": statistics.median(took), "db_ms": st.get("mean_ms")}
+        found["GET /v1/overview tenant"] = await self._timed(
+            "tenant", "/v1/overview", {}, "overview"
+        )
+        found["GET /v1/overview all tenants"] = await self._timed(
+            "admin", "/v1/overview", {}, "overview"
+        )
         return found

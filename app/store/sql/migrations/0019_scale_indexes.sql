@@ -22,3 +22,8 @@ CREATE INDEX jobs_tenant_dead_lettered ON jobs (tenant, finished_at, id)
 CREATE INDEX jobs_unfinished_children ON jobs (parent_id)
     WHERE parent_id IS NOT NULL
       AND state IN ('queued', 'leased', 'running', 'retrying', 'stalled', 'waiting');
+
+-- The sweeper's stuck_waits: the waits an answer or a child can decide (a timer never
+-- is), not every sleeper.
+CREATE INDEX jobs_waiting_for_answer ON jobs (updated_at)
+    WHERE state = 'waiting' AND wait_kind IN ('callback', 'children');

@@ -208,7 +208,9 @@ SELECT id FROM done;
 -- the chaos report and the sweeper make): woken now.
 SELECT j.id, wake_job(j.id, 'woken by the sweeper: condition met') AS woken
 FROM jobs j
-WHERE j.state = 'waiting' AND wait_answered(j)
+WHERE j.state = 'waiting'
+  -- A timer is never answered (wait_answered): the sleepers are not each looked into.
+  AND j.wait_kind IN ('callback', 'children') AND wait_answered(j)
   AND j.updated_at < now() - make_interval(secs => %(grace)s)
 LIMIT %(limit)s;
 

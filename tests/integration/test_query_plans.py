@@ -1,0 +1,85 @@
+"""The hot queries' plans on a database with enough history for the planner to care
+(issue 18): none reads jobs, job_events or effects whole. The history is the scale
+phase's (bench/scale_fill.sql, 50,000 jobs and their events), the queries and their
+parameters the app's (bench/scale_plans.py binds app/store/sql's text as the store
+does). Both the custom plan and the generic plan a prepared statement switches to after
+five runs are checked for the listing, whose optional filters are where a generic plan
+goes wrong. Store only: no carrier."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from bench import scale_fill
+from bench import scale_plans as plans
+from tests.conftest import cloned_database
+
+pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
+
+TENANT = "bench"
+JOBS = 50_000
+
+
+@pytest.fixture(scope="module")
+def history(pg_admin_url: str, pg_template: str) -> Iterator[str]:
+    """One database filled for the module's tests (read only: the writes are EXPLAINed,
+    never run)."""
+    with cloned_database(pg_admin_url, pg_template) as url:
+        scale_fill.fill(url, JOBS, TENANT)
+        yield url
+
+
+def test_hot_queries_read_no_big_table_whole(history: str) -> None:
+    with psycopg.connect(history, autocommit=True) as conn:
+        found = conn.execute("SELECT count(*) FROM jobs").fetchone()
+        assert found is not None and found[0] == JOBS
+        s = plans.sample(conn, TENANT)
+        hot = plans.hot_queries(TENANT, s)
+        assert {h.name for h in hot} >= {"list_jobs", "dead_letters", "insert_jobs", "claim_batch"}
+        scans = {h.label: plans.seq_scans(plans.explain(conn, h)[0]) for h in hot}
+    assert {label: tables for label, tables in scans.items() if tables} == {}
+
+
+def _generic_plan(conn: psycopg.Connection[Any], params: dict[str, Any]) -> dict[str, Any]:
+    names = list(params)
+    body = plans.q("list_jobs")
+    for i, name in enumerate(names, 1):
+        body = body.replace(f"%({name})s", f"${i}")
+    with conn.transaction(force_rollback=True):
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute(b"PREPARE listing AS " + body.rstrip(";").encode())
+        try:
+            literals = ", ".join(["%s"] * len(names))
+            # Bound client-side: EXECUTE's arguments are literals.
+            row = (
+                psycopg.ClientCursor(conn)
+                .execute(
+                    f"EXPLAIN (FORMAT JSON) EXECUTE listing({literals})".encode(),
+                    [params[n] for n in names],
+                )
+                .fetchone()
+            )
+        finally:
+            conn.execute("DEALLOCATE listing")
+    assert row is not None
+    plan: dict[str, Any] = row[0][0]["Plan"]
+    return plan
+
+
+def test_listing_generic_plan_reads_only_the_page(history: str) -> None:
+    with psycopg.connect(history, autocommit=True) as conn:
+        s = plans.sample(conn, TENANT)
+        listings = [h for h in plans.hot_queries(TENANT, s) if h.name == "list_jobs"]
+        assert len(listings) >= 6
+        for hot in listings:
+            plan = _generic_plan(conn, hot.params)
+            assert plans.seq_scans(plan) == [], hot.label
+            # Every scan of jobs that runs is an index range (an Index Cond), not a walk
+            # from the newest job filtering rows.
+            for node in plans.nodes(plan):
+                if node.get("Relation Name") == "jobs" and "Index" in node.get("Node Type", ""):
+                    assert "Index Cond" in node, (hot.label, node.get("Index Name"))
