@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import statistics
 import sys
 import time
@@ -29,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app.cli import runner
-from app.services import auth, sweeper
+from app.services import auth, retention, sweeper
 from bench import phases, scale_fill, scale_measures
 from bench import scale_plans as plans
 from bench.stack import BenchStack, Unavailable
@@ -38,6 +39,7 @@ err = Console(stderr=True)
 out = Console()
 TENANT = "bench"  # the big tenant: half of the history, and the one that submits
 TARGET = 1.3
+SMALL_HISTORY = 1_000  # the almost empty database: a thousand jobs over the year
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -81,9 +83,10 @@ def stop_app(stack: BenchStack) -> None:
 
 
 async def sweep_pass(stack: BenchStack, passes: int = 5) -> dict[str, Any]:
-    """A sweeper pass (app.services.sweeper.sweep_once, in this process): the median of
+    """A sweeper pass (app.services.sweeper.sweep_once, in this process), its pruning off
+    (measured on its own: a pass's prune batches are a prune's): the median of
     ``passes``, and its statements' time in PostgreSQL a pass."""
-    s = stack.settings(database_url=stack.database_url)
+    s = stack.settings(database_url=stack.database_url, prune_batches_per_sweep=0)
     took = []
     scale_measures.reset_statements(stack.database_url)
     async with runner.clients(s) as c:
@@ -96,6 +99,24 @@ async def sweep_pass(stack: BenchStack, passes: int = 5) -> dict[str, Any]:
     return {"ms": statistics.median(took), "db_ms": db_ms, "statements": st}
 
 
+async def prune_batch(stack: BenchStack) -> dict[str, Any]:
+    """One prune batch of each retained state (app.services.retention.prune,
+    max_batches=1, the default retention and batch size): the time a batch, and the
+    prune statement's mean time in PostgreSQL."""
+    s = stack.settings(database_url=stack.database_url)
+    scale_measures.reset_statements(stack.database_url)
+    async with runner.clients(s) as c:
+        report = await retention.prune(s, c.database, max_batches=1)
+    st = scale_measures.statements(stack.database_url).get("prune_jobs", {})
+    return {
+        "ms": report.seconds * 1000 / max(1, report.batches),
+        "db_ms": st.get("mean_ms"),
+        "batches": report.batches,
+        "batch_size": s.prune_batch_size,
+        "rows": report.rows,
+    }
+
+
 async def measure(
     stack: BenchStack, keys: dict[str, str], args: argparse.Namespace, label: str
 ) -> dict[str, Any]:
@@ -103,7 +124,8 @@ async def measure(
     result: dict[str, Any] = {}
     result |= await m.submit_and_run(args.submits, args.clients)
     result |= await m.pages()
-    result["sweeper pass"] = await sweep_pass(stack)
+    result["sweeper pass (pruning off)"] = await sweep_pass(stack)
+    result["prune: one batch"] = await prune_batch(stack)
     result |= await m.counts()
     result["load average (1 min) at the end"] = os.getloadavg()[0]
     return result
@@ -113,7 +135,7 @@ def explain_all(url: str) -> list[dict[str, Any]]:
     found = []
     with psycopg.connect(url, autocommit=True) as conn:
         s = plans.sample(conn, TENANT)
-        for hot in plans.hot_queries(TENANT, s, counts=True):
+        for hot in plans.hot_queries(TENANT, s):
             plan, text = plans.explain(conn, hot, analyze=True)
             found.append(
                 {
@@ -206,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     warnings.filterwarnings("ignore", category=UserWarning)
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
     stack = BenchStack("moto", args.data_dir, 2)
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.monotonic()
@@ -224,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
                     auth.create_key_at(stack.database_url, "ops", name="scale", admin=True)
                 ),
             }
+            # The almost empty database: a little history, so that the deep page and a
+            # prune batch have rows to read on both sizes.
+            scale_fill.fill(stack.database_url, SMALL_HISTORY, TENANT)
             start_app(stack)
         err.print(f"[green]✓[/] stack up in {time.monotonic() - t0:.1f} s; logs in {stack.logs}")
         small = asyncio.run(measure(stack, keys, args, "small"))
@@ -239,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.jobs,
                 TENANT,
                 lambda name, s: (bar.advance(task), bar.update(task, rate=f"{name} {s:.0f} s")),
+                first=SMALL_HISTORY + 1,
             )
             fill_s = round(time.monotonic() - t, 1)
         large_size = size(stack.database_url)
@@ -250,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     except Unavailable as exc:
         err.print(f"[red]unavailable:[/] {exc}")
         return 3
+    except KeyboardInterrupt:
+        err.print("interrupted: stopping everything")
+        return 130
     finally:
         with err.status("stopping every process the benchmark started…"):
             stack.stop()

@@ -1,7 +1,8 @@
 -- A year of history for the scale phase (bench/scale.py), generated in SQL: jobs of
 -- several tenants and states with their events, effects and sent outbox rows. Every
 -- index, constraint and trigger stays on (a real database has them all). The size is
--- the setting fill.jobs; fill.tenant is the big tenant's name (half of the jobs).
+-- the setting fill.jobs, numbered from fill.first (a second fill adds to a first);
+-- fill.tenant is the big tenant's name (half of the jobs).
 -- Steps are separated by "-- step: NAME" lines; bench/scale.py runs them one by one.
 
 -- step: jobs
@@ -33,27 +34,29 @@ SELECT g.id, g.tenant, g.kind, jsonb_build_object('n', g.n, 'text', md5(g.n::tex
        CASE WHEN g.state = 'waiting' THEN now() + (1 + g.n % 30) * interval '1 day' END,
        NULL,
        (ARRAY['normal', 'normal', 'normal', 'high', 'low'])[1 + g.n % 5],
-       CASE WHEN g.n % 50 = 10 AND g.n > 50 THEN md5('job-' || (g.n - 10))::uuid END,
-       CASE WHEN g.n % 50 = 10 AND g.n > 50 THEN 'child' END
+       CASE WHEN g.n % 50 = 10 AND g.n - 10 >= g.first THEN md5('job-' || (g.n - 10))::uuid END,
+       CASE WHEN g.n % 50 = 10 AND g.n - 10 >= g.first THEN 'child' END
 FROM (
-    SELECT n, md5('job-' || n)::uuid AS id,
+    SELECT n, first, md5('job-' || n)::uuid AS id,
            CASE WHEN abs(hashint4(n / 50)) % 38 < 19 THEN current_setting('fill.tenant')
                 ELSE 'tenant-' || lpad((abs(hashint4(n / 50)) % 38 - 18)::text, 2, '0') END AS tenant,
            (ARRAY['demo.noop', 'demo.echo', 'demo.sleep', 'demo.fail', 'demo.model'])[1 + n % 5] AS kind,
            CASE WHEN n % 1000 = 7 THEN 'dead_lettered'
-                WHEN n % 50 = 3 AND n > total * 0.9 THEN 'waiting'
+                WHEN n % 50 = 3 AND n - first > total * 0.9 THEN 'waiting'
                 WHEN n % 20 = 11 THEN 'cancelled'
                 ELSE 'succeeded' END::job_state AS state,
            CASE WHEN n % 1000 = 7 THEN 5 WHEN n % 17 = 0 THEN 2 ELSE 1 END AS attempts,
-           now() - interval '365 days' * (1 - n::float8 / total) - interval '1 hour'
+           now() - interval '365 days' * (1 - (n - first + 1)::float8 / total) - interval '1 hour'
                + (n % 7) * interval '1 second' AS created,
            (50 + n % 3000) * interval '1 ms' AS took
-    FROM (SELECT current_setting('fill.jobs')::int AS total) t,
-         generate_series(1, (SELECT current_setting('fill.jobs')::int)) AS n
+    FROM (SELECT current_setting('fill.jobs')::int AS total,
+                 current_setting('fill.first')::int AS first) t,
+         generate_series(t.first, t.first + t.total - 1) AS n
 ) g;
 
 -- step: events
--- Four transitions a job: accepted, leased, running, then where it ended.
+-- Four transitions a job: accepted, leased, running, then where it ended. (This fill's
+-- jobs only: the number in their payload.)
 INSERT INTO job_events (job_id, at, from_state, to_state, attempt, worker, detail)
 SELECT j.id, j.created_at + s.i * interval '10 ms',
        (ARRAY[NULL, 'queued', 'leased', 'running'])[s.i]::job_state,
@@ -61,7 +64,8 @@ SELECT j.id, j.created_at + s.i * interval '10 ms',
        CASE WHEN s.i = 1 THEN 0 ELSE 1 END,
        CASE WHEN s.i > 1 THEN 'worker-' || (j.payload ->> 'n')::int % 8 END,
        CASE WHEN s.i = 1 THEN 'accepted' END
-FROM jobs j, generate_series(1, 4) AS s(i);
+FROM jobs j, generate_series(1, 4) AS s(i)
+WHERE (j.payload ->> 'n')::int >= current_setting('fill.first')::int;
 
 -- step: effects
 -- One job in three recorded an effect; one in fifteen a model call with its tokens.
@@ -72,9 +76,11 @@ SELECT j.id, 'step-1', 1, jsonb_build_object('ok', true), 1, 'worker-1',
        CASE WHEN (j.payload ->> 'n')::int % 15 = 0 THEN 'openai/gpt-4o-mini' END,
        CASE WHEN (j.payload ->> 'n')::int % 15 = 0 THEN 800 END,
        CASE WHEN (j.payload ->> 'n')::int % 15 = 0 THEN 200 END
-FROM jobs j WHERE (j.payload ->> 'n')::int % 3 = 0;
+FROM jobs j WHERE (j.payload ->> 'n')::int % 3 = 0
+  AND (j.payload ->> 'n')::int >= current_setting('fill.first')::int;
 
 -- step: outbox
 -- Each job's message, sent just after its commit (a waiting job's timer is not due).
 INSERT INTO outbox (job_id, created_at, sent_at, send_attempts)
-SELECT id, created_at, created_at + interval '5 ms', 1 FROM jobs WHERE state <> 'waiting';
+SELECT id, created_at, created_at + interval '5 ms', 1 FROM jobs j
+WHERE state <> 'waiting' AND (j.payload ->> 'n')::int >= current_setting('fill.first')::int;

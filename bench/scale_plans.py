@@ -40,9 +40,8 @@ def sample(conn: psycopg.Connection[Any], tenant: str) -> dict[str, Any]:
     return {"job_id": row[0], "deep_created": row[1], "deep_id": row[0]}
 
 
-def hot_queries(tenant: str, s: dict[str, Any], *, counts: bool = False) -> list[Hot]:
-    """Each hot query with its parameters. ``counts``: also what /metrics and the overview
-    read (once they read maintained counts instead of scanning jobs)."""
+def hot_queries(tenant: str, s: dict[str, Any]) -> list[Hot]:
+    """Each hot query with its parameters."""
 
     def listing(scope: str | None, state: str | None, deep: bool = False) -> dict[str, Any]:
         return {
@@ -150,12 +149,18 @@ def hot_queries(tenant: str, s: dict[str, Any], *, counts: bool = False) -> list
             writes=True,
         ),
     ]
-    if counts:
-        hot += [
-            Hot("/metrics: jobs by state and kind", "gauges_jobs_by_state_and_kind", {}),
-            Hot("overview: a tenant", "overview", {"tenant": tenant}),
-            Hot("overview: all tenants", "overview", {"tenant": None}),
-        ]
+    hot += [
+        Hot("/metrics: jobs by state and kind", "gauges_jobs_by_state_and_kind", {}),
+        Hot("overview: a tenant", "overview", {"tenant": tenant}),
+        Hot("overview: all tenants", "overview", {"tenant": None}),
+        Hot("sweeper: fold the counts", "fold_job_counts", {}, writes=True),
+        Hot(
+            "prune: one batch of succeeded jobs",
+            "prune_jobs",
+            {"state": "succeeded", "keep": 30 * 86400.0, "replay_window": 86400.0, "limit": 500},
+            writes=True,
+        ),
+    ]
     return hot
 
 
