@@ -36,10 +36,13 @@ from bench import scale_plans as plans
 from bench.stack import BenchStack, Unavailable
 
 err = Console(stderr=True)
-out = Console()
+out = Console(width=150)
 TENANT = "bench"  # the big tenant: half of the history, and the one that submits
 TARGET = 1.3
-SMALL_HISTORY = 1_000  # the almost empty database: a thousand jobs over the year
+# The almost empty database: 10,000 jobs over the year, dead letters and cancelled jobs
+# enough for full pages and full prune batches of every state, and the unfinished jobs
+# (500 waiting) both sizes share: the large fill adds finished history only.
+SMALL_HISTORY = {"jobs": 10_000, "dead_every": 10, "cancel_every": 12, "waiting": 500}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -124,14 +127,18 @@ async def measure(
     result: dict[str, Any] = {}
     result |= await m.submit_and_run(args.submits, args.clients)
     result |= await m.pages()
+    result |= await m.counts()
+    # Before the sweeper and the prune write: the hot queries' work on the same rows.
+    result["plans"] = explain_all(stack.database_url)
     result["sweeper pass (pruning off)"] = await sweep_pass(stack)
     result["prune: one batch"] = await prune_batch(stack)
-    result |= await m.counts()
     result["load average (1 min) at the end"] = os.getloadavg()[0]
     return result
 
 
 def explain_all(url: str) -> list[dict[str, Any]]:
+    """EXPLAIN (ANALYZE, BUFFERS) of each hot query: its text, and the pages it touched
+    (shared hit + read: the work it did, which the machine's load does not move)."""
     found = []
     with psycopg.connect(url, autocommit=True) as conn:
         s = plans.sample(conn, TENANT)
@@ -142,10 +149,68 @@ def explain_all(url: str) -> list[dict[str, Any]]:
                     "label": hot.label,
                     "query": hot.name,
                     "seq_scans": plans.seq_scans(plan),
+                    "buffers": sum(plan.get(k, 0) for k in BUFFER_KEYS),
+                    "rows": plan.get("Actual Rows"),
+                    "ms": exec_ms(text),
                     "plan": text,
                 }
             )
     return found
+
+
+BUFFER_KEYS = ("Shared Hit Blocks", "Shared Read Blocks")
+
+
+def exec_ms(text: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith("Execution Time:"):
+            return float(line.split()[2])
+    return None
+
+
+def work_table(
+    small: list[dict[str, Any]], large: list[dict[str, Any]]
+) -> tuple[Table, list[dict[str, Any]]]:
+    t = Table(
+        title="the hot queries' work: pages touched (EXPLAIN ANALYZE BUFFERS), small vs large"
+    )
+    for col in (
+        "query",
+        "rows",
+        "small",
+        "large",
+        "large/small",
+        "ms small",
+        "ms large",
+        "seq scans",
+    ):
+        t.add_column(col, justify="left" if col == "query" else "right")
+    rows = []
+    for a, b in zip(small, large, strict=True):
+        r = round(b["buffers"] / a["buffers"], 2) if a["buffers"] else None
+        rows.append(
+            {
+                "query": a["label"],
+                "rows": f"{a['rows']:g}/{b['rows']:g}",
+                "small": a["buffers"],
+                "large": b["buffers"],
+                "ratio": r,
+                "ms_small": a["ms"],
+                "ms_large": b["ms"],
+                "seq_scans_large": b["seq_scans"],
+            }
+        )
+        t.add_row(
+            a["label"],
+            rows[-1]["rows"],
+            str(a["buffers"]),
+            str(b["buffers"]),
+            ratio_text(r),
+            f"{a['ms']:.2f}",
+            f"{b['ms']:.2f}",
+            ", ".join(b["seq_scans"]) or "-",
+        )
+    return t, rows
 
 
 def table(
@@ -196,6 +261,19 @@ def write(result: dict[str, Any], out_json: Path) -> None:
         *[
             f"| {r['measure']} | {r['small']:.2f} | {r['large']:.2f} | {ratio_text(r['ratio'])} |"
             for r in result["rows"]
+        ],
+        "",
+        "## The hot queries' work: pages touched, small vs large",
+        "",
+        "EXPLAIN (ANALYZE, BUFFERS) of each hot query with the app's parameters (writes rolled "
+        "back): shared buffers hit + read, and the execution time.",
+        "",
+        "| query | rows small/large | pages small | pages large | large/small | ms small | ms large |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *[
+            f"| {r['query']} | {r['rows']} | {r['small']} | {r['large']} | {ratio_text(r['ratio'])} | "
+            f"{r['ms_small']:.2f} | {r['ms_large']:.2f} |"
+            for r in result["work"]
         ],
         "",
         "## EXPLAIN (ANALYZE, BUFFERS) of the hot queries on the large database",
@@ -253,7 +331,14 @@ def main(argv: list[str] | None = None) -> int:
             }
             # The almost empty database: a little history, so that the deep page and a
             # prune batch have rows to read on both sizes.
-            scale_fill.fill(stack.database_url, SMALL_HISTORY, TENANT)
+            scale_fill.fill(
+                stack.database_url,
+                SMALL_HISTORY["jobs"],
+                TENANT,
+                dead_every=SMALL_HISTORY["dead_every"],
+                cancel_every=SMALL_HISTORY["cancel_every"],
+                waiting=SMALL_HISTORY["waiting"],
+            )
             start_app(stack)
         err.print(f"[green]✓[/] stack up in {time.monotonic() - t0:.1f} s; logs in {stack.logs}")
         small = asyncio.run(measure(stack, keys, args, "small"))
@@ -263,21 +348,20 @@ def main(argv: list[str] | None = None) -> int:
             task = bar.add_task(
                 f"filling {args.jobs:,} jobs", total=len(scale_fill.steps()) + 1, rate=""
             )
+
+            def step_done(name: str, seconds: float) -> None:
+                bar.advance(task)
+                bar.update(task, rate=f"{name} {seconds:.0f} s")
+
             t = time.monotonic()
             steps = scale_fill.fill(
-                stack.database_url,
-                args.jobs,
-                TENANT,
-                lambda name, s: (bar.advance(task), bar.update(task, rate=f"{name} {s:.0f} s")),
-                first=SMALL_HISTORY + 1,
+                stack.database_url, args.jobs, TENANT, step_done, first=SMALL_HISTORY["jobs"] + 1
             )
             fill_s = round(time.monotonic() - t, 1)
         large_size = size(stack.database_url)
         err.print(f"[green]✓[/] filled in {fill_s} s: {large_size}")
         start_app(stack)
         large = asyncio.run(measure(stack, keys, args, "large"))
-        with err.status("EXPLAIN (ANALYZE, BUFFERS) of the hot queries…"):
-            found = explain_all(stack.database_url)
     except Unavailable as exc:
         err.print(f"[red]unavailable:[/] {exc}")
         return 3
@@ -288,8 +372,11 @@ def main(argv: list[str] | None = None) -> int:
         with err.status("stopping every process the benchmark started…"):
             stack.stop()
     sizes = {"small": small_size, "large": large_size}
-    t, rows = table(small, large, sizes)
-    out.print(t)
+    shown, rows = table(small, large, sizes)
+    out.print(shown)
+    found = large.pop("plans")
+    work, work_rows = work_table(small.pop("plans"), found)
+    out.print(work)
     result = {
         "started_at": started,
         "argv": " ".join(sys.argv[1:] if argv is None else argv),
@@ -300,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         "large": large,
         "rows": rows,
         "over_target": [r["measure"] for r in rows if r["ratio"] and r["ratio"] > TARGET],
+        "work": work_rows,
+        "work_over_target": [r["query"] for r in work_rows if r["ratio"] and r["ratio"] > TARGET],
         "plans": found,
         "total_s": round(time.monotonic() - t0, 1),
     }

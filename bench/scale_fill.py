@@ -28,15 +28,26 @@ def fill(
     on_step: Callable[[str, float], None] = lambda name, s: None,
     *,
     first: int = 1,
+    dead_every: int = 1000,
+    cancel_every: int = 20,
+    waiting: int = 0,
 ) -> dict[str, float]:
     """Fill the database at ``url`` with ``jobs`` historical jobs numbered from ``first``
     (a second fill adds to a first; ``tenant`` has half of them); the seconds each step
-    took. Migration 0018's statement triggers count them in job_counts' deltas."""
+    took. 1 in ``dead_every`` is dead-lettered, 1 in ``cancel_every`` cancelled, the last
+    ``waiting`` still waiting. Migration 0018's statement triggers count them in
+    job_counts' deltas."""
     took: dict[str, float] = {}
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SELECT set_config('fill.jobs', %s, false)", (str(jobs),))
         conn.execute("SELECT set_config('fill.tenant', %s, false)", (tenant,))
-        conn.execute("SELECT set_config('fill.first', %s, false)", (str(first),))
+        for name, value in (
+            ("first", first),
+            ("dead_every", dead_every),
+            ("cancel_every", cancel_every),
+            ("waiting", waiting),
+        ):
+            conn.execute("SELECT set_config(%s, %s, false)", (f"fill.{name}", str(value)))
         for name, body in [*steps(), ("vacuum_analyze", "")]:
             t = time.monotonic()
             if body:

@@ -7,9 +7,10 @@
 
 -- step: jobs
 -- Job g was created at a point of the year before now, oldest first, a few seconds of
--- jitter; 20 tenants, the big one half of them. Final states: ~94% succeeded, ~5%
--- cancelled, 1 in 1,000 dead-lettered, 1 in 50 of the last tenth still waiting on a
--- timer days ahead (unfinished work the in-flight cap counts); 1 in 17 took 2 attempts.
+-- jitter; 20 tenants, the big one half of them. Final states: 1 in fill.dead_every
+-- dead-lettered, 1 in fill.cancel_every cancelled, the last fill.waiting jobs still
+-- waiting on a timer days ahead (unfinished work: the in-flight cap counts it), the
+-- rest succeeded; 1 in 17 took 2 attempts.
 -- Jobs come in runs of 50 of one tenant (a hash of n / 50 picks it). One in five carries
 -- an idempotency key; 1 in 50 was spawned by the first job of its run (ids are md5s of
 -- the job's number, so the parent's id is known here).
@@ -41,11 +42,12 @@ FROM (
            CASE WHEN abs(hashint4(n / 50)) % 38 < 19 THEN current_setting('fill.tenant')
                 ELSE 'tenant-' || lpad((abs(hashint4(n / 50)) % 38 - 18)::text, 2, '0') END AS tenant,
            (ARRAY['demo.noop', 'demo.echo', 'demo.sleep', 'demo.fail', 'demo.model'])[1 + n % 5] AS kind,
-           CASE WHEN n % 1000 = 7 THEN 'dead_lettered'
-                WHEN n % 50 = 3 AND n - first > total * 0.9 THEN 'waiting'
-                WHEN n % 20 = 11 THEN 'cancelled'
+           CASE WHEN n % current_setting('fill.dead_every')::int = 7 THEN 'dead_lettered'
+                WHEN n - first >= total - current_setting('fill.waiting')::int THEN 'waiting'
+                WHEN n % current_setting('fill.cancel_every')::int = 11 THEN 'cancelled'
                 ELSE 'succeeded' END::job_state AS state,
-           CASE WHEN n % 1000 = 7 THEN 5 WHEN n % 17 = 0 THEN 2 ELSE 1 END AS attempts,
+           CASE WHEN n % current_setting('fill.dead_every')::int = 7 THEN 5
+                WHEN n % 17 = 0 THEN 2 ELSE 1 END AS attempts,
            now() - interval '365 days' * (1 - (n - first + 1)::float8 / total) - interval '1 hour'
                + (n % 7) * interval '1 second' AS created,
            (50 + n % 3000) * interval '1 ms' AS took

@@ -29,7 +29,7 @@ def history(pg_admin_url: str, pg_template: str) -> Iterator[str]:
     """One database filled for the module's tests (read only: the writes are EXPLAINed,
     never run)."""
     with cloned_database(pg_admin_url, pg_template) as url:
-        scale_fill.fill(url, JOBS, TENANT)
+        scale_fill.fill(url, JOBS, TENANT, waiting=1_000)
         yield url
 
 
