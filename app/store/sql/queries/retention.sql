@@ -18,29 +18,34 @@ WITH doomed AS (
       AND j.finished_at < now() - make_interval(secs => %(keep)s)
       AND (j.idempotency_key IS NULL
            OR j.created_at < now() - make_interval(secs => %(replay_window)s))
-      AND NOT EXISTS (
-          SELECT 1 FROM jobs c
-          WHERE c.parent_id = j.id
-            AND c.state NOT IN ('succeeded', 'dead_lettered', 'cancelled'))
-      AND NOT EXISTS (
-          SELECT 1 FROM jobs p
-          WHERE p.id = j.parent_id
-            AND p.state NOT IN ('succeeded', 'dead_lettered', 'cancelled'))
+      -- Scalar subqueries, never turned into joins: one index probe per candidate (as
+      -- NOT EXISTS, the planner hashed every unfinished job, or read every child).
+      AND NOT coalesce((SELECT true FROM jobs c
+                        WHERE c.parent_id = j.id
+                          AND c.state NOT IN ('succeeded', 'dead_lettered', 'cancelled')
+                        LIMIT 1), false)
+      AND (j.parent_id IS NULL
+           OR coalesce((SELECT p.state IN ('succeeded', 'dead_lettered', 'cancelled')
+                        FROM jobs p WHERE p.id = j.parent_id), true))
     ORDER BY j.finished_at
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
+), ids AS (
+    -- An array, so every delete below probes its table's job_id index for each id
+    -- (a join against the CTE let the planner hash a whole table instead).
+    SELECT coalesce(array_agg(id), '{}') AS a FROM doomed
 ), events AS (
-    DELETE FROM job_events e USING doomed d WHERE e.job_id = d.id RETURNING 1
+    DELETE FROM job_events WHERE job_id = ANY((SELECT a FROM ids)::uuid[]) RETURNING 1
 ), output AS (
-    DELETE FROM job_output o USING doomed d WHERE o.job_id = d.id RETURNING 1
+    DELETE FROM job_output WHERE job_id = ANY((SELECT a FROM ids)::uuid[]) RETURNING 1
 ), effects AS (
-    DELETE FROM effects f USING doomed d WHERE f.job_id = d.id RETURNING 1
+    DELETE FROM effects WHERE job_id = ANY((SELECT a FROM ids)::uuid[]) RETURNING 1
 ), box AS (
-    DELETE FROM outbox b USING doomed d WHERE b.job_id = d.id RETURNING 1
+    DELETE FROM outbox WHERE job_id = ANY((SELECT a FROM ids)::uuid[]) RETURNING 1
 ), calls AS (
-    DELETE FROM callbacks c USING doomed d WHERE c.job_id = d.id RETURNING 1
+    DELETE FROM callbacks WHERE job_id = ANY((SELECT a FROM ids)::uuid[]) RETURNING 1
 ), gone AS (
-    DELETE FROM jobs j USING doomed d WHERE j.id = d.id RETURNING 1
+    DELETE FROM jobs WHERE id = ANY((SELECT a FROM ids)::uuid[]) RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone) AS jobs,
        (SELECT count(*) FROM events) AS job_events,
@@ -60,8 +65,8 @@ SELECT p.state::text AS state, count(j.id) AS due,
             AND j.created_at >= now() - make_interval(secs => %(replay_window)s))
            OR EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = j.id
                       AND c.state NOT IN ('succeeded', 'dead_lettered', 'cancelled'))
-           OR EXISTS (SELECT 1 FROM jobs par WHERE par.id = j.parent_id
-                      AND par.state NOT IN ('succeeded', 'dead_lettered', 'cancelled'))
+           OR NOT coalesce((SELECT par.state IN ('succeeded', 'dead_lettered', 'cancelled')
+                            FROM jobs par WHERE par.id = j.parent_id), true)
        ) AS held,
        min(j.finished_at) AS oldest
 FROM unnest(%(states)s::job_state[], %(keeps)s::float8[]) AS p(state, keep)
