@@ -51,12 +51,6 @@ def test_hot_queries_read_no_big_table_whole(history: str) -> None:
     assert {label: tables for label, tables in scans.items() if tables} == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="prune_jobs (app/store/sql/queries/retention.sql) deletes a batch's effects by a "
-    "hash join over a sequential scan of effects at this size; strict: fixing it (e.g. "
-    "f.job_id = ANY(ARRAY(SELECT id FROM doomed))) makes this pass and the marker go",
-)
 def test_prune_batch_reads_no_big_table_whole(history: str) -> None:
     with psycopg.connect(history, autocommit=True) as conn:
         s = plans.sample(conn, TENANT)

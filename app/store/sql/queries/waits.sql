@@ -44,6 +44,9 @@ WHERE o.job_id = %(id)s AND o.sent_at IS NULL ORDER BY o.id;
 UPDATE jobs j SET wake_sent_at = now()
 FROM (SELECT id FROM jobs
       WHERE state = 'waiting' AND wake_at IS NOT NULL AND NOT cancel_requested
+        -- Implied by either case below (the grace and the cap are not negative), stated
+        -- so that the timers index is read as a range up to it, not every sleeper.
+        AND wake_at <= now() + make_interval(secs => %(cap)s)
         AND ((wake_sent_at IS NULL AND wake_at <= now() + make_interval(secs => %(cap)s))
              -- Overdue and lost: re-sent after the grace, then less and less often (each
              -- wait at least as long as the job was overdue at the last send), so a
