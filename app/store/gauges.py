@@ -17,7 +17,11 @@ class JobGauges:
 async def jobs(db: Database) -> JobGauges:
     rows = await db.fetch(q("gauges_jobs_by_state_and_kind"))
     counts = {(str(r["state"]), str(r["kind"])): int(r["n"]) for r in rows}
-    queued = [float(r["oldest_age"]) for r in rows if r["state"] == "queued"]
+    queued = [
+        float(r["oldest_age"])
+        for r in rows
+        if r["state"] == "queued" and r["oldest_age"] is not None
+    ]
     return JobGauges(counts, max(queued) if queued else None)
 
 

@@ -1,7 +1,7 @@
 -- What GET /metrics reports at scrape time (app/store/gauges.py): jobs by state and kind,
 -- and the oldest queued job's age. The counts are maintained (migration 0018: job_counts
 -- plus the changes not folded into it yet), so a scrape costs the same at any size of
--- the history; the age is one index probe per kind with queued jobs.
+-- the history; the age is one index probe.
 
 -- name: gauges_jobs_by_state_and_kind
 WITH c AS (
@@ -14,10 +14,9 @@ WITH c AS (
     HAVING sum(n) <> 0
 )
 SELECT c.state::text AS state, c.kind, c.n,
-       CASE WHEN c.state = 'queued' THEN (
-           SELECT extract(epoch FROM now() - j.created_at)::float8 FROM jobs j
-           WHERE j.state = 'queued' AND j.kind = c.kind
-           ORDER BY j.created_at LIMIT 1) END AS oldest_age
+       -- The oldest queued job of any kind: one probe of jobs_state_created (0019).
+       (SELECT extract(epoch FROM now() - j.created_at)::float8 FROM jobs j
+        WHERE j.state = 'queued' ORDER BY j.created_at LIMIT 1) AS oldest_age
 FROM c;
 
 -- name: fold_job_counts
