@@ -60,7 +60,7 @@ WHERE state IN ('queued', 'retrying', 'stalled', 'leased', 'running')
 WITH j AS (
     INSERT INTO jobs (id, tenant, kind, payload, state, attempt, max_attempts,
                       timeout_seconds, request_hash, created_at, updated_at, finished_at)
-    SELECT gen_random_uuid(), 'chaos-history', 'demo.noop', '{}', 'succeeded', 1, 3, 60, 'h',
+    SELECT gen_random_uuid(), 'chaos-history', 'demo.noop', jsonb_build_object(), 'succeeded', 1, 3, 60, 'h',
            now() - interval '40 days', now() - interval '40 days',
            now() - interval '40 days' + make_interval(secs => g)
     FROM generate_series(1, %(n)s) AS g

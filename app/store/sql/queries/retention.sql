@@ -33,7 +33,7 @@ WITH doomed AS (
 ), ids AS (
     -- An array, so every delete below probes its table's job_id index for each id
     -- (a join against the CTE let the planner hash a whole table instead).
-    SELECT coalesce(array_agg(id), '{}') AS a FROM doomed
+    SELECT coalesce(array_agg(id), ARRAY[]::uuid[]) AS a FROM doomed
 ), events AS (
     DELETE FROM job_events WHERE job_id = ANY((SELECT a FROM ids)::uuid[]) RETURNING 1
 ), output AS (
