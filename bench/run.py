@@ -25,7 +25,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import celery_peer, fairness, phases, redis_raw, report
+from bench import celery_peer, fairness, floor, phases, redis_raw, report
 from bench.stack import BenchStack, Unavailable
 
 err = Console(stderr=True)
@@ -237,6 +237,16 @@ def main(argv: list[str] | None = None) -> int:
                     clients=args.clients,
                 )
             )
+        # The single-submission floor (issue 18): a bare INSERT route beside POST /v1/jobs.
+        floor_run = asyncio.run(
+            floor.run(
+                stack,
+                jobs,
+                args.clients,
+                args.workers,
+                e2e_submit_req_per_s=main_run["api_submit_req_per_s"],
+            )
+        )
         stack.stop_workers()
         consumers = args.workers * args.worker_concurrency
         if on_redis:
@@ -298,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             "ratio_to_celery": ratio(main_run["jobs_per_s"], celery.get("jobs_per_s")),
             "worker_counts": points,
             "noisy_neighbour": noisy,
+            "single_submission_floor": floor_run,
             "notes": notes,
             "total_s": round(time.monotonic() - t_start, 1),
         }

@@ -1,0 +1,201 @@
+"""The single-submission floor (issue 18): tasklease's ``POST /v1/jobs`` against a bare
+FastAPI route that does one INSERT per request (bench/floor_app.py), on the same server
+stack, the same PostgreSQL, driven by the same clients.
+
+The comparison is the API alone: no worker runs while either is measured (workers would
+take CPU from the API on a small machine, and the floor has none). Rounds alternate,
+floor then tasklease, so a neighbour's load on a shared machine falls on both; each
+side's best round is its figure. tasklease's jobs of those rounds are drained by the
+workers afterwards, so nothing is left queued for the phases that follow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+import time
+from typing import Any
+
+import httpx
+import psycopg
+
+from app.stack import embedded
+from app.stack.stack import Process
+from bench import floor_app
+from bench.phases import _run_pool, progress
+from bench.stack import BenchStack
+
+BODY = {"kind": "demo.noop", "payload": {}}  # the body tasklease's e2e phase sends
+
+
+def server_stack() -> str:
+    """What uvicorn's "auto" picks for both processes (same interpreter, same call)."""
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    return f"uvicorn, 1 process, loop {loop}, http {http}, access log off"
+
+
+async def drive(
+    url: str, headers: dict[str, str], n: int, clients: int, label: str
+) -> dict[str, Any]:
+    """N ``POST /v1/jobs`` of BODY from ``clients`` concurrent httpx clients, set up as
+    tasklease's e2e phase sets them up (bench/phases.py: tasklease_e2e)."""
+    took: list[float] = []
+    errors = 0
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    with progress() as bar:
+        task = bar.add_task(label, total=n, rate="")
+        async with httpx.AsyncClient(
+            base_url=url, timeout=30, limits=limits, headers=headers
+        ) as http:
+
+            async def submit(_: int) -> None:
+                nonlocal errors
+                s = time.perf_counter()
+                resp = await http.post("/v1/jobs", json=BODY)
+                if resp.status_code != 202:
+                    errors += 1
+                    return
+                resp.json()["id"]  # read the answer, as the e2e phase does
+                took.append((time.perf_counter() - s) * 1000)
+                bar.advance(task)
+
+            t0 = time.perf_counter()
+            await _run_pool(n, clients, submit)
+            elapsed = time.perf_counter() - t0
+        bar.update(task, rate=f"{len(took) / elapsed:7.1f} req/s")
+    took.sort()
+    return {
+        "requests": n,
+        "accepted": len(took),
+        "errors": errors,
+        "elapsed_s": round(elapsed, 3),
+        "req_per_s": round(len(took) / elapsed, 1),
+        "ms_p50": round(took[len(took) // 2], 2) if took else None,
+        "ms_p95": round(took[int(len(took) * 0.95)], 2) if took else None,
+    }
+
+
+def start_floor(stack: BenchStack) -> tuple[Process, str]:
+    """The floor's process, with the API's pool sizes, on a free port."""
+    s = stack.settings()
+    port = embedded.free_port()
+    args = [str(s.pool_min_size), str(s.pool_max_size)]
+    proc = Process(
+        "floor",
+        [sys.executable, "-m", "bench.floor_app", stack.database_url, str(port), *args],
+        log_path=stack.logs / "floor.log",
+        env=stack.env,
+    )
+    stack.procs.append(proc)
+    url = f"http://127.0.0.1:{port}"
+    embedded.wait_for_http(f"{url}/healthz", timeout=30, proc=proc)
+    return proc, url
+
+
+async def _drain(stack: BenchStack, workers: int, since: float) -> None:
+    """Run the workers until every job submitted since ``since`` is finished."""
+    stack.set_workers(workers, settle=0)
+    conn = await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True)
+    async with conn:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            cur = await conn.execute(
+                "SELECT count(*) AS bench_own FROM jobs WHERE finished_at IS NULL "
+                "AND created_at >= to_timestamp(%s)",
+                (since,),
+            )
+            row = await cur.fetchone()
+            if row is not None and int(row[0]) == 0:
+                break
+            await asyncio.sleep(0.25)
+    stack.stop_workers()
+
+
+async def _count_floor_rows(stack: BenchStack) -> int:
+    conn = await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True)
+    async with conn:
+        cur = await conn.execute(f"SELECT count(*) AS bench_own FROM {floor_app.TABLE}")  # noqa: S608
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def run(
+    stack: BenchStack,
+    jobs: int,
+    clients: int,
+    workers: int,
+    *,
+    rounds: int = 2,
+    e2e_submit_req_per_s: float | None = None,
+) -> dict[str, Any]:
+    """The floor and tasklease's API alone, ``rounds`` each, alternating; no workers run."""
+    stack.stop_workers()
+    # A stopped worker's long poll lives on in the broker until its wait ends (phases.py).
+    await asyncio.sleep(float(stack.env.get("TASKLEASE_WAIT_TIME_SECONDS", "1")) + 1)
+    proc, url = start_floor(stack)
+    since = time.time() - 0.2
+    floor_runs: list[dict[str, Any]] = []
+    api_runs: list[dict[str, Any]] = []
+    try:
+        for i in range(rounds):
+            floor_runs.append(await drive(url, {}, jobs, clients, f"floor {i + 1}: 1 INSERT"))
+            api_runs.append(
+                await drive(
+                    stack.api_url, stack.api_headers, jobs, clients, f"floor {i + 1}: tasklease"
+                )
+            )
+        stored = await _count_floor_rows(stack)
+    finally:
+        embedded.terminate([proc], grace=3)
+        stack.procs.remove(proc)
+    await _drain(stack, workers, since)
+    best_floor = max(r["req_per_s"] for r in floor_runs)
+    best_api = max(r["req_per_s"] for r in api_runs)
+    return {
+        "server": server_stack(),
+        "floor_route": "FastAPI, one INSERT (uuid, text, jsonb) per request, psycopg "
+        "AsyncConnectionPool (autocommit, prepared); no queue, no auth",
+        "jobs_per_round": jobs,
+        "clients": clients,
+        "rounds": rounds,
+        "floor_rows_stored": stored,
+        "floor": floor_runs,
+        "tasklease_api_alone": api_runs,
+        "floor_req_per_s": best_floor,
+        "tasklease_req_per_s": best_api,
+        "ratio": round(best_api / best_floor, 3) if best_floor else None,
+        "ratio_e2e_submit": (
+            round(e2e_submit_req_per_s / best_floor, 3)
+            if best_floor and e2e_submit_req_per_s
+            else None
+        ),
+        "target": 0.7,
+    }
+
+
+def rows(f: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The phase's lines in the report's table."""
+    if not f:
+        return []
+
+    def runs(rs: list[dict[str, Any]]) -> str:
+        return ", ".join(f"{r['req_per_s']} ({r['ms_p50']} ms p50)" for r in rs)
+
+    met = "met" if f["ratio"] is not None and f["ratio"] >= f["target"] else "MISSED"
+    return [
+        (
+            f"single-submission floor: 1 INSERT/request, {f['clients']} clients, "
+            f"best of {f['rounds']} x {f['jobs_per_round']} req/s ({f['server']})",
+            f"{f['floor_req_per_s']}  (rounds: {runs(f['floor'])})",
+        ),
+        (
+            "  tasklease POST /v1/jobs, API alone, same clients, req/s",
+            f"{f['tasklease_req_per_s']}  (rounds: {runs(f['tasklease_api_alone'])})",
+        ),
+        (
+            "  ratio to the floor (API alone; e2e submit with workers)",
+            f"{f['ratio']} (target ≥ {f['target']}: {met}); {f['ratio_e2e_submit'] or '—'}",
+        ),
+    ]
