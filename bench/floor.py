@@ -5,16 +5,20 @@ stack, the same PostgreSQL, driven by the same clients.
 The comparison is the API alone: no worker runs while either is measured (workers would
 take CPU from the API on a small machine, and the floor has none). Rounds alternate,
 floor then tasklease, so a neighbour's load on a shared machine falls on both; each
-side's best round is its figure. tasklease's jobs of those rounds are drained by the
-workers afterwards, so nothing is left queued for the phases that follow.
+side's best round is its figure. tasklease's jobs of each round are drained by the
+workers before the next (moto's calls cost more as its queue fills), so each round starts
+on an empty queue and nothing is left queued for the phases that follow. Each server's
+CPU per request is read from /proc: on a shared machine it varies far less than req/s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -36,11 +40,23 @@ def server_stack() -> str:
     return f"uvicorn, 1 process, loop {loop}, http {http}, access log off"
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """The process's CPU time so far (user + system), from /proc; None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def drive(
-    url: str, headers: dict[str, str], n: int, clients: int, label: str
+    url: str, headers: dict[str, str], n: int, clients: int, label: str, pid: int | None = None
 ) -> dict[str, Any]:
     """N ``POST /v1/jobs`` of BODY from ``clients`` concurrent httpx clients, set up as
-    tasklease's e2e phase sets them up (bench/phases.py: tasklease_e2e)."""
+    tasklease's e2e phase sets them up (bench/phases.py: tasklease_e2e); with ``pid``,
+    the CPU that server process spent per request (less noisy than req/s on a shared
+    machine)."""
+    cpu0 = cpu_seconds(pid)
     took: list[float] = []
     errors = 0
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
@@ -65,8 +81,14 @@ async def drive(
             await _run_pool(n, clients, submit)
             elapsed = time.perf_counter() - t0
         bar.update(task, rate=f"{len(took) / elapsed:7.1f} req/s")
+    cpu1 = cpu_seconds(pid)
     took.sort()
     return {
+        "server_cpu_ms_per_req": (
+            round((cpu1 - cpu0) * 1000 / max(1, len(took)), 3)
+            if cpu0 is not None and cpu1 is not None
+            else None
+        ),
         "requests": n,
         "accepted": len(took),
         "errors": errors,
@@ -127,7 +149,7 @@ async def run(
     clients: int,
     workers: int,
     *,
-    rounds: int = 2,
+    rounds: int = 3,
     e2e_submit_req_per_s: float | None = None,
 ) -> dict[str, Any]:
     """The floor and tasklease's API alone, ``rounds`` each, alternating; no workers run."""
@@ -135,22 +157,25 @@ async def run(
     # A stopped worker's long poll lives on in the broker until its wait ends (phases.py).
     await asyncio.sleep(float(stack.env.get("TASKLEASE_WAIT_TIME_SECONDS", "1")) + 1)
     proc, url = start_floor(stack)
-    since = time.time() - 0.2
+    api_pid = next((p.pid for p in stack.procs if getattr(p, "name", "") == "api"), None)
     floor_runs: list[dict[str, Any]] = []
     api_runs: list[dict[str, Any]] = []
     try:
         for i in range(rounds):
-            floor_runs.append(await drive(url, {}, jobs, clients, f"floor {i + 1}: 1 INSERT"))
+            label = f"floor {i + 1}/{rounds}"
+            floor_runs.append(await drive(url, {}, jobs, clients, f"{label}: 1 INSERT", proc.pid))
+            since = time.time() - 0.2
             api_runs.append(
                 await drive(
-                    stack.api_url, stack.api_headers, jobs, clients, f"floor {i + 1}: tasklease"
+                    stack.api_url, stack.api_headers, jobs, clients, f"{label}: tasklease", api_pid
                 )
             )
+            # Each round starts on an empty queue: moto's calls cost more as it fills.
+            await _drain(stack, workers, since)
         stored = await _count_floor_rows(stack)
     finally:
         embedded.terminate([proc], grace=3)
         stack.procs.remove(proc)
-    await _drain(stack, workers, since)
     best_floor = max(r["req_per_s"] for r in floor_runs)
     best_api = max(r["req_per_s"] for r in api_runs)
     return {
@@ -166,6 +191,8 @@ async def run(
         "floor_req_per_s": best_floor,
         "tasklease_req_per_s": best_api,
         "ratio": round(best_api / best_floor, 3) if best_floor else None,
+        "floor_cpu_ms_per_req": _least(floor_runs),
+        "tasklease_cpu_ms_per_req": _least(api_runs),
         "ratio_e2e_submit": (
             round(e2e_submit_req_per_s / best_floor, 3)
             if best_floor and e2e_submit_req_per_s
@@ -175,13 +202,21 @@ async def run(
     }
 
 
+def _least(runs: list[dict[str, Any]]) -> float | None:
+    cpu = [r["server_cpu_ms_per_req"] for r in runs if r["server_cpu_ms_per_req"] is not None]
+    return min(cpu) if cpu else None
+
+
 def rows(f: dict[str, Any] | None) -> list[tuple[str, str]]:
     """The phase's lines in the report's table."""
     if not f:
         return []
 
     def runs(rs: list[dict[str, Any]]) -> str:
-        return ", ".join(f"{r['req_per_s']} ({r['ms_p50']} ms p50)" for r in rs)
+        return ", ".join(
+            f"{r['req_per_s']} ({r['ms_p50']} ms p50, {r['server_cpu_ms_per_req']} ms CPU/req)"
+            for r in rs
+        )
 
     met = "met" if f["ratio"] is not None and f["ratio"] >= f["target"] else "MISSED"
     return [
@@ -193,6 +228,10 @@ def rows(f: dict[str, Any] | None) -> list[tuple[str, str]]:
         (
             "  tasklease POST /v1/jobs, API alone, same clients, req/s",
             f"{f['tasklease_req_per_s']}  (rounds: {runs(f['tasklease_api_alone'])})",
+        ),
+        (
+            "  server CPU ms/request: floor / tasklease API (least of the rounds)",
+            f"{f['floor_cpu_ms_per_req']} / {f['tasklease_cpu_ms_per_req']}",
         ),
         (
             "  ratio to the floor (API alone; e2e submit with workers)",

@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--jobs", type=int, default=500)
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=2, help="floor rounds (0: profile only)")
+    p.add_argument("--rounds", type=int, default=3, help="floor rounds (0: profile only)")
     p.add_argument("--profile", action="store_true", help="also profile the API (pyinstrument)")
     p.add_argument("--out", type=Path, default=Path(".tasklease/submit-profile.pyisession"))
     p.add_argument("--data-dir", type=Path, default=Path(".tasklease/bench"))
