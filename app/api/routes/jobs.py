@@ -11,7 +11,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from opentelemetry.trace import Span
 
 from app import bounds, tracing
-from app.api.deps import Db, JobQueue, Sender, Settings
+from app.api.deps import Db, JobQueue, Settings
 from app.api.errors import COMMON, CONFLICT, SUBMIT
 from app.api.schemas import (
     TENANT_PATTERN,
@@ -27,7 +27,7 @@ from app.api.schemas import (
     Problem,
     Storable,
 )
-from app.api.security import Caller, Submitter
+from app.api.security import Caller, Submitter, verify_deferred
 from app.services import auth, costs, jobs, redrive
 from app.services import submit as service
 from app.states import JobState
@@ -38,11 +38,7 @@ router = APIRouter()
 @router.post("/v1/jobs", status_code=202, response_model=JobPublic, responses=SUBMIT)
 async def create_job(
     body: JobCreate,
-    caller: Submitter,
-    settings: Settings,
-    db: Db,
-    queue: JobQueue,
-    sender: Sender,
+    submitting: Submitter,
     request: Request,
     response: Response,
     idempotency_key: Annotated[
@@ -54,27 +50,32 @@ async def create_job(
     ``delay_seconds`` it is ``waiting`` on a timer until then (any length up to a year);
     when it runs is part of what its Idempotency-Key is bound to. The job's trace starts
     here (in the caller's, when it sent a ``traceparent`` header)."""
-    with _submit_span("/v1/jobs", request, caller.tenant, 1):
-        submitted = await service.submit(
-            settings,
-            db,
-            queue,
-            kind=body.kind,
-            payload=body.payload,
-            max_attempts=body.max_attempts,
-            timeout_seconds=body.timeout_seconds,
-            idempotency_key=idempotency_key,
-            tenant=caller.tenant,
-            sender=sender,
-            key_id=caller.key_id,
-            run_at=body.run_at,
-            delay_seconds=body.delay_seconds,
-            priority=body.priority.value,
-        )
-        response.headers["Location"] = f"/v1/jobs/{submitted.job['id']}"
-        if not submitted.created:
-            response.headers["Idempotent-Replayed"] = "true"
-        return JobPublic.of(submitted.job)
+    caller, rt = submitting.caller, submitting.runtime
+    try:
+        with _submit_span("/v1/jobs", request, caller.tenant, 1):
+            submitted = await service.submit(
+                rt.settings,
+                rt.db,
+                rt.queue,
+                kind=body.kind,
+                payload=body.payload,
+                max_attempts=body.max_attempts,
+                timeout_seconds=body.timeout_seconds,
+                idempotency_key=idempotency_key,
+                tenant=caller.tenant,
+                sender=rt.sender,
+                key_id=caller.key_id,
+                run_at=body.run_at,
+                delay_seconds=body.delay_seconds,
+                priority=body.priority.value,
+            )
+    except Exception:
+        await verify_deferred(request)  # 401 first for a key revoked meanwhile
+        raise
+    response.headers["Location"] = f"/v1/jobs/{submitted.job['id']}"
+    if not submitted.created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return JobPublic.of(submitted.job)
 
 
 def _submit_span(
@@ -89,29 +90,28 @@ def _submit_span(
 
 @router.post("/v1/jobs/batch", status_code=202, response_model=JobBatchPublic, responses=SUBMIT)
 async def create_jobs(
-    body: JobBatchCreate,
-    caller: Submitter,
-    settings: Settings,
-    db: Db,
-    queue: JobQueue,
-    sender: Sender,
-    request: Request,
+    body: JobBatchCreate, submitting: Submitter, request: Request
 ) -> JobBatchPublic:
     """Accept up to 100 jobs in one request, all or none: every job is durable when
     this answers 202. One bad job (422 naming ``jobs[i]``), a reused key with another
     body (409) or a limit (429, counting every new job) refuses the whole batch and
     writes nothing. The jobs' traces start here, in one trace (the caller's, when it
     sent a ``traceparent`` header)."""
-    with _submit_span("/v1/jobs/batch", request, caller.tenant, len(body.jobs)):
-        submitted = await service.submit_many(
-            settings,
-            db,
-            queue,
-            [j.new_job() for j in body.jobs],
-            tenant=caller.tenant,
-            sender=sender,
-            key_id=caller.key_id,
-        )
+    caller, rt = submitting.caller, submitting.runtime
+    try:
+        with _submit_span("/v1/jobs/batch", request, caller.tenant, len(body.jobs)):
+            submitted = await service.submit_many(
+                rt.settings,
+                rt.db,
+                rt.queue,
+                [j.new_job() for j in body.jobs],
+                tenant=caller.tenant,
+                sender=rt.sender,
+                key_id=caller.key_id,
+            )
+    except Exception:
+        await verify_deferred(request)  # 401 first for a key revoked meanwhile
+        raise
     return JobBatchPublic(
         jobs=[JobPublic.of(s.job) for s in submitted],
         replayed=[i for i, s in enumerate(submitted) if not s.created],
