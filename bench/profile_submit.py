@@ -15,6 +15,7 @@ import json
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -69,7 +70,6 @@ PARTS = (
     ("      the sent rows' UPDATE (record_sends)", "record_sends", "app/store/outbox.py"),
     ("    JobPublic.of (the answer's model)", "of", "app/api/schemas.py"),
     ("  logging (any logger call)", "_log", "logging/__init__.py"),
-    ("the loop waiting for I/O (idle)", "select", "selectors.py"),
 )
 
 
@@ -82,25 +82,27 @@ def summary(path: Path) -> str:
     inclusive: dict[tuple[str, str], float] = {}
     own: dict[str, float] = {}
 
-    def walk(frame: object, path: frozenset[tuple[str, str]]) -> None:
-        key = (frame.function or "?", frame.file_path_short or "")  # type: ignore[attr-defined]
+    def walk(frame: Any, path: frozenset[tuple[str, str]], serving: bool) -> None:
+        key = (frame.function or "?", frame.file_path_short or "")
+        serving = serving or key[0] == "run_asgi"  # a request's, not start-up's
         if key not in path:
-            inclusive[key] = inclusive.get(key, 0.0) + frame.time  # type: ignore[attr-defined]
-        children = frame.children  # type: ignore[attr-defined]
-        self_time = frame.time - sum(c.time for c in children)  # type: ignore[attr-defined]
-        name = f"{key[0]}  {key[1]}"
-        own[name] = own.get(name, 0.0) + self_time
-        for child in children:
-            walk(child, path | {key})
+            inclusive[key] = inclusive.get(key, 0.0) + frame.time
+        # pyinstrument's "[self]" leaves are their parent's own time.
+        real = [c for c in frame.children if not c.function.startswith("[")]
+        if serving:
+            name = f"{key[0]}  {key[1]}:{frame.line_no}"
+            own[name] = own.get(name, 0.0) + frame.time - sum(c.time for c in real)
+        for child in real:
+            walk(child, path | {key}, serving)
 
     if root is not None:
-        walk(root, frozenset())
+        walk(root, frozenset(), serving=False)
     total = next((t for (f, p), t in inclusive.items() if f == "run_asgi"), 0.0) or 1.0
     lines = [f"profile: {session.duration:.2f} s wall, {session.cpu_time:.2f} s CPU"]
     for label, fn, where in PARTS:
         t = sum(v for (f, p), v in inclusive.items() if f == fn and where in p)
         lines.append(f"{t:7.3f} s {100 * t / total:5.1f}%  {label}")
-    lines.append("top functions by self time:")
+    lines.append("top functions by self time, in requests:")
     for name, t in sorted(own.items(), key=lambda kv: -kv[1])[:25]:
         lines.append(f"{t:7.3f} s  {name}")
     return "\n".join(lines)
