@@ -3,6 +3,7 @@ and redrive one. A caller sees its own tenant's jobs; another tenant's job is 40
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from contextlib import AbstractContextManager
 from typing import Annotated
@@ -80,9 +81,14 @@ async def create_job(
 
 def _submit_span(
     route: str, request: Request, tenant: str, count: int
-) -> AbstractContextManager[Span]:
+) -> AbstractContextManager[Span | None]:
     """The submission's span in the request's trace: every job it writes keeps its
-    context, so the job's trace starts here (in the caller's, from its traceparent)."""
+    context, so the job's trace starts here (in the caller's, from its traceparent).
+    With tracing off and no ``traceparent`` sent, none: the no-op span would record
+    nothing and carry no context, so the jobs keep none either way (``of_job`` names
+    their trace), and the request saves reading its headers into a propagator."""
+    if not tracing.enabled() and "traceparent" not in request.headers:
+        return contextlib.nullcontext()
     return tracing.request_span(
         "job.submit", f"POST {route}", request.headers, **{"job.tenant": tenant, "job.count": count}
     )
