@@ -64,6 +64,8 @@ class Runtime:
         return self._opened().sender
 
     async def open(self) -> None:
+        if self._clients is not None:
+            return  # every request asks: no lock taken once open
         async with self._lock:
             if self._clients is not None:
                 return
