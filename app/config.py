@@ -30,6 +30,7 @@ from app import bounds, errors, model_settings, priorities, queue_settings
 from app.model_settings import ModelBudget, ModelPrice
 from app.priorities import Priority
 from app.queue_settings import PRIORITY_QUEUE_FIELDS
+from app.retention_settings import RetentionSettings
 
 PREFIX = "TASKLEASE_"
 # TASKLEASE_KEY_HASH_SECRET: 32 characters at least (hex of 16 random bytes and up).
@@ -41,7 +42,7 @@ MIN_KEY_HASH_SECRET = 32
 SHARED: dict[str, Any] = json.loads(Path(__file__).with_name("shared_settings.json").read_text())
 
 
-class Settings(BaseSettings):
+class Settings(RetentionSettings, BaseSettings):
     model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore", frozen=True)
 
     # Endpoints. Optional here; each command asks for the ones it needs with need().

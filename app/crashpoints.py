@@ -50,6 +50,8 @@ class Point(enum.StrEnum):
     # A lease ended and parked jobs of its tenant were released (unparked, outbox rows
     # committed); their messages are not sent yet.
     AFTER_RELEASE = "after_release"
+    # A prune batch committed (jobs deleted with their rows); the next batch not begun.
+    AFTER_PRUNE_BATCH = "after_prune_batch"
 
 
 def _armed() -> frozenset[str]:

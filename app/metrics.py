@@ -89,6 +89,12 @@ OUTBOX_RELAYED = Counter(
     "tasklease_outbox_relayed", "Outbox rows the sweeper's relay sent (the fast path missed)."
 )
 SWEEPER_PASSES = Counter("tasklease_sweeper_passes", "Sweeper passes completed.")
+PRUNED = Counter(
+    "tasklease_pruned_rows",
+    'Rows the retention prune deleted (README "Retention"), by table (jobs, job_events, '
+    "job_output, effects, outbox, callbacks) and the state of the jobs they belonged to.",
+    ["table", "state"],
+)
 EFFECTS = Counter(
     "tasklease_effects",
     "Effects at the end of an attempt, by kind and how (run: the code ran; replayed: the "

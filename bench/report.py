@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from bench import floor
+from bench.peers_report import peer_rows
 
 
 def machine() -> dict[str, Any]:
@@ -188,20 +189,7 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                 f"{d['drain_jobs_per_s']}  ({per})",
             ),
         ]
-    c = r["celery"]
-    if c.get("jobs_per_s") is not None:
-        capped = f"  [{c['capped']}]" if c.get("capped") else ""
-        out.append(("celery jobs/s", f"{c['jobs_per_s']}  on {c['broker']}{capped}"))
-        if c.get("sqs_requests_per_job"):
-            part = (
-                " (PARTIAL: " + c["sqs_counts_partial"] + ")" if c.get("sqs_counts_partial") else ""
-            )
-            out.append(("celery SQS requests/job", f"{c['sqs_requests_per_job']['total']}{part}"))
-        if c.get("redis_commands_per_job"):
-            out.append(("celery Redis commands/job", str(c["redis_commands_per_job"]["total"])))
-        out.append(("tasklease / celery", _fmt(r.get("ratio_to_celery"))))
-    else:
-        out.append(("celery jobs/s", f"skipped: {c.get('skipped')}"))
+    out += peer_rows(r)
     for p in r.get("worker_counts", []):
         out.append((f"  {p['workers']} workers ({p['jobs']} jobs)", f"{p['jobs_per_s']} jobs/s"))
     out += _noisy_rows(r.get("noisy_neighbour"))

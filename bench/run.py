@@ -25,7 +25,15 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import celery_peer, fairness, floor, phases, redis_raw, report
+from bench import (
+    celery_peer,
+    fairness,
+    floor,
+    phases,
+    procrastinate_peer,
+    redis_raw,
+    report,
+)
 from bench.stack import BenchStack, Unavailable
 
 err = Console(stderr=True)
@@ -104,6 +112,23 @@ def redis_version(stack: BenchStack) -> str:
 
 def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
+
+
+def run_peers(stack: BenchStack, args: argparse.Namespace, jobs: int) -> dict[str, Any]:
+    """The peers, configured as their users would: Celery strict ("celery", today's) and
+    recommended on the same broker, procrastinate on the same PostgreSQL with as many jobs
+    at once per worker process as a tasklease worker holds (batches in flight x 10)."""
+    skipped: dict[str, Any] = {"skipped": "--no-celery", "jobs_per_s": None}
+    out: dict[str, Any] = {"celery": skipped, "celery_recommended": skipped}
+    if not args.no_celery:
+        both = celery_peer.run_both(
+            stack, jobs, args.workers, args.clients, max_seconds=args.celery_seconds
+        )
+        out = {"celery": both["strict"], "celery_recommended": both["recommended"]}
+    out["procrastinate"] = procrastinate_peer.run(
+        stack, jobs, args.workers, args.clients, args.worker_concurrency * 10
+    )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,11 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             broker = asyncio.run(phases.broker_limit(stack, jobs, args.clients, consumers))
         dbl = asyncio.run(phases.db_limit(stack, jobs, args.clients))
-        celery: dict[str, Any] = {"skipped": "--no-celery", "jobs_per_s": None}
-        if not args.no_celery:
-            celery = celery_peer.run(
-                stack, jobs, args.workers, args.clients, max_seconds=args.celery_seconds
-            )
+        peers = run_peers(stack, args, jobs)
+        celery = peers.pop("celery")
         result = {
             "started_at": started,
             "config": {
@@ -306,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
             "celery": celery,
             "ratio_to_celery": ratio(main_run["jobs_per_s"], celery.get("jobs_per_s")),
+            **peers,  # celery_recommended, procrastinate
             "worker_counts": points,
             "noisy_neighbour": noisy,
             "single_submission_floor": floor_run,

@@ -46,10 +46,17 @@ locals {
       description = "tasklease sweeper and outbox relay, every minute from EventBridge Scheduler"
       timeout     = var.sweeper_timeout_seconds
       memory      = var.sweeper_memory_mb
-      # The sweeper releases parked jobs no lease's end released.
+      # The sweeper releases parked jobs no lease's end released, and prunes finished
+      # jobs past their retention (README "Retention").
       env = {
-        TASKLEASE_MAX_RUNNING_PER_TENANT = tostring(var.tenant_max_running)
-        TASKLEASE_QUEUE_WINDOW_PER_SLOT  = tostring(var.tenant_queue_window_per_slot)
+        TASKLEASE_MAX_RUNNING_PER_TENANT       = tostring(var.tenant_max_running)
+        TASKLEASE_QUEUE_WINDOW_PER_SLOT        = tostring(var.tenant_queue_window_per_slot)
+        TASKLEASE_RETAIN_SUCCEEDED_SECONDS     = tostring(var.retain_succeeded_seconds)
+        TASKLEASE_RETAIN_CANCELLED_SECONDS     = tostring(var.retain_cancelled_seconds)
+        TASKLEASE_RETAIN_DEAD_LETTERED_SECONDS = tostring(var.retain_dead_lettered_seconds)
+        TASKLEASE_IDEMPOTENCY_WINDOW_SECONDS   = tostring(var.idempotency_window_seconds)
+        TASKLEASE_PRUNE_BATCH_SIZE             = tostring(var.prune_batch_size)
+        TASKLEASE_PRUNE_BATCHES_PER_SWEEP      = tostring(var.prune_batches_per_sweep)
       }
     }
     # The database is private: migrations run from inside the VPC. Invoke it once

@@ -35,6 +35,11 @@ resource "aws_sqs_queue" "source" {
       error_message = "max_receive_count must be above max_attempts: the redrive policy is only the last backstop."
     }
     precondition {
+      # The app refuses it too (TASKLEASE_RETAIN_DEAD_LETTERED_SECONDS), at the sweeper's start.
+      condition     = var.retain_dead_lettered_seconds == 0 || var.retain_dead_lettered_seconds >= local.dlq_retention_seconds
+      error_message = "retain_dead_lettered_seconds must be 0 (forever) or at least the DLQ's retention: a dead letter's job is kept as long as its message may be in the DLQ."
+    }
+    precondition {
       condition     = local.dlq_retention_seconds > local.message_retention_seconds
       error_message = "dlq_retention_seconds must be longer than message_retention_seconds: a dead-lettered message keeps its original enqueue time."
     }

@@ -637,3 +637,71 @@ variable "oldest_message_alarm_seconds" {
     error_message = "oldest_message_alarm_seconds must be at least 60."
   }
 }
+
+# --- retention (README "Retention"): the sweeper prunes finished jobs past these -------
+
+variable "retain_succeeded_seconds" {
+  description = "TASKLEASE_RETAIN_SUCCEEDED_SECONDS: how long a succeeded job is kept after it finished, with its events, effects, output, outbox rows and callbacks (0: forever)."
+  type        = number
+  default     = 2592000
+
+  validation {
+    condition     = var.retain_succeeded_seconds >= 0 && var.retain_succeeded_seconds <= 315360000 && floor(var.retain_succeeded_seconds) == var.retain_succeeded_seconds
+    error_message = "retain_succeeded_seconds must be a whole number from 0 to 315360000."
+  }
+}
+
+variable "retain_cancelled_seconds" {
+  description = "TASKLEASE_RETAIN_CANCELLED_SECONDS: how long a cancelled job is kept after it finished (0: forever)."
+  type        = number
+  default     = 2592000
+
+  validation {
+    condition     = var.retain_cancelled_seconds >= 0 && var.retain_cancelled_seconds <= 315360000 && floor(var.retain_cancelled_seconds) == var.retain_cancelled_seconds
+    error_message = "retain_cancelled_seconds must be a whole number from 0 to 315360000."
+  }
+}
+
+variable "retain_dead_lettered_seconds" {
+  description = "TASKLEASE_RETAIN_DEAD_LETTERED_SECONDS: how long a dead-lettered job is kept unless redriven (0: forever); at least the DLQ's message retention, or the sweeper refuses to start."
+  type        = number
+  default     = 2592000
+
+  validation {
+    condition     = var.retain_dead_lettered_seconds >= 0 && var.retain_dead_lettered_seconds <= 315360000 && floor(var.retain_dead_lettered_seconds) == var.retain_dead_lettered_seconds
+    error_message = "retain_dead_lettered_seconds must be a whole number from 0 to 315360000."
+  }
+}
+
+variable "idempotency_window_seconds" {
+  description = "TASKLEASE_IDEMPOTENCY_WINDOW_SECONDS: a job with an Idempotency-Key is kept at least this long after it was made, so a replay within it answers that job."
+  type        = number
+  default     = 86400
+
+  validation {
+    condition     = var.idempotency_window_seconds >= 0 && var.idempotency_window_seconds <= 315360000 && floor(var.idempotency_window_seconds) == var.idempotency_window_seconds
+    error_message = "idempotency_window_seconds must be a whole number from 0 to 315360000."
+  }
+}
+
+variable "prune_batch_size" {
+  description = "TASKLEASE_PRUNE_BATCH_SIZE: jobs one prune statement deletes at most, with their rows."
+  type        = number
+  default     = 500
+
+  validation {
+    condition     = var.prune_batch_size >= 1 && var.prune_batch_size <= 10000 && floor(var.prune_batch_size) == var.prune_batch_size
+    error_message = "prune_batch_size must be a whole number from 1 to 10000."
+  }
+}
+
+variable "prune_batches_per_sweep" {
+  description = "TASKLEASE_PRUNE_BATCHES_PER_SWEEP: prune batches of each state the sweeper runs per pass (0: it never prunes)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.prune_batches_per_sweep >= 0 && var.prune_batches_per_sweep <= 10000 && floor(var.prune_batches_per_sweep) == var.prune_batches_per_sweep
+    error_message = "prune_batches_per_sweep must be a whole number from 0 to 10000."
+  }
+}

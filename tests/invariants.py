@@ -36,6 +36,7 @@ import pytest
 from app.chaos import checker
 from app.states import FINAL_FOR_NOW, JobState
 from tests.conftest import Stack, job_row, wait_for
+from tests.retention_data import counts_by_scan, counts_maintained
 
 FINAL = FINAL_FOR_NOW  # where a settled job is; the state-machine test drains to it
 
@@ -174,6 +175,11 @@ def check_invariants(
         problems[job_id] += _with_waits(sql, row, found, settled=settled)
     for key, found in checker.delivery_violations(outside):
         problems[_job_of(key)].append(found)
+    if counts_maintained(sql) != counts_by_scan(sql):
+        problems[None].append(
+            f"the maintained counts by state {counts_maintained(sql)} are not the table's "
+            f"{counts_by_scan(sql)}"
+        )
 
     bad = {j: p for j, p in problems.items() if p}
     if bad:

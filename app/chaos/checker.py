@@ -169,7 +169,12 @@ def check(
 
 def violated(report: dict[str, Any]) -> bool:
     keys = ("lost", "duplicated_effects", "duplicated_completions", "stuck_waits", "unexpected")
-    return any(report.get(k) for k in keys) or report["acknowledged"] < report["submitted"]
+    retention = (report.get("retention") or {}).get("problems")
+    return (
+        any(report.get(k) for k in keys)
+        or bool(retention)
+        or report["acknowledged"] < report["submitted"]
+    )
 
 
 # --- one job at a time (the crash-point and e2e tests) ---------------------------

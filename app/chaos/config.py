@@ -15,6 +15,11 @@ out = Console()
 EXIT_OK, EXIT_VIOLATED, EXIT_UNAVAILABLE, EXIT_ABORTED, EXIT_INTERRUPTED = 0, 1, 3, 4, 130
 
 
+# The chaos sweeper's prune: small batches, one per pass, so the history's prune spans
+# the faults (a PostgreSQL restart, kills) instead of ending in the first pass.
+PRUNE_BATCH = 20
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     jobs: int = 200
@@ -50,6 +55,9 @@ class Config:
     max_attempts: int = 3
     clients: int = 8
     drain_timeout: float = 300.0
+    # Finished jobs of 40 days ago written before the run, which the sweeper prunes in
+    # batches of PRUNE_BATCH while the faults run (retention, issue 18).
+    history_jobs: int = 300
 
 
 @dataclasses.dataclass

@@ -78,6 +78,15 @@ def render(report: dict[str, Any]) -> Table:
             "most jobs leased at once (tenant's running cap)",
             f"{cap['most_live_leases']} ({cap['cap']})",
         )
+    if "retention" in report:
+        kept = report["retention"]
+        row(
+            "history pruned while faulted (seeded / left / partial)",
+            f"{kept['seeded']} / {kept['left']} / {kept['partial']}",
+            bad=bool(kept["problems"]),
+        )
+        for problem in kept["problems"]:
+            row("  retention", problem, bad=True)
     row("dead letters after first drain", report["dead_letters_after_first_drain"])
     row(
         "redriven, then",

@@ -107,6 +107,8 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
     stop_display = asyncio.Event()
     shown = asyncio.create_task(progress(cfg, database, run, stop_display))
     try:
+        seeded = await audit.seed_history(database, cfg.history_jobs)
+        run.note(f"{seeded} finished jobs of 40 days ago written, for the sweeper to prune")
         run.phase = "submitting, with faults"
         run.mark("faults_started")
         submitted = asyncio.Event()
@@ -145,6 +147,7 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         run.note(
             "drained" if redrained else f"[red]not drained within {cfg.drain_timeout:.0f} s[/]"
         )
+        retention = await pruned_history(database, seeded)
         facts = await gather_facts(database, stack)
     finally:
         stop_display.set()
@@ -164,11 +167,28 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         **facts,
     )
     report["dead_letters_after_first_drain"] = first
+    report["retention"] = retention
     report["running_cap"] = {
         "cap": cfg.max_running,
         "most_live_leases": most_live_leases(facts["events"]),
     }
     return report
+
+
+async def pruned_history(database: Database, seeded: int, wait: float = 60) -> dict[str, Any]:
+    """Wait for the sweeper to prune the seeded history; what it left, what it left
+    partial (must be none: a batch is one statement), and whether the maintained counts
+    by state equal a scan."""
+    deadline = time.monotonic() + wait
+    left, partial = await audit.history(database)
+    while left and time.monotonic() < deadline:
+        await asyncio.sleep(1)
+        left, partial = await audit.history(database)
+    mismatch = await audit.counts_mismatch(database)
+    problems = [f"{left} history jobs not pruned within {wait:.0f} s"] if left else []
+    problems += [f"{partial} history jobs pruned in part"] if partial else []
+    problems += [f"counts by state differ from a scan: {m}" for m in mismatch]
+    return {"seeded": seeded, "left": left, "partial": partial, "problems": problems}
 
 
 async def redrive_transient(stack: ChaosStack, database: Database) -> list[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from app import config, errors
-from app.chaos.config import Config
+from app.chaos.config import PRUNE_BATCH, Config
 from app.config import Settings
 from app.stack import embedded
 from app.stack.stack import Process, Stack
@@ -154,6 +154,8 @@ class ChaosStack(Stack):
             "TASKLEASE_BACKOFF_CAP_SECONDS": "2",
             "TASKLEASE_OUTBOX_GRACE_SECONDS": "1",
             "TASKLEASE_SWEEP_INTERVAL_SECONDS": "1",
+            "TASKLEASE_PRUNE_BATCH_SIZE": str(PRUNE_BATCH),
+            "TASKLEASE_PRUNE_BATCHES_PER_SWEEP": "1",
             # After the broker restart the sweeper re-sends the messages of waiting jobs.
             "TASKLEASE_LOST_MESSAGE_SECONDS": "8",
             # A message SQS moves to the DLQ itself is reconciled within the run.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import callbacks, dead_letters, jobs, keys, limits, queues, schedules, serve
+from app.cli import callbacks, dead_letters, jobs, keys, limits, prune, queues, schedules, serve
 
 cli = typer.Typer(
     help="Durable asynchronous jobs for long AI work on SQS, Lambda and PostgreSQL.",
@@ -21,6 +21,7 @@ cli.command()(serve.dev)
 cli.command()(serve.env)
 cli.command()(jobs.submit)
 cli.command()(dead_letters.redrive)
+cli.command()(prune.prune)
 cli.command()(serve.chaos)
 cli.add_typer(queues.group, name="queues")
 cli.add_typer(jobs.group, name="jobs")

@@ -29,6 +29,7 @@ async def refresh(db: store.Database, queue: Transport) -> None:
     jobs: store.gauges.JobGauges | None = None
     dlq: dict[str, int] | None = None
     try:
+        await store.gauges.fold(db)  # the appended count changes, into the totals
         jobs = await store.gauges.jobs(db)
     except errors.TaskleaseError as exc:
         log.warning("metrics: jobs by state not read: %s", exc)

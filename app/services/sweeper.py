@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from app import aws_limits, metrics, store
 from app.config import Settings
-from app.services import outbox, parking, schedules, wakeups
+from app.services import outbox, parking, retention, schedules, wakeups
 from app.states import JobState
 from app.store.records import Job
 from app.transport import Message, Transport, codec
@@ -38,6 +38,7 @@ class SweepReport:
     woken: int = 0  # waiting jobs answered but not woken: woken now
     orphans_cancelled: int = 0  # children of a cancelled parent the cancel missed
     released: int = 0  # parked jobs released (their tenant's window had room)
+    pruned: int = 0  # finished jobs past their retention deleted (with their rows)
 
     def __str__(self) -> str:
         return (
@@ -45,7 +46,7 @@ class SweepReport:
             f"outbox_sent={self.outbox_sent} resent={self.resent} "
             f"dead_lettered={self.dead_lettered} stale_dead_letters={self.stale_dead_letters} "
             f"wakeups={self.wakeups} woken={self.woken} orphans_cancelled={self.orphans_cancelled} "
-            f"released={self.released}"
+            f"released={self.released} pruned={self.pruned}"
         )
 
 
@@ -91,6 +92,10 @@ async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -
         log.info("re-sent messages for waiting jobs", extra={"count": report.resent})
     report.dead_lettered, report.stale_dead_letters = await reconcile_dlq(settings, db, queue)
     await store.model_limits.prune(db)  # provider budgets' past minutes and days
+    if settings.prune_batches_per_sweep:
+        pruned = await retention.prune(settings, db, max_batches=settings.prune_batches_per_sweep)
+        report.pruned = pruned.jobs()
+    await store.gauges.fold(db)  # the counts by state: appended changes into the totals
     metrics.count(metrics.OUTBOX_RELAYED, report.outbox_sent)
     metrics.count(metrics.DEAD_LETTERS, report.dead_lettered, by="sweeper")
     metrics.count(metrics.SWEEPER_PASSES)

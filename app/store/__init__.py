@@ -2,9 +2,8 @@
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
 cancels, effects, outbox, keys, tenants, model_limits, dead_letters, sweeper_marks, waits,
-schedules, streams,
-gauges), each a set of small typed functions taking the ``Database`` (or, with the ``_txn``
-suffix, a connection inside the caller's transaction) and answering the records of
+schedules, streams, gauges, retention), each a set of small typed functions taking the
+``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's transaction) and answering the records of
 ``store.records``.
 """
 
@@ -19,6 +18,7 @@ from app.store import (
     model_limits,
     outbox,
     records,
+    retention,
     schedules,
     streams,
     sweeper_marks,
@@ -44,6 +44,7 @@ __all__ = [
     "outbox",
     "records",
     "redact",
+    "retention",
     "schedules",
     "streams",
     "sweeper_marks",

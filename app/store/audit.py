@@ -60,3 +60,26 @@ async def waiting_on_carrier(database: Database) -> list[str]:
     sweeper re-sends a lost one), or leased or running (the lease holds it); neither
     parked nor asked to cancel."""
     return [r["id"] for r in await database.fetch(q("audit_waiting_on_carrier"))]
+
+
+# The chaos run's history: finished jobs from 40 days ago that its sweeper prunes
+# while the faults run (they are left out of the witnesses: the checker's jobs are the
+# run's own).
+HISTORY_TENANT = "chaos-history"
+
+
+async def seed_history(database: Database, n: int) -> int:
+    """Write ``n`` finished jobs of 40 days ago with their rows; answers how many."""
+    row = await database.fetch_one(q("audit_seed_history"), {"n": n})
+    return int(row["n"]) if row else 0
+
+
+async def history(database: Database) -> tuple[int, int]:
+    """(history jobs left, of which partial: some of their rows gone, not all)."""
+    row = await database.fetch_one(q("audit_history"))
+    return (int(row["left"]), int(row["partial"])) if row else (0, 0)
+
+
+async def counts_mismatch(database: Database) -> list[dict[str, Any]]:
+    """Where the maintained counts by state differ from a scan of jobs (none, always)."""
+    return await database.fetch(q("audit_counts_mismatch"))

@@ -110,6 +110,11 @@ def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> Non
     assert waits["children_spawned"] > 0, waits
     assert report["by_kind"].get("demo.flaky (child)", {}).get("dead_lettered"), report["by_kind"]
     assert report["faults"]["kills"] >= 3, logs
+    # And the sweeper pruned the seeded history while the faults ran: whole jobs only,
+    # and the maintained counts by state still equal a scan of the table
+    kept = report["retention"]
+    assert (kept["seeded"], kept["left"], kept["partial"]) == (300, 0, 0), kept
+    assert kept["problems"] == [], kept
     if target == "redis":
         # And Redis was restarted with its AOF, then without persistence, and what each
         # restart lost (all it held, the second time) was made good from the database

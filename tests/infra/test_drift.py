@@ -244,6 +244,31 @@ LIMITS = {
 }
 
 
+# Terraform variable -> the app's Settings field; the sweeper function gets it (retention).
+RETENTION = {
+    "retain_succeeded_seconds": "retain_succeeded_seconds",
+    "retain_cancelled_seconds": "retain_cancelled_seconds",
+    "retain_dead_lettered_seconds": "retain_dead_lettered_seconds",
+    "idempotency_window_seconds": "idempotency_window_seconds",
+    "prune_batch_size": "prune_batch_size",
+    "prune_batches_per_sweep": "prune_batches_per_sweep",
+}
+
+
+@pytest.mark.parametrize("variable", sorted(RETENTION))
+def test_the_retention_settings_reach_the_sweeper_with_the_apps_defaults_and_bounds(
+    variable: str,
+) -> None:
+    field = RETENTION[variable]
+    assert tfconfig.variables()[variable]["default"] == config.Settings.model_fields[field].default
+    conditions = " ".join(v["condition"] for v in tfconfig.validations(variable))
+    for op, bound in constraints(field).items():
+        assert bound in _numbers(conditions, op), f"{variable}: validation lacks {op} {bound:g}"
+    env = f"TASKLEASE_{field.upper()}"
+    pattern = rf"{env}\W+(\$\{{)?tostring\(var\.{variable}\)"
+    assert re.search(pattern, tfconfig.function_env("sweeper")), env
+
+
 def test_every_setting_terraform_names_is_one_the_app_reads() -> None:
     # Environment variables, descriptions and comments alike.
     names: set[str] = set()

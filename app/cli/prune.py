@@ -1,0 +1,93 @@
+"""``tasklease prune [--dry-run]``: delete finished jobs past their retention with their
+rows, in batches (README "Retention"), showing each batch as it goes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from app import config, store
+from app.cli import runner
+from app.cli.render import PlainTable, err, out, plain, when
+from app.services import retention
+
+
+def _keep(seconds: float) -> str:
+    days, rest = divmod(int(seconds), 86_400)
+    return f"{days} d" if not rest else f"{int(seconds)} s"
+
+
+def _due_table(s: config.Settings, rows: list[store.retention.Due]) -> PlainTable:
+    table = PlainTable(
+        "state",
+        "kept for",
+        "past it",
+        "held back",
+        "to prune",
+        "oldest finish",
+        title="dry run: what a prune would delete now (nothing was deleted)",
+    )
+    keeps = s.retention()
+    for r in rows:
+        table.add_row(
+            r.state,
+            _keep(keeps[r.state]),
+            str(r.due),
+            str(r.held),
+            str(r.due - r.held),
+            when(r.oldest),
+        )
+    return table
+
+
+def _report_table(report: retention.PruneReport) -> PlainTable:
+    tables = store.retention.TABLES
+    table = PlainTable(
+        "state", *tables, title=f"pruned in {report.batches} batches, {report.seconds:.1f} s"
+    )
+    for state, counts in report.rows.items():
+        table.add_row(state, *(str(counts[t]) for t in tables))
+    return table
+
+
+def prune(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="count what would be deleted; delete nothing")
+    ] = False,
+    max_batches: Annotated[
+        int | None,
+        typer.Option(min=1, help="batches of each state at most (default: until none is left)"),
+    ] = None,
+) -> None:
+    """Delete finished jobs past their retention (TASKLEASE_RETAIN_*_SECONDS) with their
+    events, effects, output, outbox rows and callbacks, TASKLEASE_PRUNE_BATCH_SIZE jobs
+    per statement. Jobs held back: an Idempotency-Key within
+    TASKLEASE_IDEMPOTENCY_WINDOW_SECONDS, an unfinished parent or child."""
+    s = runner.settings_or_exit()
+    if not s.retention():
+        plain("every state is kept forever (TASKLEASE_RETAIN_*_SECONDS are 0): nothing to prune")
+        return
+    if dry_run:
+        rows = runner.on_database(s, lambda db: retention.due(s, db))
+        out.print(_due_table(s, rows))
+        return
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err
+    ) as bar:
+        task = bar.add_task("pruning", total=None)
+        done = {"jobs": 0, "batches": 0}
+
+        def shown(state: str, counts: dict[str, int]) -> None:
+            done["jobs"] += counts["jobs"]
+            done["batches"] += 1
+            bar.update(
+                task,
+                description=f"pruning {state}: {done['jobs']} jobs in {done['batches']} batches",
+            )
+
+        report = runner.on_database(
+            s, lambda db: retention.prune(s, db, max_batches=max_batches, on_batch=shown)
+        )
+    out.print(_report_table(report))
