@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import psycopg
 
+from app import config
 from app.stack import embedded
 from app.stack.stack import Process
 from bench import floor_app
@@ -141,10 +142,14 @@ async def drive(
 
 
 def start_floor(stack: BenchStack) -> tuple[Process, str]:
-    """The floor's process, with the API's pool sizes, on a free port."""
-    s = stack.settings()
+    """The floor's process, with the API's pool sizes (from the environment the API was
+    started with, else the settings' defaults), on a free port."""
+    fields = config.Settings.model_fields
+    args = [
+        stack.env.get(f"{config.PREFIX}{name.upper()}", str(fields[name].default))
+        for name in ("pool_min_size", "pool_max_size")
+    ]
     port = embedded.free_port()
-    args = [str(s.pool_min_size), str(s.pool_max_size)]
     proc = Process(
         "floor",
         [sys.executable, "-m", "bench.floor_app", stack.database_url, str(port), *args],
