@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 
+from bench import floor
 from bench.peers_report import peer_rows
 
 
@@ -192,6 +193,7 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     for p in r.get("worker_counts", []):
         out.append((f"  {p['workers']} workers ({p['jobs']} jobs)", f"{p['jobs_per_s']} jobs/s"))
     out += _noisy_rows(r.get("noisy_neighbour"))
+    out += floor.rows(r.get("single_submission_floor"))
     for note in r.get("notes", []):
         out.append(("note", note))
     return out

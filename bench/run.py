@@ -25,7 +25,15 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import celery_peer, fairness, phases, procrastinate_peer, redis_raw, report
+from bench import (
+    celery_peer,
+    fairness,
+    floor,
+    phases,
+    procrastinate_peer,
+    redis_raw,
+    report,
+)
 from bench.stack import BenchStack, Unavailable
 
 err = Console(stderr=True)
@@ -254,6 +262,16 @@ def main(argv: list[str] | None = None) -> int:
                     clients=args.clients,
                 )
             )
+        # The single-submission floor (issue 18): a bare INSERT route beside POST /v1/jobs.
+        floor_run = asyncio.run(
+            floor.run(
+                stack,
+                jobs,
+                args.clients,
+                args.workers,
+                e2e_submit_req_per_s=main_run["api_submit_req_per_s"],
+            )
+        )
         stack.stop_workers()
         consumers = args.workers * args.worker_concurrency
         if on_redis:
@@ -313,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             **peers,  # celery_recommended, procrastinate
             "worker_counts": points,
             "noisy_neighbour": noisy,
+            "single_submission_floor": floor_run,
             "notes": notes,
             "total_s": round(time.monotonic() - t_start, 1),
         }

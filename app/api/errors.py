@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app import bounds, errors
+from app.api import security
 from app.api.schemas import MAX_ATTEMPTS, TIMEOUT_SECONDS, Problem
 from app.services import auth, redrive
 
@@ -97,6 +98,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        try:
+            await security.verify_deferred(request)  # a revoked key is 401, not 422
+        except errors.TaskleaseError as refused:
+            return await _error(request, refused)
         status, detail = validation_message(exc)
         return JSONResponse({"detail": detail}, status_code=status)
 

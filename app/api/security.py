@@ -10,13 +10,13 @@ a proxy or a log that reads another one than the API would disagree about the ca
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import dataclasses
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.api.deps import Keys, Settings
+from app.api.deps import Clients, Keys, Runtime, Settings, client_keys
 from app.services import auth
 
 # Declares the scheme in the OpenAPI document; _identify does the checking itself, so a
@@ -68,20 +68,41 @@ async def _caller(
     return principal
 
 
-async def _submitter(
-    request: Request, settings: Settings, keys: Keys, credentials: Credentials
-) -> AsyncIterator[auth.Principal]:
+@dataclasses.dataclass(frozen=True)
+class Submitting:
+    """The caller of a submit route and the API's clients, in one dependency (each
+    dependency costs FastAPI work on every request, and submitting is the hot path)."""
+
+    caller: auth.Principal
+    runtime: Runtime
+
+
+# Where a submit request keeps the key it was let in with unread (request.state).
+_DEFERRED = "deferred_key"
+
+
+async def _submitting(request: Request, runtime: Clients, credentials: Credentials) -> Submitting:
     """The caller of a submit route. A key this process verified before is taken from
     memory and its revocation is read by the insert itself (one round trip fewer per
     submission). Should the request fail before that statement ran (a body that does
-    not validate, a bad job), the key is read first, so a revoked key still gets 401."""
-    principal, token = await _identify(request, settings, keys, credentials, defer_revocation=True)
-    try:
-        yield principal
-    except Exception:
-        if principal.revocation_pending:
-            await keys.verify(token)  # Unauthorized for a key revoked meanwhile
-        raise
+    not validate, a bad job), ``verify_deferred`` reads the key first, so a revoked key
+    still gets 401: the routes call it on any error, app/api/errors.py on a 422."""
+    keys = client_keys(request, runtime)
+    principal, token = await _identify(
+        request, runtime.settings, keys, credentials, defer_revocation=True
+    )
+    if principal.revocation_pending:
+        setattr(request.state, _DEFERRED, (keys, token))
+    return Submitting(principal, runtime)
+
+
+async def verify_deferred(request: Request) -> None:
+    """Unauthorized for a key revoked since this process verified it, when this request
+    let it in from memory (a no-op otherwise)."""
+    deferred: tuple[auth.ClientKeys, str] | None = getattr(request.state, _DEFERRED, None)
+    if deferred is not None:
+        keys, token = deferred
+        await keys.verify(token)
 
 
 async def _admin(caller: Annotated[auth.Principal, Depends(_caller)]) -> auth.Principal:
@@ -91,7 +112,7 @@ async def _admin(caller: Annotated[auth.Principal, Depends(_caller)]) -> auth.Pr
 
 
 Caller = Annotated[auth.Principal, Depends(_caller)]
-Submitter = Annotated[auth.Principal, Depends(_submitter)]
+Submitter = Annotated[Submitting, Depends(_submitting)]
 Admin = Annotated[auth.Principal, Depends(_admin)]
 
 

@@ -3,6 +3,7 @@ and redrive one. A caller sees its own tenant's jobs; another tenant's job is 40
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from contextlib import AbstractContextManager
 from typing import Annotated
@@ -11,7 +12,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from opentelemetry.trace import Span
 
 from app import bounds, tracing
-from app.api.deps import Db, JobQueue, Sender, Settings
+from app.api.deps import Db, JobQueue, Settings
 from app.api.errors import COMMON, CONFLICT, SUBMIT
 from app.api.schemas import (
     TENANT_PATTERN,
@@ -27,7 +28,7 @@ from app.api.schemas import (
     Problem,
     Storable,
 )
-from app.api.security import Caller, Submitter
+from app.api.security import Caller, Submitter, verify_deferred
 from app.services import auth, costs, jobs, redrive
 from app.services import submit as service
 from app.states import JobState
@@ -38,11 +39,7 @@ router = APIRouter()
 @router.post("/v1/jobs", status_code=202, response_model=JobPublic, responses=SUBMIT)
 async def create_job(
     body: JobCreate,
-    caller: Submitter,
-    settings: Settings,
-    db: Db,
-    queue: JobQueue,
-    sender: Sender,
+    submitting: Submitter,
     request: Request,
     response: Response,
     idempotency_key: Annotated[
@@ -54,34 +51,44 @@ async def create_job(
     ``delay_seconds`` it is ``waiting`` on a timer until then (any length up to a year);
     when it runs is part of what its Idempotency-Key is bound to. The job's trace starts
     here (in the caller's, when it sent a ``traceparent`` header)."""
-    with _submit_span("/v1/jobs", request, caller.tenant, 1):
-        submitted = await service.submit(
-            settings,
-            db,
-            queue,
-            kind=body.kind,
-            payload=body.payload,
-            max_attempts=body.max_attempts,
-            timeout_seconds=body.timeout_seconds,
-            idempotency_key=idempotency_key,
-            tenant=caller.tenant,
-            sender=sender,
-            key_id=caller.key_id,
-            run_at=body.run_at,
-            delay_seconds=body.delay_seconds,
-            priority=body.priority.value,
-        )
-        response.headers["Location"] = f"/v1/jobs/{submitted.job['id']}"
-        if not submitted.created:
-            response.headers["Idempotent-Replayed"] = "true"
-        return JobPublic.of(submitted.job)
+    caller, rt = submitting.caller, submitting.runtime
+    try:
+        with _submit_span("/v1/jobs", request, caller.tenant, 1):
+            submitted = await service.submit(
+                rt.settings,
+                rt.db,
+                rt.queue,
+                kind=body.kind,
+                payload=body.payload,
+                max_attempts=body.max_attempts,
+                timeout_seconds=body.timeout_seconds,
+                idempotency_key=idempotency_key,
+                tenant=caller.tenant,
+                sender=rt.sender,
+                key_id=caller.key_id,
+                run_at=body.run_at,
+                delay_seconds=body.delay_seconds,
+                priority=body.priority.value,
+            )
+    except Exception:
+        await verify_deferred(request)  # 401 first for a key revoked meanwhile
+        raise
+    response.headers["Location"] = f"/v1/jobs/{submitted.job['id']}"
+    if not submitted.created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return JobPublic.of(submitted.job)
 
 
 def _submit_span(
     route: str, request: Request, tenant: str, count: int
-) -> AbstractContextManager[Span]:
+) -> AbstractContextManager[Span | None]:
     """The submission's span in the request's trace: every job it writes keeps its
-    context, so the job's trace starts here (in the caller's, from its traceparent)."""
+    context, so the job's trace starts here (in the caller's, from its traceparent).
+    With tracing off and no ``traceparent`` sent, none: the no-op span would record
+    nothing and carry no context, so the jobs keep none either way (``of_job`` names
+    their trace), and the request saves reading its headers into a propagator."""
+    if not tracing.enabled() and "traceparent" not in request.headers:
+        return contextlib.nullcontext()
     return tracing.request_span(
         "job.submit", f"POST {route}", request.headers, **{"job.tenant": tenant, "job.count": count}
     )
@@ -89,29 +96,28 @@ def _submit_span(
 
 @router.post("/v1/jobs/batch", status_code=202, response_model=JobBatchPublic, responses=SUBMIT)
 async def create_jobs(
-    body: JobBatchCreate,
-    caller: Submitter,
-    settings: Settings,
-    db: Db,
-    queue: JobQueue,
-    sender: Sender,
-    request: Request,
+    body: JobBatchCreate, submitting: Submitter, request: Request
 ) -> JobBatchPublic:
     """Accept up to 100 jobs in one request, all or none: every job is durable when
     this answers 202. One bad job (422 naming ``jobs[i]``), a reused key with another
     body (409) or a limit (429, counting every new job) refuses the whole batch and
     writes nothing. The jobs' traces start here, in one trace (the caller's, when it
     sent a ``traceparent`` header)."""
-    with _submit_span("/v1/jobs/batch", request, caller.tenant, len(body.jobs)):
-        submitted = await service.submit_many(
-            settings,
-            db,
-            queue,
-            [j.new_job() for j in body.jobs],
-            tenant=caller.tenant,
-            sender=sender,
-            key_id=caller.key_id,
-        )
+    caller, rt = submitting.caller, submitting.runtime
+    try:
+        with _submit_span("/v1/jobs/batch", request, caller.tenant, len(body.jobs)):
+            submitted = await service.submit_many(
+                rt.settings,
+                rt.db,
+                rt.queue,
+                [j.new_job() for j in body.jobs],
+                tenant=caller.tenant,
+                sender=rt.sender,
+                key_id=caller.key_id,
+            )
+    except Exception:
+        await verify_deferred(request)  # 401 first for a key revoked meanwhile
+        raise
     return JobBatchPublic(
         jobs=[JobPublic.of(s.job) for s in submitted],
         replayed=[i for i, s in enumerate(submitted) if not s.created],
