@@ -157,7 +157,13 @@ def hot_queries(tenant: str, s: dict[str, Any]) -> list[Hot]:
         Hot(
             "prune: one batch of succeeded jobs",
             "prune_jobs",
-            {"state": "succeeded", "keep": 30 * 86400.0, "replay_window": 86400.0, "limit": 500},
+            {
+                "state": "succeeded",
+                "keep": 30 * 86400.0,
+                "replay_window": 86400.0,
+                "dlq_keep": 14 * 86400.0,
+                "limit": 500,
+            },
             writes=True,
         ),
     ]

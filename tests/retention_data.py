@@ -21,6 +21,7 @@ def old_job(
     key: str | None = None,
     parent: uuid.UUID | None = None,
     made_days: float | None = None,
+    dead_lettered_by: str | None = None,
 ) -> uuid.UUID:
     """A job in ``state`` finished ``days`` ago (unfinished ones: made ``days`` ago), with
     two events, an effect, an output row, a sent outbox row and a callback."""
@@ -32,14 +33,14 @@ def old_job(
         INSERT INTO jobs (id, tenant, kind, payload, state, attempt, max_attempts,
                           timeout_seconds, idempotency_key, request_hash, parent_id,
                           wait_kind, wait_rule, lease_token, lease_expires_at,
-                          created_at, updated_at, finished_at)
+                          dead_lettered_by, created_at, updated_at, finished_at)
         VALUES (%(id)s, %(tenant)s, 'demo.noop', '{}', %(state)s::job_state, 1, 3, 60, %(key)s, 'h',
                 %(parent)s,
                 CASE WHEN %(state)s::text = 'waiting' THEN 'children' END,
                 CASE WHEN %(state)s::text = 'waiting' THEN '{"children": []}'::jsonb END,
                 CASE WHEN %(state)s::text IN ('leased', 'running') THEN gen_random_uuid() END,
                 CASE WHEN %(state)s::text IN ('leased', 'running') THEN now() + interval '1 hour' END,
-                now() - make_interval(secs => %(made)s * 86400),
+                %(by)s, now() - make_interval(secs => %(made)s * 86400),
                 now() - make_interval(secs => %(days)s * 86400),
                 CASE WHEN %(finished)s THEN now() - make_interval(secs => %(days)s * 86400) END)
         """,
@@ -52,6 +53,7 @@ def old_job(
             "made": made,
             "days": days,
             "finished": finished,
+            "by": dead_lettered_by,
         },
     )
     sql.execute(

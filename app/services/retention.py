@@ -54,6 +54,7 @@ async def prune(
                 state=state,
                 keep_seconds=keep,
                 replay_window=settings.idempotency_window_seconds,
+                dlq_keep=settings.dlq_retention_seconds,
                 limit=settings.prune_batch_size,
             )
             ran += 1
@@ -84,5 +85,8 @@ async def due(settings: Settings, db: store.Database) -> list[store.retention.Du
     if not keeps:
         return []
     return await store.retention.prunable(
-        db, keeps, replay_window=settings.idempotency_window_seconds
+        db,
+        keeps,
+        replay_window=settings.idempotency_window_seconds,
+        dlq_keep=settings.dlq_retention_seconds,
     )

@@ -13,7 +13,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 
-from app import aws_limits, metrics, store
+from app import aws_limits, errors, metrics, store
 from app.config import Settings
 from app.services import outbox, parking, retention, schedules, wakeups
 from app.states import JobState
@@ -93,8 +93,13 @@ async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -
     report.dead_lettered, report.stale_dead_letters = await reconcile_dlq(settings, db, queue)
     await store.model_limits.prune(db)  # provider budgets' past minutes and days
     if settings.prune_batches_per_sweep:
-        pruned = await retention.prune(settings, db, max_batches=settings.prune_batches_per_sweep)
-        report.pruned = pruned.jobs()
+        try:
+            pruned = await retention.prune(
+                settings, db, max_batches=settings.prune_batches_per_sweep
+            )
+            report.pruned = pruned.jobs()
+        except errors.StoreError as exc:  # the next pass prunes what this one could not
+            log.warning("prune failed; the next sweep goes on: %s", exc)
     await store.gauges.fold(db)  # the counts by state: appended changes into the totals
     metrics.count(metrics.OUTBOX_RELAYED, report.outbox_sent)
     metrics.count(metrics.DEAD_LETTERS, report.dead_lettered, by="sweeper")

@@ -25,22 +25,34 @@ class Due:
 
 
 async def prune_batch(
-    db: Database, *, state: str, keep_seconds: float, replay_window: float, limit: int
+    db: Database,
+    *,
+    state: str,
+    keep_seconds: float,
+    replay_window: float,
+    dlq_keep: float,
+    limit: int,
 ) -> dict[str, int]:
     """Delete up to ``limit`` of ``state``'s jobs finished more than ``keep_seconds``
-    ago (and not held), with their rows; answers the rows deleted by table."""
-    row = await db.fetch_one(
-        q("prune_jobs"),
-        {"state": state, "keep": keep_seconds, "replay_window": replay_window, "limit": limit},
-    )
+    ago (and not held), with their rows; answers the rows deleted by table. Nothing
+    while another prune runs (one at a time)."""
+    params = {"state": state, "keep": keep_seconds, "replay_window": replay_window}
+    row = await db.fetch_one(q("prune_jobs"), params | {"dlq_keep": dlq_keep, "limit": limit})
     assert row is not None  # one row of counts, always
     return {table: int(row[table]) for table in TABLES}
 
 
-async def prunable(db: Database, keeps: dict[str, float], *, replay_window: float) -> list[Due]:
+async def prunable(
+    db: Database, keeps: dict[str, float], *, replay_window: float, dlq_keep: float
+) -> list[Due]:
     """For each state in ``keeps`` (state -> seconds kept): what a prune would find."""
     rows = await db.fetch(
         q("prunable"),
-        {"states": list(keeps), "keeps": list(keeps.values()), "replay_window": replay_window},
+        {
+            "states": list(keeps),
+            "keeps": list(keeps.values()),
+            "replay_window": replay_window,
+            "dlq_keep": dlq_keep,
+        },
     )
     return [Due(str(r["state"]), int(r["due"]), int(r["held"]), r["oldest"]) for r in rows]

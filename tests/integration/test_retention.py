@@ -47,6 +47,7 @@ async def test_a_prune_deletes_old_finished_jobs_whole_and_nothing_else(
     waiting_parent = old_job(sql, "waiting", 40)
     running_parent = old_job(sql, "running", 40)
     finished_parent = old_job(sql, "succeeded", 40)
+    dead_parent = old_job(sql, "dead_lettered", 10)  # a redrive replays its spawns
     kept = {
         "recent": old_job(sql, "succeeded", 6),
         "dead letter within the DLQ's retention": old_job(sql, "dead_lettered", 10),
@@ -58,6 +59,10 @@ async def test_a_prune_deletes_old_finished_jobs_whole_and_nothing_else(
         "child of a running parent": old_job(sql, "cancelled", 40, parent=running_parent),
         "parent of an unfinished child": finished_parent,
         "unfinished child": old_job(sql, "queued", 40, parent=finished_parent),
+        "child of a dead-lettered parent": old_job(sql, "succeeded", 40, parent=dead_parent),
+        "a dead letter cancelled within the DLQ's retention": old_job(
+            sql, "cancelled", 10, dead_lettered_by="engine"
+        ),
     }
 
     # When the prune runs in batches of two until nothing is left.

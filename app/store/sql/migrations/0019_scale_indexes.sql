@@ -27,7 +27,3 @@ CREATE INDEX jobs_unfinished_children ON jobs (parent_id)
 CREATE INDEX jobs_waiting_for_answer ON jobs (updated_at)
     WHERE state = 'waiting' AND wait_kind IN ('callback', 'children');
 
--- jobs_state_created serves what jobs_state_kind (0001) did: the metrics' oldest queued
--- job is now one probe across kinds. Every transition changes `state`, so each index on
--- it is written at every transition: one index in, one out.
-DROP INDEX jobs_state_kind;

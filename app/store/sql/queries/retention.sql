@@ -8,11 +8,14 @@
 -- One batch of one state, in one statement: the state's oldest finished jobs (the
 -- jobs_finished index, in order, LIMIT: bounded time and locks, no table rewrite), less
 -- those still held: a job whose Idempotency-Key is within its replay window, a child
--- whose parent is unfinished (its gather counts it), a parent with an unfinished child.
+-- whose parent is unfinished or dead-lettered (its gather counts it; a redrive replays
+-- its spawns), a parent with an unfinished child.
 -- A row another transaction holds (a redrive, a cancel) is skipped, not waited for. The
 -- rows of the other tables go in the same statement (the cascade would find none left),
 -- each counted.
-WITH doomed AS (
+WITH one_at_a_time AS (
+    SELECT pg_try_advisory_xact_lock(hashtext('tasklease_prune')) AS got
+), doomed AS (
     SELECT j.id FROM jobs j
     WHERE j.state = %(state)s::job_state
       AND j.finished_at < now() - make_interval(secs => %(keep)s)
@@ -22,11 +25,18 @@ WITH doomed AS (
       -- NOT EXISTS, the planner hashed every unfinished job, or read every child).
       AND NOT coalesce((SELECT true FROM jobs c
                         WHERE c.parent_id = j.id
-                          AND c.state NOT IN ('succeeded', 'dead_lettered', 'cancelled')
+                          AND c.state IN ('queued', 'leased', 'running', 'retrying',
+                                          'stalled', 'waiting')
                         LIMIT 1), false)
       AND (j.parent_id IS NULL
-           OR coalesce((SELECT p.state IN ('succeeded', 'dead_lettered', 'cancelled')
+           OR coalesce((SELECT p.state IN ('succeeded', 'cancelled')
                         FROM jobs p WHERE p.id = j.parent_id), true))
+      -- A cancelled dead letter's message may still be in the DLQ: kept as long.
+      AND (j.dead_lettered_by IS NULL
+           OR j.finished_at < now() - make_interval(secs => %(dlq_keep)s))
+      -- One prune at a time (sweepers, the CLI): a parent's delete sets its children's
+      -- parent_id, which two prunes could lock in opposite orders.
+      AND (SELECT got FROM one_at_a_time)
     ORDER BY j.finished_at
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
@@ -64,9 +74,12 @@ SELECT p.state::text AS state, count(j.id) AS due,
            (j.idempotency_key IS NOT NULL
             AND j.created_at >= now() - make_interval(secs => %(replay_window)s))
            OR EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = j.id
-                      AND c.state NOT IN ('succeeded', 'dead_lettered', 'cancelled'))
-           OR NOT coalesce((SELECT par.state IN ('succeeded', 'dead_lettered', 'cancelled')
+                      AND c.state IN ('queued', 'leased', 'running', 'retrying', 'stalled',
+                                      'waiting'))
+           OR NOT coalesce((SELECT par.state IN ('succeeded', 'cancelled')
                             FROM jobs par WHERE par.id = j.parent_id), true)
+           OR (j.dead_lettered_by IS NOT NULL
+               AND j.finished_at >= now() - make_interval(secs => %(dlq_keep)s))
        ) AS held,
        min(j.finished_at) AS oldest
 FROM unnest(%(states)s::job_state[], %(keeps)s::float8[]) AS p(state, keep)
