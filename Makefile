@@ -6,7 +6,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: help run test test-unit test-ui test-localstack test-redis lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan bench bench-scale
+.PHONY: help run test test-unit test-ui test-localstack test-redis test-runtime lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan bench bench-scale
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -70,6 +70,19 @@ test-redis: $(STAMP) ## the integration and end-to-end tests on the Redis carrie
 	else echo "test-redis: on the Redis at $${TEST_REDIS_URL%%@*}"; fi; \
 	TASKLEASE_TEST_CARRIERS=redis $(UV) run --no-sync $(PYTEST_RUN) -m "integration or e2e" $(ARGS)
 
+# The Lambda functions run Python 3.13 (infra/variables.tf: lambda_runtime); .venv is 3.11.
+# This runs the unit tests and the handlers' tests on 3.13, in a venv of its own.
+RUNTIME_VENV := .venv-py313
+test-runtime: $(STAMP) ## the unit tests and the Lambda handlers' tests on the functions' Python 3.13 (.venv-py313)
+	@py=$$(bash localstack/run.sh python313 2>/dev/null) || { \
+	  echo "test-runtime: NOT RUN: no Python 3.13 found (set LOCALSTACK_PYTHON=/path/to/python3.13); CI=true makes this a failure"; \
+	  if [ "$${CI:-}" = "true" ]; then exit 1; else exit 0; fi; }; \
+	echo "test-runtime: on $$py"; \
+	UV_PROJECT_ENVIRONMENT=$(RUNTIME_VENV) $(UV) sync --locked --all-extras --quiet --python "$$py" || exit $$?; \
+	TASKLEASE_TEST_CARRIERS=moto $(RUNTIME_VENV)/bin/python -m pytest -p no:cacheprovider -q \
+	  $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile) \
+	  -m "unit or integration" tests/unit tests/integration/test_handlers.py tests/integration/test_migrate_handler.py $(ARGS)
+
 lint: $(STAMP) ## ruff
 	@$(UV) run --no-sync ruff check app handlers tests bench
 	@$(UV) run --no-sync ruff format --check app handlers tests bench
@@ -89,7 +102,7 @@ localstack-stop: ## stop it
 	@bash localstack/run.sh stop
 
 clean: ## remove the virtual environment and local data (.tasklease/, .localstack/)
-	rm -rf $(VENV) .tasklease .localstack .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(RUNTIME_VENV) .tasklease .localstack .pytest_cache .mypy_cache .ruff_cache
 
 # --- cloud parity: infra/ checks, the Lambda package, a plan against LocalStack -----
 # (infra/README.md). checkov and tflocal live in their own venvs under .tools/.

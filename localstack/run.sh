@@ -294,7 +294,7 @@ cmd_status() {
 }
 
 usage() {
-  echo "usage: $0 {setup|start|stop|restart|status|endpoint}" >&2
+  echo "usage: $0 {setup|start|stop|restart|status|endpoint|python313}" >&2
   exit 2
 }
 
@@ -307,6 +307,7 @@ main() {
     restart) with_lock; do_stop; cmd_start ;;
     status) cmd_status ;;
     endpoint) echo "${ENDPOINT}" ;;
+    python313) find_python313 || { log "no working Python 3.13 found"; exit 3; } ;;
     *) usage ;;
   esac
 }
