@@ -93,7 +93,8 @@ clean: ## remove the virtual environment and local data (.tasklease/, .localstac
 
 # --- cloud parity: infra/ checks, the Lambda package, a plan against LocalStack -----
 # (infra/README.md). checkov and tflocal live in their own venvs under .tools/.
-LAMBDA_ARCH ?= x86_64
+LAMBDA_ARCH ?= arm64
+LAMBDA_RUNTIME ?= python3.13
 TERRAFORM ?= $(shell command -v terraform 2>/dev/null)
 # A provider mirror in -plugin-dir layout for offline `terraform init`; empty = the registry.
 TF_PLUGIN_DIR ?= $(wildcard /opt/tf-plugins)
@@ -112,8 +113,8 @@ infra-check: $(STAMP) ## infra static checks: HCL parse and drift tests, checkov
 	fi
 
 KINDS_SOURCES ?=
-package: $(STAMP) ## build infra/build/lambda.zip from uv.lock (LAMBDA_ARCH=x86_64|arm64; KINDS_SOURCES="dir ..." ships your kinds)
-	@LAMBDA_ARCH=$(LAMBDA_ARCH) $(UV) run --no-sync python scripts/package_lambda.py $(addprefix --with ,$(KINDS_SOURCES))
+package: $(STAMP) ## build infra/build/lambda.zip from uv.lock (LAMBDA_ARCH=arm64|x86_64, LAMBDA_RUNTIME=python3.13|python3.12; KINDS_SOURCES="dir ..." ships your kinds)
+	@UV=$(UV) LAMBDA_ARCH=$(LAMBDA_ARCH) LAMBDA_RUNTIME=$(LAMBDA_RUNTIME) $(UV) run --no-sync python scripts/package_lambda.py $(addprefix --with ,$(KINDS_SOURCES))
 
 plan: $(STAMP) ## terraform plan against LocalStack through tflocal (says loudly when it cannot run)
 	@if [ -z "$(TERRAFORM)" ]; then \

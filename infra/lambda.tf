@@ -122,7 +122,7 @@ resource "aws_lambda_function" "fn" {
   description   = each.value.description
   role          = aws_iam_role.fn[each.key].arn
   handler       = each.value.handler
-  runtime       = "python3.11"
+  runtime       = var.lambda_runtime
   architectures = [var.lambda_architecture]
   timeout       = each.value.timeout
   memory_size   = each.value.memory
@@ -149,10 +149,16 @@ resource "aws_lambda_function" "fn" {
   }
 
   lifecycle {
+    # The manifest is written by scripts/package_lambda.py next to the zip: compiled
+    # wheels are built for one architecture and one Python, so either mismatch fails
+    # at import time on Lambda; here it fails the plan instead.
     precondition {
-      # The manifest is written by scripts/package_lambda.py next to the zip.
       condition     = !fileexists(local.lambda_manifest) || try(jsondecode(file(local.lambda_manifest)).architecture, var.lambda_architecture) == var.lambda_architecture
       error_message = "The package was built for another architecture than lambda_architecture: rebuild with `make package LAMBDA_ARCH=<arch>`."
+    }
+    precondition {
+      condition     = !fileexists(local.lambda_manifest) || try(jsondecode(file(local.lambda_manifest)).runtime, "python3.11") == var.lambda_runtime
+      error_message = "The package was built for another Python than lambda_runtime: rebuild with `make package LAMBDA_RUNTIME=<runtime>`."
     }
   }
 

@@ -149,14 +149,25 @@ variable "lambda_package_path" {
   default     = null
 }
 
-variable "lambda_architecture" {
-  description = "Instruction set of the functions; must match LAMBDA_ARCH used by `make package` (checked against the package manifest)."
+variable "lambda_runtime" {
+  description = "Python runtime of the functions (Amazon Linux 2023); must match LAMBDA_RUNTIME used by `make package` (checked against the package manifest)."
   type        = string
-  default     = "x86_64"
+  default     = "python3.13"
 
   validation {
-    condition     = contains(["x86_64", "arm64"], var.lambda_architecture)
-    error_message = "lambda_architecture must be x86_64 or arm64."
+    condition     = contains(["python3.13", "python3.12"], var.lambda_runtime)
+    error_message = "lambda_runtime must be python3.13 or python3.12 (the runtimes `make package` builds for)."
+  }
+}
+
+variable "lambda_architecture" {
+  description = "Instruction set of the functions (arm64: Graviton, less per GB-second); must match LAMBDA_ARCH used by `make package` (checked against the package manifest)."
+  type        = string
+  default     = "arm64"
+
+  validation {
+    condition     = contains(["arm64", "x86_64"], var.lambda_architecture)
+    error_message = "lambda_architecture must be arm64 or x86_64."
   }
 }
 

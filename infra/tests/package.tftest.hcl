@@ -1,0 +1,70 @@
+# `terraform test`: the functions' runtime and architecture, and the package manifest
+# that `make package` writes beside the zip (infra/tests/packages/ holds two stand-ins).
+# A package built for another Python or another instruction set fails the plan.
+
+mock_provider "aws" {
+  mock_data "aws_iam_policy_document" {
+    defaults = { json = "{\"Version\":\"2012-10-17\",\"Statement\":[]}" }
+  }
+  mock_data "aws_partition" {
+    defaults = { partition = "aws" }
+  }
+  mock_resource "aws_db_instance" {
+    defaults = {
+      master_user_secret = [{ secret_arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:db", kms_key_id = "", secret_status = "active" }]
+    }
+  }
+}
+
+run "the_defaults_are_python3_13_on_arm64" {
+  command = plan
+  variables {
+    lambda_package_path = "tests/packages/arm64-python3.13.zip"
+  }
+
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.fn : f.runtime == "python3.13" && f.architectures == tolist(["arm64"])])
+    error_message = "Every function must run python3.13 on arm64 by default."
+  }
+}
+
+run "x86_64_and_python3_12_are_selectable" {
+  command = plan
+  variables {
+    lambda_package_path = "tests/packages/x86_64-python3.12.zip"
+    lambda_architecture = "x86_64"
+    lambda_runtime      = "python3.12"
+  }
+
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.fn : f.runtime == "python3.12" && f.architectures == tolist(["x86_64"])])
+    error_message = "Every function must take lambda_runtime and lambda_architecture."
+  }
+}
+
+run "a_package_for_another_architecture_fails_the_plan" {
+  command = plan
+  variables {
+    lambda_package_path = "tests/packages/arm64-python3.13.zip"
+    lambda_architecture = "x86_64"
+  }
+  expect_failures = [aws_lambda_function.fn]
+}
+
+run "a_package_for_another_python_fails_the_plan" {
+  command = plan
+  variables {
+    lambda_package_path = "tests/packages/arm64-python3.13.zip"
+    lambda_runtime      = "python3.12"
+  }
+  expect_failures = [aws_lambda_function.fn]
+}
+
+run "a_runtime_the_package_cannot_build_for_is_refused" {
+  command = plan
+  variables {
+    lambda_package_path = "tests/packages/arm64-python3.13.zip"
+    lambda_runtime      = "python3.11"
+  }
+  expect_failures = [var.lambda_runtime]
+}
