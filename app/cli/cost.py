@@ -116,7 +116,7 @@ def prices_table(doc: dict[str, Any]) -> Table:
     p = doc["prices"]
     title = f"Prices: {p['region']}, {p['date']}, {p['currency']} ({_where(p['path'])})"
     t = Table(title=escape(title), title_justify="left")
-    t.add_column("price")
+    t.add_column("price", no_wrap=True)
     t.add_column("USD", justify="right")
     t.add_column("per")
     t.add_column("source", no_wrap=True)
