@@ -16,6 +16,7 @@ Writes bench/results/cost.json.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import datetime as dt
 import io
@@ -95,6 +96,7 @@ class Run:
         assert stack.urls is not None
         self.source = EventSource(stack.endpoint, stack.urls.queue_url)
         self.pg = PgStats(stack)
+        self.base = 0  # pg_stat_database's commits at the last reset
 
     @contextlib.contextmanager
     def quiet(self) -> Any:
@@ -220,7 +222,7 @@ class Run:
                 db, queue = self.sweeper._clients
                 runtime.run(db.close)
                 runtime.run(queue.close)
-            loop = __import__("asyncio").get_event_loop_policy().get_event_loop()
+            loop = asyncio.get_event_loop_policy().get_event_loop()
             loop.run_until_complete(self.api.app.state.runtime.close())
 
 
