@@ -6,7 +6,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: help run test test-unit test-ui test-localstack test-redis test-runtime lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan bench bench-scale
+.PHONY: help run test test-unit test-ui test-localstack test-redis test-runtime lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan bench bench-scale cost
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -157,3 +157,8 @@ bench: $(STAMP) ## benchmark: tasklease vs the raw broker and DB cycles and Cele
 
 bench-scale: $(STAMP) ## the scale phase: the same measures on an empty and a 1,000,000-job database (ARGS="--jobs N")
 	@$(UV) run --no-sync python -m bench.scale $(ARGS)
+
+cost: $(STAMP) ## what a job costs on AWS: measure the Lambda handlers (bench/results/cost.json), then `tasklease cost` prices it (ARGS="--jobs N")
+	@$(UV) run --no-sync python -m bench.cost $(ARGS)
+	@{ echo '```'; COLUMNS=120 $(UV) run --no-sync tasklease cost; echo '```'; } > bench/results/cost.md
+	@cat bench/results/cost.md

@@ -5,7 +5,18 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import callbacks, dead_letters, jobs, keys, limits, prune, queues, schedules, serve
+from app.cli import (
+    callbacks,
+    cost,
+    dead_letters,
+    jobs,
+    keys,
+    limits,
+    prune,
+    queues,
+    schedules,
+    serve,
+)
 
 cli = typer.Typer(
     help="Durable asynchronous jobs for long AI work on SQS, Lambda and PostgreSQL.",
@@ -23,6 +34,7 @@ cli.command()(jobs.submit)
 cli.command()(dead_letters.redrive)
 cli.command()(prune.prune)
 cli.command()(serve.chaos)
+cli.command()(cost.cost)
 cli.add_typer(queues.group, name="queues")
 cli.add_typer(jobs.group, name="jobs")
 cli.add_typer(callbacks.group, name="callbacks")

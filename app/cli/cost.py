@@ -1,0 +1,194 @@
+"""`tasklease cost`: dollars per million jobs on AWS from `make cost`'s measured figures
+and a price table (app/cli/cost_model.py does the arithmetic)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from app.cli import cost_model, cost_prices
+from app.cli.render import out
+from app.cli.runner import errors_exit
+
+FIGURES = Path(__file__).resolve().parents[2] / "bench" / "results" / "cost.json"
+PRICES_ENV = "TASKLEASE_COST_PRICES"
+
+
+def _usd(v: float) -> str:
+    return f"${v:,.2f}" if v >= 1 or v == 0 else f"${v:.3f}"
+
+
+def _jobs(n: int) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1_000_000 else f"{n:,}"
+
+
+SHORT = {
+    "single": "single",
+    "batch of 10": "batch of 10",
+    "single, 1 job per worker invocation": "single, 1 job/invocation",
+}
+
+
+def per_job_tables(doc: dict[str, Any]) -> list[Table]:
+    """One table per kind: a column per submission mode, a row per line."""
+    tables = []
+    kinds = list(dict.fromkeys(r["kind"] for r in doc["per_million_jobs"]))
+    for kind in kinds:
+        runs = [r for r in doc["per_million_jobs"] if r["kind"] == kind]
+        t = Table(title=escape(f"{kind}: USD per million jobs"), title_justify="left")
+        t.add_column("line")
+        for r in runs:
+            t.add_column(escape(SHORT.get(r["mode"], r["mode"])), justify="right")
+        names: list[str] = []
+        for r in runs:
+            names += [x["name"] for x in r["lines"] if x["name"] not in names]
+        for name in names:
+            cells = []
+            for r in runs:
+                hit = [x["usd"] for x in r["lines"] if x["name"] == name]
+                cells.append(_usd(hit[0]) if hit else "-")
+            t.add_row(escape(name), *cells)
+        t.add_section()
+        t.add_row("[bold]total[/]", *(f"[bold]{_usd(r['total_usd'])}[/]" for r in runs))
+        t.add_row("DB round trips per job", *(f"{r['db_round_trips_per_job']:.2f}" for r in runs))
+        tables.append(t)
+    return tables
+
+
+def fixed_table(doc: dict[str, Any]) -> Table:
+    t = Table(title="Fixed, per month with no jobs (USD)", title_justify="left")
+    t.add_column("line")
+    t.add_column("USD/month", justify="right")
+    t.add_column("what")
+    for x in doc["fixed_per_month"]["lines"]:
+        t.add_row(escape(x["name"]), _usd(x["usd"]), escape(x["detail"]))
+    t.add_section()
+    t.add_row("[bold]total[/]", f"[bold]{_usd(doc['fixed_per_month']['total_usd'])}[/]", "")
+    return t
+
+
+def durable_table(doc: dict[str, Any]) -> Table:
+    t = Table(
+        title="The same jobs as Lambda durable functions: USD per million jobs",
+        title_justify="left",
+    )
+    t.add_column("kind")
+    t.add_column("line")
+    t.add_column("USD/1M jobs", justify="right")
+    t.add_column("what")
+    for c in doc["durable_functions"]:
+        d = c["durable"]
+        for i, x in enumerate(d["lines"]):
+            kind = escape(c["kind"]) if i == 0 else ""
+            t.add_row(kind, escape(x["name"]), _usd(x["usd"]), escape(x["detail"]))
+        t.add_row("", "[bold]durable total[/]", f"[bold]{_usd(d['total_usd'])}[/]", "")
+        for mode, v in c["tasklease"].items():
+            b = v["break_even_jobs_per_month"]
+            what = (
+                f"+ fixed lines; cheaper above {_jobs(b)} jobs/month"
+                if b is not None
+                else "+ fixed lines; never cheaper"
+            )
+            label = f"tasklease, {SHORT.get(mode, mode)}"
+            t.add_row("", escape(label), _usd(v["usd_per_million"]), what)
+        t.add_section()
+    return t
+
+
+def _plain(v: float) -> str:
+    return f"{v:.10f}".rstrip("0").rstrip(".")
+
+
+def _where(path: str) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
+def prices_table(doc: dict[str, Any]) -> Table:
+    p = doc["prices"]
+    title = f"Prices: {p['region']}, {p['date']}, {p['currency']} ({_where(p['path'])})"
+    t = Table(title=escape(title), title_justify="left")
+    t.add_column("price", no_wrap=True)
+    t.add_column("USD", justify="right")
+    t.add_column("per")
+    t.add_column("source", no_wrap=True)
+    for name, x in p["items"].items():
+        count = "1M " if x["per"] == 1_000_000 else f"{x['per']:,.0f} "
+        per = x["unit"] if x["per"] == 1 else count + x["unit"]
+        t.add_row(escape(name), _plain(x["usd"]), escape(per), escape(x["source"]))
+    return t
+
+
+def price_notes(doc: dict[str, Any]) -> list[str]:
+    p = doc["prices"]
+    notes = [f"{name}: {x['note']}" for name, x in p["items"].items() if x["note"]]
+    return notes + [f"not found: {name}: {why}" for name, why in p["not_found"].items()]
+
+
+def render(doc: dict[str, Any]) -> None:
+    o = doc["options"]
+    out.print(
+        escape(
+            f"Lambda {o['arch']}: API {o['api_memory_mb']} MB, worker {o['worker_memory_mb']} MB, "
+            f"sweeper {o['sweeper_memory_mb']} MB; model {o['model_seconds']:g} s per call; "
+            f"figures measured {doc['figures']['measured_at']}"
+        ),
+        highlight=False,
+    )
+    for table in [*per_job_tables(doc), fixed_table(doc), durable_table(doc), prices_table(doc)]:
+        out.print(table)
+    for note in price_notes(doc):
+        out.print(f"- {escape(note)}", highlight=False)
+    out.print("[bold]Assumptions[/]")
+    for a in doc["assumptions"] + doc["figures"]["notes"]:
+        out.print(f"- {escape(a)}", highlight=False)
+
+
+def cost(
+    figures: Annotated[Path, typer.Option(help="`make cost`'s measured figures")] = FIGURES,
+    prices: Annotated[
+        Path | None,
+        typer.Option(help=f"a price file like app/cli/aws_prices.json (or {PRICES_ENV})"),
+    ] = None,
+    arch: Annotated[
+        str, typer.Option(help="arm64 or x86_64 (Terraform's lambda_architecture)")
+    ] = cost_model.TERRAFORM_DEFAULTS["lambda_architecture"],
+    api_memory_mb: Annotated[
+        int, typer.Option(help="the API function's memory")
+    ] = cost_model.TERRAFORM_DEFAULTS["api_memory_mb"],
+    worker_memory_mb: Annotated[
+        int, typer.Option(help="the worker function's memory")
+    ] = cost_model.TERRAFORM_DEFAULTS["worker_memory_mb"],
+    sweeper_memory_mb: Annotated[
+        int, typer.Option(help="the sweeper function's memory")
+    ] = cost_model.TERRAFORM_DEFAULTS["sweeper_memory_mb"],
+    model_seconds: Annotated[
+        float, typer.Option(help="the model's latency per call, billed while the worker waits")
+    ] = 2.0,
+    as_json: Annotated[bool, typer.Option("--json", help="the report as JSON")] = False,
+) -> None:
+    """What a job costs on AWS: dollars per million jobs (single and batch submission),
+    the fixed monthly lines, and the same jobs on Lambda durable functions."""
+    with errors_exit():
+        env_prices = os.environ.get(PRICES_ENV)
+        table = cost_prices.load_prices(prices or (Path(env_prices) if env_prices else None))
+        opts = cost_model.Options(
+            arch=arch,
+            api_memory_mb=api_memory_mb,
+            worker_memory_mb=worker_memory_mb,
+            sweeper_memory_mb=sweeper_memory_mb,
+            model_seconds=model_seconds,
+        )
+        doc = cost_model.price(cost_model.load_figures(figures), table, opts)
+    if as_json:
+        print(json.dumps(doc, indent=2))
+        return
+    render(doc)

@@ -1,0 +1,107 @@
+"""`tasklease cost` on the committed figures (bench/results/cost.json): the tables carry
+the lines, --json the report, a bad price file stops it before any table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli.cost import FIGURES, PRICES_ENV
+from app.cli.main import cli
+from tests.unit.test_cost_model import price_doc
+
+pytestmark = pytest.mark.unit
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(
+        cli, ["cost", "--figures", str(FIGURES), *args], env={"COLUMNS": "160", **(env or {})}
+    )
+    return result.exit_code, result.output
+
+
+def test_the_tables_carry_every_line() -> None:
+    code, out = invoke()
+    assert code == 0, out
+    for text in (
+        "demo.noop: USD per million jobs",
+        "support.triage: USD per million jobs",
+        "API Gateway (HTTP API)",
+        "Lambda: worker function",
+        "SQS SendMessageBatch (code)",
+        "SQS ReceiveMessage (event source mapping)",
+        "SQS DeleteMessageBatch (event source mapping)",
+        "batch of 10",
+        "DB round trips per job",
+        "RDS instance",
+        "VPC interface endpoints",
+        "SQS: idle long polling",
+        "Sweeper: EventBridge Scheduler",
+        "Durable operations",
+        "cheaper above",
+        "Prices: us-east-1",
+        "not found:",
+        "Assumptions",
+    ):
+        assert text in out, text
+
+
+def test_json_is_the_report() -> None:
+    code, out = invoke("--json", "--arch", "x86_64", "--model-seconds", "5")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["options"]["arch"] == "x86_64"
+    assert doc["options"]["model_seconds"] == 5
+    assert {r["kind"] for r in doc["per_million_jobs"]} == {"demo.noop", "support.triage"}
+    assert {c["kind"] for c in doc["durable_functions"]} == {"demo.noop", "support.triage"}
+    assert doc["fixed_per_month"]["lines"][0]["name"] == "RDS instance"
+    assert doc["prices"]["items"]["durable_operation"]["source"].startswith("https://")
+
+
+def test_a_slower_model_costs_the_triage_worker_more() -> None:
+    def worker(seconds: str) -> float:
+        doc = json.loads(invoke("--json", "--model-seconds", seconds)[1])
+        run = next(
+            r
+            for r in doc["per_million_jobs"]
+            if r["kind"] == "support.triage" and r["mode"] == "single"
+        )
+        return float(next(x["usd"] for x in run["lines"] if x["name"] == "Lambda: worker function"))
+
+    assert worker("10") > worker("1")
+
+
+def test_a_bad_price_file_is_refused_naming_the_field(tmp_path: Path) -> None:
+    doc = price_doc()
+    doc["prices"]["api_gateway_http_request"]["usd"] = -1
+    bad = tmp_path / "prices.json"
+    bad.write_text(json.dumps(doc))
+    code, out = invoke("--prices", str(bad))
+    assert code == 2
+    assert "prices.api_gateway_http_request.usd" in out
+    assert "USD per million jobs" not in out
+
+
+def test_the_price_file_can_come_from_the_environment(tmp_path: Path) -> None:
+    doc = price_doc()
+    doc["region"] = "eu-west-1"
+    f = tmp_path / "prices.json"
+    f.write_text(json.dumps(doc))
+    code, out = invoke("--json", env={PRICES_ENV: str(f)})
+    assert code == 0, out
+    assert json.loads(out)["prices"]["region"] == "eu-west-1"
+
+
+def test_missing_figures_say_how_to_make_them(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["cost", "--figures", str(tmp_path / "none.json")])
+    assert result.exit_code == 2
+    assert "make cost" in result.output
+
+
+def test_memory_out_of_lambdas_range_is_refused() -> None:
+    code, out = invoke("--worker-memory-mb", "64")
+    assert code == 2
+    assert "worker_memory_mb" in out
