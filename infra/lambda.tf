@@ -151,13 +151,22 @@ resource "aws_lambda_function" "fn" {
   lifecycle {
     # The manifest is written by scripts/package_lambda.py next to the zip: compiled
     # wheels are built for one architecture and one Python, so either mismatch fails
-    # at import time on Lambda; here it fails the plan instead.
+    # at import time on Lambda; here it fails the plan instead. The manifest must be
+    # there and must be the zip's own (its sha256), or the checks would check nothing.
     precondition {
-      condition     = !fileexists(local.lambda_manifest) || try(jsondecode(file(local.lambda_manifest)).architecture, var.lambda_architecture) == var.lambda_architecture
+      condition     = fileexists(local.lambda_manifest)
+      error_message = "No manifest beside the package (${local.lambda_manifest}): build the zip with `make package`, which writes both."
+    }
+    precondition {
+      condition     = !fileexists(local.lambda_manifest) || try(jsondecode(file(local.lambda_manifest)).sha256, "") == filesha256(local.lambda_package)
+      error_message = "The package manifest belongs to another zip (its sha256 differs): rebuild with `make package`."
+    }
+    precondition {
+      condition     = !fileexists(local.lambda_manifest) || try(jsondecode(file(local.lambda_manifest)).architecture, "") == var.lambda_architecture
       error_message = "The package was built for another architecture than lambda_architecture: rebuild with `make package LAMBDA_ARCH=<arch>`."
     }
     precondition {
-      condition     = !fileexists(local.lambda_manifest) || try(jsondecode(file(local.lambda_manifest)).runtime, "python3.11") == var.lambda_runtime
+      condition     = !fileexists(local.lambda_manifest) || try(jsondecode(file(local.lambda_manifest)).runtime, "") == var.lambda_runtime
       error_message = "The package was built for another Python than lambda_runtime: rebuild with `make package LAMBDA_RUNTIME=<runtime>`."
     }
   }

@@ -20,8 +20,8 @@ mock_provider "aws" {
 }
 
 variables {
-  # The plan only hashes the package: any existing file will do.
-  lambda_package_path = "tests/auth.tftest.hcl"
+  # The plan only hashes the package: a stand-in with its manifest (package.tftest.hcl).
+  lambda_package_path = "tests/packages/arm64-python3.13.zip"
 }
 
 run "api_key_is_the_default_and_the_app_checks_the_keys" {

@@ -1,6 +1,7 @@
 # `terraform test`: the functions' runtime and architecture, and the package manifest
-# that `make package` writes beside the zip (infra/tests/packages/ holds two stand-ins).
-# A package built for another Python or another instruction set fails the plan.
+# that `make package` writes beside the zip (infra/tests/packages/ holds stand-ins, each
+# manifest with its zip's sha256). A package built for another Python or instruction
+# set, with no manifest, or with another zip's manifest fails the plan.
 
 mock_provider "aws" {
   mock_data "aws_iam_policy_document" {
@@ -56,6 +57,22 @@ run "a_package_for_another_python_fails_the_plan" {
   variables {
     lambda_package_path = "tests/packages/arm64-python3.13.zip"
     lambda_runtime      = "python3.12"
+  }
+  expect_failures = [aws_lambda_function.fn]
+}
+
+run "a_package_without_its_manifest_fails_the_plan" {
+  command = plan
+  variables {
+    lambda_package_path = "tests/packages/no-manifest.zip"
+  }
+  expect_failures = [aws_lambda_function.fn]
+}
+
+run "a_manifest_of_another_zip_fails_the_plan" {
+  command = plan
+  variables {
+    lambda_package_path = "tests/packages/stale.zip"
   }
   expect_failures = [aws_lambda_function.fn]
 }
