@@ -60,7 +60,8 @@ def terraform_missing(ci: bool, workflow: Path) -> tuple[int, str]:
     """The exit code and message when terraform is not installed."""
     runs = workflow.is_file() and WORKFLOW_RUNS_PLAN.search(workflow.read_text()) is not None
     if runs:
-        return 0, f"{workflow.name} (hosted CI, with terraform) runs `make plan-all`"
+        shown = workflow.relative_to(ROOT) if workflow.is_relative_to(ROOT) else workflow
+        return 0, f"the hosted CI workflow ({shown}, with terraform) runs `make plan-all`"
     why = (
         f"{workflow} is missing"
         if not workflow.is_file()

@@ -231,7 +231,13 @@ def test_without_terraform_it_says_not_run(ci: str, workflow: str, rc: int, tmp_
     done = run_without_terraform(ci, path, tmp_path)
     assert done.returncode == rc, done.stdout + done.stderr
     assert "make plan-all: NOT RUN: terraform is not installed" in done.stdout
-    assert not (tmp_path / "infra").exists()
+    because = {
+        "real": "runs `make plan-all`",
+        "missing": "is missing",
+        "no plan step": "does not run",
+    }
+    assert because[workflow] in done.stdout
+    assert ("CI=true makes this a failure" in done.stdout) == (rc == 1)
 
 
 def test_the_rule_names_why() -> None:
