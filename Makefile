@@ -6,7 +6,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: help run test test-unit test-ui test-localstack test-redis test-runtime lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan bench bench-scale cost
+.PHONY: help run test test-unit test-ui test-localstack test-redis test-runtime lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan plan-all bench bench-scale cost
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -112,7 +112,7 @@ TERRAFORM ?= $(shell command -v terraform 2>/dev/null)
 # A provider mirror in -plugin-dir layout for offline `terraform init`; empty = the registry.
 TF_PLUGIN_DIR ?= $(wildcard /opt/tf-plugins)
 TF_INIT = $(TERRAFORM) -chdir=infra init -backend=false -input=false $(if $(TF_PLUGIN_DIR),-plugin-dir=$(TF_PLUGIN_DIR))
-TFLOCAL_VERSION := 0.27.0
+# tflocal (its version: scripts/plan_matrix.py) lives in .tools/tflocal-venv.
 TFLOCAL_VENV := .tools/tflocal-venv
 
 infra-check: $(STAMP) ## infra static checks: HCL parse and drift tests, checkov, terraform fmt/validate/test when installed
@@ -136,10 +136,7 @@ plan: $(STAMP) ## terraform plan against LocalStack through tflocal (says loudly
 	  echo "=================================================================="; exit 0; fi; \
 	export CHECKPOINT_DISABLE=1; \
 	[ -f infra/build/lambda.zip ] || $(MAKE) --no-print-directory package || exit $$?; \
-	if [ ! -f $(TFLOCAL_VENV)/.tflocal-$(TFLOCAL_VERSION) ]; then \
-	  rm -rf $(TFLOCAL_VENV) && $(UV) venv -q -p 3.11 $(TFLOCAL_VENV) && \
-	  $(UV) pip install -q --python $(TFLOCAL_VENV)/bin/python terraform-local==$(TFLOCAL_VERSION) && \
-	  touch $(TFLOCAL_VENV)/.tflocal-$(TFLOCAL_VERSION) || exit $$?; fi; \
+	UV=$(UV) $(UV) run --no-sync python scripts/plan_matrix.py --setup-tflocal || exit $$?; \
 	endpoint=http://127.0.0.1:$${LOCALSTACK_PORT:-4566}; \
 	if bash localstack/run.sh status >/dev/null 2>&1; then echo "plan: using the LocalStack at $$endpoint"; \
 	else rc=0; bash localstack/run.sh start >/dev/null || rc=$$?; \
@@ -150,6 +147,9 @@ plan: $(STAMP) ## terraform plan against LocalStack through tflocal (says loudly
 	$(TF_INIT) >/dev/null || exit $$?; \
 	TF_CMD=$(TERRAFORM) AWS_ENDPOINT_URL=$$endpoint $(TFLOCAL_VENV)/bin/tflocal -chdir=infra plan \
 	  -input=false -no-color -lock=false -var-file=terraform.tfvars.example -var skip_requesting_account_id=true $(ARGS)
+
+plan-all: $(STAMP) ## plan every api_auth_mode on both architectures against LocalStack, each plan checked (scripts/plan_matrix.py; ARGS="--modes jwt --archs arm64")
+	@UV=$(UV) TERRAFORM=$(TERRAFORM) TF_PLUGIN_DIR=$(TF_PLUGIN_DIR) $(UV) run --no-sync python scripts/plan_matrix.py $(ARGS)
 
 # --- performance (issue 6): bench/run.py; ARGS="--sqs localstack --worker-counts 1,2,4" ---
 bench: $(STAMP) ## benchmark: tasklease vs the raw broker and DB cycles and Celery (ARGS="--sqs localstack")
