@@ -126,7 +126,7 @@ infra-check: $(STAMP) ## infra static checks: HCL parse and drift tests, checkov
 	fi
 
 KINDS_SOURCES ?=
-package: $(STAMP) ## build infra/build/lambda.zip from uv.lock (LAMBDA_ARCH=arm64|x86_64, LAMBDA_RUNTIME=python3.13|python3.12; KINDS_SOURCES="dir ..." ships your kinds; CHECK=1 imports the handlers under qemu if need be, CHECK=0 not at all)
+package: $(STAMP) ## build infra/build/lambda.zip from uv.lock (LAMBDA_ARCH=arm64|x86_64, LAMBDA_RUNTIME=python3.13|python3.12; KINDS_SOURCES="dir ..." ships your kinds; imports the handlers under python3.13 of the zip's arch, qemu if need be; CHECK=1: fail if it cannot, CHECK=0: skip)
 	@UV=$(UV) LAMBDA_ARCH=$(LAMBDA_ARCH) LAMBDA_RUNTIME=$(LAMBDA_RUNTIME) $(UV) run --no-sync python scripts/package_lambda.py $(addprefix --with ,$(KINDS_SOURCES)) $(if $(filter 1,$(CHECK)),--check) $(if $(filter 0,$(CHECK)),--no-check)
 
 plan: $(STAMP) ## terraform plan against LocalStack through tflocal (says loudly when it cannot run)

@@ -17,9 +17,10 @@ Writes PATH (default infra/build/lambda.zip) and PATH.json, a manifest that
 Terraform checks the functions' runtime and architecture against. Then imports every
 handler from the zip in a clean Python of the runtime's version and the zip's
 architecture (scripts/handler_imports.py), and says under which, or that it could not:
-by default under a native one only (a second or two); with --check also under an
-emulated aarch64 python3.13 (scripts/arm64_python.py: qemu, about 30 s, and about
-90 MB of Debian packages fetched once), failing when there is none; --no-check skips it.
+under a native one where the machine has it (a few seconds), else under an emulated
+aarch64 python3.13 (scripts/arm64_python.py: qemu, about 20 s, and about 90 MB of
+Debian packages fetched once, on x86_64 hosts). When neither can be had it says the
+import was NOT checked; --check makes that a failure; --no-check skips the import.
 """
 
 from __future__ import annotations
@@ -67,9 +68,11 @@ class PackageError(Exception):
 
 
 def uv_binary() -> str:
-    found = os.environ.get("UV") or shutil.which("uv")
+    # `uv run` sets UV; the Makefile installs uv into ~/.local/bin when it is missing.
+    user = Path.home() / ".local" / "bin" / "uv"
+    found = os.environ.get("UV") or shutil.which("uv") or (str(user) if user.exists() else None)
     if not found:
-        raise PackageError("uv not found on PATH (set UV=/path/to/uv)")
+        raise PackageError("uv not found on PATH nor in ~/.local/bin (set UV=/path/to/uv)")
     return found
 
 
@@ -117,6 +120,9 @@ def install(uv: str, requirements: Path, target: Path, arch: str, python: str) -
             ":all:",
             # The export is the whole resolved set: install it as it is.
             "--no-deps",
+            # Every exported line carries the lock's hashes: verify them whatever
+            # UV_NO_VERIFY_HASHES says.
+            "--require-hashes",
             "--link-mode",
             "copy",
             "-r",
@@ -250,26 +256,25 @@ def build(
     return manifest
 
 
-def check_imports(out: Path, arch: str, runtime: str, extra: Sequence[Path], emulate: bool) -> str:
-    """Import every handler (and each --with folder) from the zip at ``out``; what was
-    checked, in words. Raises PackageError when an import fails, or (``emulate``) when
-    no interpreter could be had."""
+def check_imports(out: Path, arch: str, runtime: str, extra: Sequence[Path], required: bool) -> str:
+    """Import every handler (and each --with folder) from the zip at ``out`` under a
+    native Python of the runtime's version and the zip's architecture, else an emulated
+    one (built on first use); what was checked, in words. Raises PackageError when an
+    import fails, or (``required``) when no interpreter could be had."""
     # Run as a script, this file's folder is on sys.path (the drift test loads this file
     # by path without calling this).
     import handler_imports
 
     version, machine = RUNTIMES[runtime], handler_imports.MACHINES[arch]
     try:
-        found = handler_imports.interpreter_for(arch, version, emulate)
+        found = handler_imports.interpreter_for(arch, version, emulate=True)
+        missing = f"this machine has no python{version} for {machine}, native or emulated"
     except handler_imports.arm64_python().Arm64PythonError as exc:
-        raise PackageError(f"no emulated python{version} {machine}: {exc}") from exc
+        found, missing = None, f"no emulated python{version} {machine}: {exc}"
     if found is None:
-        if emulate:
-            raise PackageError(f"this machine has no python{version} for {machine} to check with")
-        return (
-            f"handler imports NOT checked: no python{version} for {machine} here "
-            "(make package CHECK=1 checks them under qemu)"
-        )
+        if required:
+            raise PackageError(f"{missing} (CHECK=1 asked for the import check)")
+        return f"handler imports NOT checked: {missing} (CHECK=1 makes this a failure)"
     with tempfile.TemporaryDirectory(prefix="tasklease-check-") as tmp:
         with zipfile.ZipFile(out) as zf:
             zf.extractall(tmp)
@@ -310,8 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     checks.add_argument(
         "--check",
         action="store_true",
-        help="import the handlers under a native or else an emulated (qemu) Python; "
-        "fail when neither can be had",
+        help="fail when no Python (native or emulated) can be had to import the handlers with",
     )
     checks.add_argument("--no-check", action="store_true", help="do not import the handlers")
     args = parser.parse_args(argv)
