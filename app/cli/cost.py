@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli import cost_model, cost_prices
+from app.cli import cost_figures, cost_model, cost_prices
 from app.cli.render import out
 from app.cli.runner import errors_exit
 
@@ -187,8 +187,8 @@ def cost(
             sweeper_memory_mb=sweeper_memory_mb,
             model_seconds=model_seconds,
         )
-        doc = cost_model.price(cost_model.load_figures(figures), table, opts)
+        doc = cost_model.price(cost_figures.load_figures(figures), table, opts)
     if as_json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(doc, indent=2, allow_nan=False))
         return
     render(doc)

@@ -14,14 +14,14 @@ durable function at its published prices. The free tier is ignored throughout.
 
 from __future__ import annotations
 
-import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from app import errors
 from app.cli.cost_prices import PriceTable
+from app.config import SHARED
 
 HOURS_PER_MONTH = 730  # AWS's own convention on its pricing pages
 GB = 1024**3
@@ -45,20 +45,9 @@ INTERFACE_ENDPOINTS = 2
 AVAILABILITY_ZONES = 2
 PRIORITY_QUEUES = 3
 SWEEPS_PER_MONTH = 60 * HOURS_PER_MONTH  # rate(1 minute)
-
-
-def load_figures(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise errors.ConfigError(
-            f"figures file {path} does not exist: `make cost` measures and writes it"
-        ) from exc
-    except ValueError as exc:
-        raise errors.ConfigError(f"figures file {path} is not JSON: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("figures_version") != 1 or "kinds" not in doc:
-        raise errors.ConfigError(f"{path}: not a `make cost` figures file (figures_version 1)")
-    return doc
+# The worker function's timeout (app/shared_settings.json, which infra/locals.tf reads):
+# a model wait longer than that times the worker out rather than billing it.
+WORKER_TIMEOUT_SECONDS = int(SHARED["worker_timeout_seconds"])
 
 
 @dataclass(frozen=True)
@@ -81,8 +70,11 @@ class Options:
             mb = getattr(self, name)
             if not 128 <= mb <= 10240:
                 raise errors.ConfigError(f"{name}: Lambda takes 128 to 10240 MB, got {mb}")
-        if self.model_seconds < 0:
-            raise errors.ConfigError(f"model_seconds: must be >= 0, got {self.model_seconds}")
+        if not 0 <= self.model_seconds <= WORKER_TIMEOUT_SECONDS:  # False for nan
+            raise errors.ConfigError(
+                f"model_seconds: 0 to {WORKER_TIMEOUT_SECONDS} (the worker function's "
+                f"timeout), got {self.model_seconds}"
+            )
 
 
 @dataclass
@@ -326,7 +318,7 @@ def price(figures: dict[str, Any], prices: PriceTable, opts: Options) -> dict[st
             if s.kind == kind
         }
         comparisons.append({"kind": kind, "durable": _scenario_doc(d), "tasklease": tasklease})
-    return {
+    doc = {
         "options": opts.__dict__,
         "prices": {
             "path": prices.path,
@@ -348,6 +340,24 @@ def price(figures: dict[str, Any], prices: PriceTable, opts: Options) -> dict[st
         "durable_functions": comparisons,
         "assumptions": assumptions(opts),
     }
+    _check_finite(doc, "report")
+    return doc
+
+
+def _check_finite(v: Any, where: str) -> None:
+    """Prices far out of range (a tiny ``per``, a huge ``usd``) overflow to infinity,
+    which JSON cannot carry: refused, naming the first figure it reached."""
+    if isinstance(v, float) and not math.isfinite(v):
+        raise errors.ConfigError(
+            f"{where}: the prices give {v} (check the price file's usd and per values)"
+        )
+    if isinstance(v, dict):
+        name = v.get("name")
+        for k, x in v.items():
+            _check_finite(x, f"{where}.{name}" if isinstance(name, str) else f"{where}.{k}")
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            _check_finite(x, f"{where}[{i}]")
 
 
 def _rounded(v: float | None) -> int | None:

@@ -105,3 +105,24 @@ def test_memory_out_of_lambdas_range_is_refused() -> None:
     code, out = invoke("--worker-memory-mb", "64")
     assert code == 2
     assert "worker_memory_mb" in out
+
+
+@pytest.mark.parametrize("seconds", ["nan", "inf", "1e308", "301", "-1"])
+def test_a_model_time_out_of_range_is_refused(seconds: str) -> None:
+    code, out = invoke("--model-seconds", seconds)
+    assert code == 2, out
+    assert "model_seconds: 0 to 300" in out
+    assert "Traceback" not in out
+
+
+def test_prices_that_overflow_the_report_are_refused_not_printed_as_infinity(
+    tmp_path: Path,
+) -> None:
+    doc = price_doc()
+    doc["prices"]["lambda_gb_second_arm64"] |= {"usd": 1e300, "per": 1e-8}
+    f = tmp_path / "prices.json"
+    f.write_text(json.dumps(doc))
+    code, out = invoke("--json", "--prices", str(f))
+    assert code == 2, out
+    assert "check the price file" in out
+    assert "Infinity" not in out
