@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app import errors
 
-FIGURES_VERSION = 1
+FIGURES_VERSION = 2
 
 Count = Annotated[int, Field(ge=0, le=10**12)]
 # Lambda's longest invocation is 15 minutes.
@@ -64,11 +64,14 @@ class Idle(Function):
 
 
 class Figures(_Doc):
-    figures_version: Literal[1]
+    figures_version: Literal[2]
     measured_at: str | None = None
     notes: list[str] = []
     kinds: Annotated[dict[str, Kind], Field(min_length=1)]
     sweeper_idle: Idle
+    # Each distinct metric name + dimension values of the EMF lines the run wrote: one
+    # CloudWatch custom metric each.
+    emf_metrics: list[str]
 
 
 def _where(loc: tuple[int | str, ...]) -> str:

@@ -77,4 +77,4 @@ def test_a_directory_or_a_missing_file_is_named(tmp_path: Path) -> None:
         load_figures(bad)
     good = tmp_path / "good.json"
     good.write_text(json.dumps(FIGURES))
-    assert load_figures(good)["figures_version"] == 1
+    assert load_figures(good)["figures_version"] == 2
