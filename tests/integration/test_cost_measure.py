@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import cost_model
+from app.cli import cost_base, cost_model
 from app.cli.cost_prices import load_prices
 
 pytestmark = [pytest.mark.integration, pytest.mark.sqs_only]
@@ -109,5 +109,5 @@ def test_triage_writes_more_than_noop_and_the_sweeper_idles(figures: dict) -> No
 
 
 def test_the_figures_price(figures: dict) -> None:
-    doc = cost_model.price(figures, load_prices(), cost_model.Options())
+    doc = cost_model.price(figures, load_prices(), cost_base.Options())
     assert all(r["total_usd"] > 0 for r in doc["per_million_jobs"])
