@@ -158,7 +158,11 @@ bench: $(STAMP) ## benchmark: tasklease vs the raw broker and DB cycles and Cele
 bench-scale: $(STAMP) ## the scale phase: the same measures on an empty and a 1,000,000-job database (ARGS="--jobs N")
 	@$(UV) run --no-sync python -m bench.scale $(ARGS)
 
-cost: $(STAMP) ## what a job costs on AWS: measure the Lambda handlers (bench/results/cost.json), then `tasklease cost` prices it (ARGS="--jobs N")
-	@$(UV) run --no-sync python -m bench.cost $(ARGS)
-	@{ echo '```'; COLUMNS=120 $(UV) run --no-sync tasklease cost; echo '```'; } > bench/results/cost.md
-	@cat bench/results/cost.md
+cost: $(STAMP) ## what a job costs on AWS: measure the Lambda handlers (bench/results/cost.json), then `tasklease cost` prices it into cost.md beside it (ARGS="--jobs N --out F")
+	@set -e; out=$$($(UV) run --no-sync python -m bench.cost $(ARGS)); out=$$(printf '%s\n' "$$out" | tail -n 1); \
+	  test -f "$$out" || { echo "make cost: bench.cost wrote no figures file" >&2; exit 1; }; \
+	  md="$${out%.json}.md"; \
+	  COLUMNS=120 $(UV) run --no-sync tasklease cost --figures "$$out" > "$$md.tmp" \
+	    || { rm -f "$$md.tmp"; echo "make cost: tasklease cost failed; $$md left as it was" >&2; exit 1; }; \
+	  { echo '```'; cat "$$md.tmp"; echo '```'; } > "$$md.tmp2"; mv "$$md.tmp2" "$$md"; rm -f "$$md.tmp"; \
+	  cat "$$md"

@@ -12,10 +12,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli import cost_model, cost_prices
+from app.cli import cost_base, cost_figures, cost_model, cost_prices
 from app.cli.render import out
 from app.cli.runner import errors_exit
 
+HOURS = 730
 FIGURES = Path(__file__).resolve().parents[2] / "bench" / "results" / "cost.json"
 PRICES_ENV = "TASKLEASE_COST_PRICES"
 
@@ -29,9 +30,9 @@ def _jobs(n: int) -> str:
 
 
 SHORT = {
-    "single": "single",
-    "batch of 10": "batch of 10",
-    "single, 1 job per worker invocation": "single, 1 job/invocation",
+    "submitted singly, 1 job per worker call (low traffic)": "1 job per worker call (low traffic)",
+    "submitted singly, backlog (worker batches of 10)": "singly, backlog (worker batches of 10)",
+    "submitted in batches of 10, backlog": "batches of 10, backlog",
 }
 
 
@@ -69,7 +70,11 @@ def fixed_table(doc: dict[str, Any]) -> Table:
     for x in doc["fixed_per_month"]["lines"]:
         t.add_row(escape(x["name"]), _usd(x["usd"]), escape(x["detail"]))
     t.add_section()
-    t.add_row("[bold]total[/]", f"[bold]{_usd(doc['fixed_per_month']['total_usd'])}[/]", "")
+    fixed = doc["fixed_per_month"]
+    t.add_row("[bold]total[/]", f"[bold]{_usd(fixed['total_usd'])}[/]", "")
+    if doc["options"]["nat_gateway"]:
+        without = fixed["total_without_nat_gateway_usd"]
+        t.add_row("total without the NAT gateway", _usd(without), "fake model, no webhook")
     return t
 
 
@@ -89,16 +94,19 @@ def durable_table(doc: dict[str, Any]) -> Table:
             t.add_row(kind, escape(x["name"]), _usd(x["usd"]), escape(x["detail"]))
         t.add_row("", "[bold]durable total[/]", f"[bold]{_usd(d['total_usd'])}[/]", "")
         for mode, v in c["tasklease"].items():
-            b = v["break_even_jobs_per_month"]
-            what = (
-                f"+ fixed lines; cheaper above {_jobs(b)} jobs/month"
-                if b is not None
-                else "+ fixed lines; never cheaper"
-            )
-            label = f"tasklease, {SHORT.get(mode, mode)}"
-            t.add_row("", escape(label), _usd(v["usd_per_million"]), what)
+            t.add_row("", escape(f"tasklease, {mode}"), _usd(v["usd_per_million"]), _versus(v))
         t.add_section()
     return t
+
+
+def _versus(v: dict[str, Any]) -> str:
+    b = v["break_even_jobs_per_month"]
+    if b is None:
+        return "+ fixed lines; never cheaper"
+    rate = f"{_jobs(b)} jobs/month ({b / (HOURS * 3600):.2g} a second)"
+    if v["headline"]:
+        return f"[bold]+ fixed lines; cheaper above {rate}[/]"
+    return f"+ fixed lines; only with a standing backlog: above {rate}"
 
 
 def _plain(v: float) -> str:
@@ -139,6 +147,8 @@ def render(doc: dict[str, Any]) -> None:
         escape(
             f"Lambda {o['arch']}: API {o['api_memory_mb']} MB, worker {o['worker_memory_mb']} MB, "
             f"sweeper {o['sweeper_memory_mb']} MB; model {o['model_seconds']:g} s per call; "
+            f"NAT gateway {'counted' if o['nat_gateway'] else 'not counted'}; "
+            f"X-Ray {o['xray_sampled']:.0%} traced; "
             f"figures measured {doc['figures']['measured_at']}"
         ),
         highlight=False,
@@ -160,19 +170,35 @@ def cost(
     ] = None,
     arch: Annotated[
         str, typer.Option(help="arm64 or x86_64 (Terraform's lambda_architecture)")
-    ] = cost_model.TERRAFORM_DEFAULTS["lambda_architecture"],
+    ] = cost_base.TERRAFORM_DEFAULTS["lambda_architecture"],
     api_memory_mb: Annotated[
         int, typer.Option(help="the API function's memory")
-    ] = cost_model.TERRAFORM_DEFAULTS["api_memory_mb"],
+    ] = cost_base.TERRAFORM_DEFAULTS["api_memory_mb"],
     worker_memory_mb: Annotated[
         int, typer.Option(help="the worker function's memory")
-    ] = cost_model.TERRAFORM_DEFAULTS["worker_memory_mb"],
+    ] = cost_base.TERRAFORM_DEFAULTS["worker_memory_mb"],
     sweeper_memory_mb: Annotated[
         int, typer.Option(help="the sweeper function's memory")
-    ] = cost_model.TERRAFORM_DEFAULTS["sweeper_memory_mb"],
+    ] = cost_base.TERRAFORM_DEFAULTS["sweeper_memory_mb"],
     model_seconds: Annotated[
         float, typer.Option(help="the model's latency per call, billed while the worker waits")
     ] = 2.0,
+    nat_gateway: Annotated[
+        bool | None,
+        typer.Option(
+            "--nat-gateway/--no-nat-gateway",
+            help="count a NAT gateway and its Elastic IP (default: when --model-seconds > 0, "
+            "as a real model provider needs enable_nat_gateway)",
+            show_default=False,
+        ),
+    ] = None,
+    xray_sampled: Annotated[
+        float,
+        typer.Option(help="share of invocations X-Ray records (1: low rates; ~0.05: high)"),
+    ] = 1.0,
+    db_storage_gb: Annotated[
+        int, typer.Option(help="RDS gp3 storage")
+    ] = cost_base.TERRAFORM_DEFAULTS["db_allocated_storage_gb"],
     as_json: Annotated[bool, typer.Option("--json", help="the report as JSON")] = False,
 ) -> None:
     """What a job costs on AWS: dollars per million jobs (single and batch submission),
@@ -180,15 +206,18 @@ def cost(
     with errors_exit():
         env_prices = os.environ.get(PRICES_ENV)
         table = cost_prices.load_prices(prices or (Path(env_prices) if env_prices else None))
-        opts = cost_model.Options(
+        opts = cost_base.Options(
             arch=arch,
             api_memory_mb=api_memory_mb,
             worker_memory_mb=worker_memory_mb,
             sweeper_memory_mb=sweeper_memory_mb,
             model_seconds=model_seconds,
+            nat_gateway=nat_gateway,
+            xray_sampled=xray_sampled,
+            db_storage_gb=db_storage_gb,
         )
-        doc = cost_model.price(cost_model.load_figures(figures), table, opts)
+        doc = cost_model.price(cost_figures.load_figures(figures), table, opts)
     if as_json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(doc, indent=2, allow_nan=False))
         return
     render(doc)

@@ -27,6 +27,10 @@ REQUIRED_PRICES = (
     "rds_gp3_gb_month",
     "vpc_interface_endpoint_hour",
     "nat_gateway_hour",
+    "public_ipv4_address_hour",
+    "xray_trace_recorded",
+    "cloudwatch_custom_metric_month",
+    "cloudwatch_alarm_month",
     "secrets_manager_secret_month",
     "durable_operation",
     "durable_data_written_gb",
@@ -64,9 +68,13 @@ def _number(doc: dict[str, Any], key: str, where: str) -> float:
     v = doc.get(key)
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise errors.ConfigError(f"{where}.{key}: a number is needed, got {v!r}")
-    if v < 0 or not math.isfinite(v):
-        raise errors.ConfigError(f"{where}.{key}: must be a finite number >= 0, got {v!r}")
-    return float(v)
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
+    if f < 0 or not math.isfinite(f):
+        raise errors.ConfigError(f"{where}.{key}: must be a finite number >= 0, got {v!r:.40}")
+    return f
 
 
 def parse_prices(doc: Any, path: str) -> PriceTable:
@@ -76,6 +84,11 @@ def parse_prices(doc: Any, path: str) -> PriceTable:
     for key in ("region", "date", "currency"):
         if not isinstance(doc.get(key), str) or not doc[key].strip():
             raise errors.ConfigError(f"{path}: '{key}' (a non-empty string) is missing")
+    if doc["currency"] != "USD":
+        raise errors.ConfigError(
+            f"{path}: currency: only USD is supported (every figure is shown in $), "
+            f"got {doc['currency']!r}"
+        )
     raw = doc.get("prices")
     if not isinstance(raw, dict):
         raise errors.ConfigError(f"{path}: 'prices' (an object of prices) is missing")
@@ -98,6 +111,8 @@ def parse_prices(doc: Any, path: str) -> PriceTable:
             source=source,
             note=str(entry.get("note", "")),
         )
+        if not math.isfinite(prices[name].each):
+            raise errors.ConfigError(f"{path}: {where}: usd / per is not a finite price")
     not_found = doc.get("not_found") or {}
     if not isinstance(not_found, dict):
         raise errors.ConfigError(f"{path}: 'not_found' must be an object of notes")
@@ -117,6 +132,8 @@ def load_prices(path: Path | None = None) -> PriceTable:
         doc = json.loads(p.read_text())
     except FileNotFoundError as exc:
         raise errors.ConfigError(f"price file {p} does not exist") from exc
+    except OSError as exc:
+        raise errors.ConfigError(f"price file {p} cannot be read: {exc.strerror}") from exc
     except ValueError as exc:
         raise errors.ConfigError(f"price file {p} is not JSON: {exc}") from exc
     return parse_prices(doc, str(p))

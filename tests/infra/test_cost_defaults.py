@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from app.cli import cost_model
+from app.cli import cost_base as cost_model
+from app.cli import cost_fixed
 from tests.infra import tfconfig
 
 pytestmark = pytest.mark.unit
@@ -40,3 +41,34 @@ def test_the_interface_endpoints_availability_zones_and_priority_queues() -> Non
     listed = re.search(r"for p in \[([^\]]*)\]", priorities)
     assert listed is not None
     assert len(listed.group(1).split(",")) == cost_model.PRIORITY_QUEUES
+
+
+def test_the_alarms_are_monitoring_tfs() -> None:
+    alarms = [
+        body
+        for (kind, _), body in tfconfig.resources().items()
+        if kind == "aws_cloudwatch_metric_alarm"
+    ]
+    assert all("local.priorities" in tfconfig.expr(a["for_each"]) for a in alarms)
+    assert len(alarms) * cost_model.PRIORITY_QUEUES == cost_model.ALARMS
+
+
+def test_the_access_log_estimate_has_the_stages_fields() -> None:
+    stage = tfconfig.resources()[("aws_apigatewayv2_stage", "default")]
+    fmt = tfconfig.expr(tfconfig.blocks(stage, "access_log_settings")[0]["format"])
+    assert set(re.findall(r"(\w+)\s*=\s*\"\$context", fmt)) == set(cost_model.ACCESS_LOG_SAMPLE)
+
+
+def test_lambda_writes_its_own_lines_as_text_with_tracing() -> None:
+    fn = tfconfig.resources()[("aws_lambda_function", "fn")]
+    assert tfconfig.blocks(fn, "tracing_config")[0]["mode"] == "Active"
+    assert tfconfig.blocks(fn, "logging_config")[0]["log_format"] == "Text"
+
+
+def test_the_worker_timeout_bounds_the_model_wait() -> None:
+    assert tfconfig.shared_settings()["worker_timeout_seconds"] == cost_model.WORKER_TIMEOUT_SECONDS
+
+
+def test_the_sweeps_a_month_follow_the_schedule_variable() -> None:
+    schedule = tfconfig.variables()["sweeper_schedule_expression"]["default"]
+    assert cost_fixed.runs_per_month(schedule) == cost_fixed.SWEEPS_PER_MONTH

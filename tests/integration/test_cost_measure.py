@@ -5,13 +5,14 @@ are counts the pricing can trust."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from app.cli import cost_model
+from app.cli import cost_base, cost_model
 from app.cli.cost_prices import load_prices
 
 pytestmark = [pytest.mark.integration, pytest.mark.sqs_only]
@@ -28,6 +29,8 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         "--jobs",
         "10",
         "--trickle-jobs",
+        "2",
+        "--rounds",
         "2",
         "--sweeps",
         "2",
@@ -48,29 +51,52 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     return doc
 
 
+ROUNDS, JOBS, TRICKLE = 2, 10, 2
+
+
 def test_every_job_was_submitted_and_handed_to_the_worker(figures: dict) -> None:
     for kind in ("demo.noop", "support.triage"):
-        single, batch, trickle = (
+        single, batched, trickle = (
             figures["kinds"][kind][m] for m in ("single", "batch", "one_per_invocation")
         )
-        assert single["api"]["invocations"] == 10
-        assert batch["api"]["invocations"] == 1  # ten jobs in one POST /v1/jobs/batch
-        for run in (single, batch, trickle):
-            assert run["worker"]["event_source"]["records"] == run["jobs"]
-            assert run["worker"]["event_source"]["ReceiveMessage"] == run["worker"]["invocations"]
-            assert (
-                run["worker"]["event_source"]["DeleteMessageBatch"] == run["worker"]["invocations"]
+        assert single["jobs"] == batched["jobs"] == ROUNDS * JOBS
+        assert trickle["jobs"] == ROUNDS * TRICKLE
+        assert single["api"]["invocations"] == ROUNDS * JOBS
+        assert batched["api"]["invocations"] == ROUNDS  # ten jobs in one POST /v1/jobs/batch
+        for run in (single, batched, trickle):
+            # the messages the code sent (counted by the proxy) are the records the
+            # worker was handed (counted by the event source): each job exactly once
+            sent = sum(
+                n for a, n in run["api"]["sqs"]["entries"].items() if a.startswith("SendMessage")
             )
+            assert sent == run["worker"]["event_source"]["records"] == run["jobs"]
             assert run["api"]["pg_round_trips"] > 0
             assert run["worker"]["pg_round_trips"] > 0
             assert run["api"]["billed_mean_ms"] >= 1
             assert run["worker"]["billed_mean_ms"] >= 1
-        # at least one SendMessage* per single submission, the code's own (through the proxy)
-        sends = {
-            a: n for a, n in single["api"]["sqs"]["calls"].items() if a.startswith("SendMessage")
-        }
-        assert sum(sends.values()) >= 10
-        assert trickle["worker"]["invocations"] == trickle["jobs"]  # one record each
+            assert len(run["worker"]["rounds_billed_mean_ms"]) == ROUNDS
+
+
+def test_a_backlog_is_received_in_full_batches_and_a_trickle_one_by_one(figures: dict) -> None:
+    """The billing model's premise, checked against the queue: from a backlog each
+    ReceiveMessage brings batch_size messages (ceil(jobs / batch) receives and deletes
+    a round); handed over one at a time, one receive per job."""
+    batch = figures["batch_size"]
+    for kind in ("demo.noop", "support.triage"):
+        k = figures["kinds"][kind]
+        for mode in ("single", "batch"):
+            source = k[mode]["worker"]["event_source"]
+            full = ROUNDS * math.ceil(JOBS / batch)
+            assert source["ReceiveMessage"] == full, (kind, mode, source)
+            assert source["DeleteMessageBatch"] == full
+        trickle = k["one_per_invocation"]["worker"]["event_source"]
+        assert trickle["ReceiveMessage"] == trickle["DeleteMessageBatch"] == ROUNDS * TRICKLE
+
+
+def test_the_emf_lines_name_custom_metrics(figures: dict) -> None:
+    metrics = figures["emf_metrics"]
+    assert metrics and all(m.startswith("tasklease/") for m in metrics)
+    assert any("kind=support.triage" in m for m in metrics)
 
 
 def test_triage_writes_more_than_noop_and_the_sweeper_idles(figures: dict) -> None:
@@ -83,5 +109,5 @@ def test_triage_writes_more_than_noop_and_the_sweeper_idles(figures: dict) -> No
 
 
 def test_the_figures_price(figures: dict) -> None:
-    doc = cost_model.price(figures, load_prices(), cost_model.Options())
+    doc = cost_model.price(figures, load_prices(), cost_base.Options())
     assert all(r["total_usd"] > 0 for r in doc["per_million_jobs"])

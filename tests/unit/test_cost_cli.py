@@ -34,7 +34,17 @@ def test_the_tables_carry_every_line() -> None:
         "SQS SendMessageBatch (code)",
         "SQS ReceiveMessage (event source mapping)",
         "SQS DeleteMessageBatch (event source mapping)",
-        "batch of 10",
+        "1 job per worker call (low traffic)",
+        "singly, backlog (worker batches of 10)",
+        "batches of 10, backlog",
+        "CloudWatch Logs: Lambda's own lines",
+        "CloudWatch Logs: API access log",
+        "X-Ray traces recorded",
+        "CloudWatch custom metrics",
+        "CloudWatch alarms",
+        "NAT gateway: Elastic IP",
+        "total without the NAT gateway",
+        "only with a standing backlog",
         "DB round trips per job",
         "RDS instance",
         "VPC interface endpoints",
@@ -67,7 +77,7 @@ def test_a_slower_model_costs_the_triage_worker_more() -> None:
         run = next(
             r
             for r in doc["per_million_jobs"]
-            if r["kind"] == "support.triage" and r["mode"] == "single"
+            if r["kind"] == "support.triage" and r["mode"].endswith("(low traffic)")
         )
         return float(next(x["usd"] for x in run["lines"] if x["name"] == "Lambda: worker function"))
 
@@ -105,3 +115,48 @@ def test_memory_out_of_lambdas_range_is_refused() -> None:
     code, out = invoke("--worker-memory-mb", "64")
     assert code == 2
     assert "worker_memory_mb" in out
+
+
+@pytest.mark.parametrize("seconds", ["nan", "inf", "1e308", "301", "-1"])
+def test_a_model_time_out_of_range_is_refused(seconds: str) -> None:
+    code, out = invoke("--model-seconds", seconds)
+    assert code == 2, out
+    assert "model_seconds: 0 to 300" in out
+    assert "Traceback" not in out
+
+
+def test_prices_that_overflow_the_report_are_refused_not_printed_as_infinity(
+    tmp_path: Path,
+) -> None:
+    doc = price_doc()
+    doc["prices"]["lambda_gb_second_arm64"] |= {"usd": 1e300, "per": 1e-8}
+    f = tmp_path / "prices.json"
+    f.write_text(json.dumps(doc))
+    code, out = invoke("--json", "--prices", str(f))
+    assert code == 2, out
+    assert "check the price file" in out
+    assert "Infinity" not in out
+
+
+def test_without_a_nat_gateway_the_output_says_a_real_model_needs_one() -> None:
+    code, out = invoke("--no-nat-gateway")
+    assert code == 0, out
+    assert "a real model needs it" in out
+    assert "NAT gateway: Elastic IP" not in out
+    doc = json.loads(invoke("--json", "--model-seconds", "0")[1])
+    assert doc["options"]["nat_gateway"] is False
+    doc = json.loads(invoke("--json", "--model-seconds", "0", "--nat-gateway")[1])
+    assert doc["options"]["nat_gateway"] is True
+
+
+def test_xray_sampling_and_storage_are_options() -> None:
+    def xray(*args: str) -> float:
+        doc = json.loads(invoke("--json", *args)[1])
+        run = doc["per_million_jobs"][0]
+        return float(next(x["usd"] for x in run["lines"] if x["name"].startswith("X-Ray")))
+
+    assert xray("--xray-sampled", "0.05") == pytest.approx(xray() * 0.05, rel=1e-3)
+    code, out = invoke("--xray-sampled", "2")
+    assert code == 2 and "xray_sampled" in out
+    code, out = invoke("--db-storage-gb", "5")
+    assert code == 2 and "db_storage_gb" in out

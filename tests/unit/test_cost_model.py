@@ -8,6 +8,10 @@ from typing import Any
 
 import pytest
 
+from app import errors
+from app.cli import cost_base as cb
+from app.cli import cost_durable as cd
+from app.cli import cost_fixed as cf
 from app.cli import cost_model as cm
 from app.cli.cost_prices import REQUIRED_PRICES, PriceTable, load_prices, parse_prices
 
@@ -28,6 +32,10 @@ ROUND_PRICES = {
     "rds_gp3_gb_month": (0.1, 1),
     "vpc_interface_endpoint_hour": (0.01, 1),
     "nat_gateway_hour": (0.05, 1),
+    "public_ipv4_address_hour": (0.01, 1),
+    "xray_trace_recorded": (5.0, 1_000_000),
+    "cloudwatch_custom_metric_month": (0.3, 1),
+    "cloudwatch_alarm_month": (0.1, 1),
     "secrets_manager_secret_month": (0.4, 1),
     "durable_operation": (8.0, 1_000_000),
     "durable_data_written_gb": (0.25, 1),
@@ -79,7 +87,8 @@ def run(
 
 
 FIGURES: dict[str, Any] = {
-    "figures_version": 1,
+    "figures_version": 2,
+    "emf_metrics": ["tasklease/a[kind=k]", "tasklease/a[kind=j]", "tasklease/b[]"],
     "kinds": {
         "k": {
             "model_calls_per_job": 1,
@@ -95,12 +104,15 @@ FIGURES: dict[str, Any] = {
     "sweeper_idle": {
         "invocations": 2,
         "billed_mean_ms": 20,
-        "sqs": {"calls": {"GetQueueAttributes": 6}},
+        # an empty receive is counted twice by bench/proxy.py: 1 request, not 2
+        "sqs": {
+            "calls": {"GetQueueAttributes": 4, "ReceiveMessage": 2, "ReceiveMessage(empty)": 2}
+        },
         "pg_round_trips": 10,
         "log_bytes": 1_000,
     },
 }
-OPTS = cm.Options(
+OPTS = cb.Options(
     arch="arm64",
     api_memory_mb=1024,
     worker_memory_mb=2048,
@@ -127,27 +139,34 @@ def test_a_single_submission_is_priced_line_by_line() -> None:
     assert got["SQS SendMessage (code)"] == pytest.approx(0.2 * 0.5)
     assert got["SQS ReceiveMessage (event source mapping)"] == pytest.approx(0.1 * 0.5)
     assert got["SQS DeleteMessageBatch (event source mapping)"] == pytest.approx(0.1 * 0.5)
-    assert got["CloudWatch Logs ingestion"] == pytest.approx(1500 / GB * 1.0 * 1e6)
+    assert got["CloudWatch Logs: the functions' lines"] == pytest.approx(1500 / GB * 1.0 * 1e6)
+    # 1.1 invocations a job, each with Lambda's own lines; 1 access log line a request
+    platform = 1.1 * cb.PLATFORM_LOG_BYTES
+    assert got["CloudWatch Logs: Lambda's own lines"] == pytest.approx(platform / GB * 1e6)
+    assert got["CloudWatch Logs: API access log"] == pytest.approx(cb.ACCESS_LOG_BYTES / GB * 1e6)
+    # every one of the 1.1 invocations traced, $5/M
+    assert got["X-Ray traces recorded"] == pytest.approx(1.1 * 5.0)
     assert s.total == pytest.approx(sum(got.values()))
     assert s.db_round_trips_per_job == pytest.approx(2.7)
 
 
 def test_the_model_wait_is_billed_once_per_worker_invocation_and_follows_the_flag() -> None:
     fig = FIGURES["kinds"]["k"]
-    no_wait = cm.Options(**{**OPTS.__dict__, "model_seconds": 0.0})
+    no_wait = cb.Options(**{**OPTS.__dict__, "model_seconds": 0.0})
     worker = lines(cm.scenario("k", "single", fig, fig["single"], no_wait, prices()))
     assert worker["Lambda: worker function"] == pytest.approx(0.1 * (1.0 + 2 * 0.05 * 10))
 
 
 def test_x86_costs_its_own_gb_second_price() -> None:
     fig = FIGURES["kinds"]["k"]
-    x86 = cm.Options(**{**OPTS.__dict__, "arch": "x86_64"})
+    x86 = cb.Options(**{**OPTS.__dict__, "arch": "x86_64"})
     got = lines(cm.scenario("k", "single", fig, fig["single"], x86, prices()))
     assert got["Lambda: API function"] == pytest.approx(1.0 + 0.2)
 
 
 def test_the_fixed_monthly_lines() -> None:
-    got = {line.name: line.usd for line in cm.fixed_lines(FIGURES, OPTS, prices())}
+    no_nat = cb.Options(**{**OPTS.__dict__, "nat_gateway": False})
+    got = {line.name: line.usd for line in cf.fixed_lines(FIGURES, no_nat, prices())}
     sweeps = 60 * MONTH_H
     assert got["RDS instance"] == pytest.approx(0.02 * MONTH_H)
     assert got["RDS storage"] == pytest.approx(20 * 0.1)
@@ -156,21 +175,53 @@ def test_the_fixed_monthly_lines() -> None:
     assert got["NAT gateway"] == 0.0
     assert got["Sweeper: Lambda"] == pytest.approx(sweeps * (1e-6 + 0.25 * 0.020 * 0.00001))
     assert got["Sweeper: EventBridge Scheduler"] == pytest.approx(sweeps * 1e-6)
+    # 4 GetQueueAttributes + 2 ReceiveMessage over 2 passes: the (empty) labels not again
     assert got["Sweeper: SQS"] == pytest.approx(sweeps * 3 * 0.5e-6)
-    assert got["Sweeper: CloudWatch Logs"] == pytest.approx(sweeps * 500 / GB)
+    log_bytes = 500 + cb.PLATFORM_LOG_BYTES
+    assert got["Sweeper: CloudWatch Logs"] == pytest.approx(sweeps * log_bytes / GB)
+    assert got["Sweeper: X-Ray traces"] == pytest.approx(sweeps * 5e-6)
     # 3 mappings x 5 pollers x 180 polls an hour
     assert got["SQS: idle long polling"] == pytest.approx(3 * 5 * 180 * MONTH_H * 0.5e-6)
+    assert got["CloudWatch custom metrics"] == pytest.approx(3 * 0.3)
+    assert got["CloudWatch alarms"] == pytest.approx(6 * 0.1)
 
 
-def test_a_nat_gateway_is_a_fixed_line_when_deployed() -> None:
-    with_nat = cm.Options(**{**OPTS.__dict__, "nat_gateway": True})
-    got = {line.name: line.usd for line in cm.fixed_lines(FIGURES, with_nat, prices())}
+def test_the_sweeps_a_month_are_the_schedules() -> None:
+    assert cf.SWEEPS_PER_MONTH == 43_800  # rate(1 minute) over 730 h
+    assert cf.runs_per_month("rate(5 minutes)") == pytest.approx(8_760)
+    assert cf.runs_per_month("rate(1 hour)") == pytest.approx(730)
+    assert cf.runs_per_month("rate(2 days)") == pytest.approx(730 / 48)
+    for bad in ("cron(0 * * * ? *)", "rate(0 minutes)", "rate(1 week)"):
+        with pytest.raises(errors.ConfigError, match="sweeper_schedule_expression"):
+            cf.runs_per_month(bad)
+
+
+def test_a_nat_gateway_and_its_address_are_fixed_lines_when_deployed() -> None:
+    with_nat = cb.Options(**{**OPTS.__dict__, "nat_gateway": True})
+    got = {line.name: line.usd for line in cf.fixed_lines(FIGURES, with_nat, prices())}
     assert got["NAT gateway"] == pytest.approx(0.05 * MONTH_H)
+    assert got["NAT gateway: Elastic IP"] == pytest.approx(0.01 * MONTH_H)
+
+
+def test_a_model_with_a_latency_brings_the_nat_gateway_unless_told_not_to() -> None:
+    assert cb.Options(model_seconds=2.0).with_nat
+    assert not cb.Options(model_seconds=0.0).with_nat
+    assert not cb.Options(model_seconds=2.0, nat_gateway=False).with_nat
+    assert cb.Options(model_seconds=0.0, nat_gateway=True).with_nat
+    doc = cm.price(FIGURES, prices(), OPTS)  # model 1 s: counted
+    fixed = doc["fixed_per_month"]
+    nat = 0.05 * MONTH_H + 0.01 * MONTH_H
+    assert fixed["total_usd"] - fixed["total_without_nat_gateway_usd"] == pytest.approx(nat)
+    assert any("enable_nat_gateway" in a for a in doc["assumptions"])
 
 
 def test_the_durable_function_comparison() -> None:
-    d = cm.durable("k", FIGURES["kinds"]["k"], OPTS, prices())
+    d = cd.durable("k", FIGURES["kinds"]["k"], OPTS, prices())
     got = lines(d)
+    # the same log lines as tasklease's worker for one job a call, and Lambda's own
+    logs = 5_000 + cb.PLATFORM_LOG_BYTES
+    assert got["CloudWatch Logs"] == pytest.approx(logs / GB * 1e6)
+    assert got["X-Ray traces recorded"] == pytest.approx(5.0)
     # one invocation of 20 ms + 1,000 ms model at 2 GB
     assert got["Lambda: durable function"] == pytest.approx(1.0 + 2 * 1.02 * 10)
     assert got["Durable operations"] == pytest.approx(3 * 8.0)  # start + 2 steps
@@ -181,17 +232,31 @@ def test_the_durable_function_comparison() -> None:
 
 def test_a_kind_without_effects_is_one_step() -> None:
     fig = copy.deepcopy(FIGURES["kinds"]["k"]) | {"effects_per_job": 0, "model_calls_per_job": 0}
-    assert lines(cm.durable("k", fig, OPTS, prices()))["Durable operations"] == pytest.approx(16.0)
+    assert lines(cd.durable("k", fig, OPTS, prices()))["Durable operations"] == pytest.approx(16.0)
 
 
 def test_break_even() -> None:
-    assert cm.break_even(2.0, 12.0, 50.0) == pytest.approx(5_000_000)
-    assert cm.break_even(12.0, 2.0, 50.0) is None
+    assert cd.break_even(2.0, 12.0, 50.0) == pytest.approx(5_000_000)
+    assert cd.break_even(12.0, 2.0, 50.0) is None
+
+
+def test_the_headline_break_even_is_the_low_traffic_runs() -> None:
+    doc = cm.price(FIGURES, prices(), OPTS)
+    comparison = doc["durable_functions"][0]
+    low = comparison["tasklease"]["submitted singly, 1 job per worker call (low traffic)"]
+    assert low["headline"]
+    assert comparison["break_even_jobs_per_month"] == low["break_even_jobs_per_month"]
+    backlog = comparison["tasklease"]["submitted singly, backlog (worker batches of 10)"]
+    assert not backlog["headline"]
+    # the low-traffic run costs more per job, so its break-even volume is higher
+    assert low["usd_per_million"] > backlog["usd_per_million"]
+    assert low["break_even_jobs_per_month"] > backlog["break_even_jobs_per_month"]
 
 
 def test_the_report_holds_every_part() -> None:
     doc = cm.price(FIGURES, prices(), OPTS)
     assert [r["mode"] for r in doc["per_million_jobs"]] == [label for _, label in cm.MODES]
+    assert doc["per_million_jobs"][0]["mode"].endswith("(low traffic)")
     assert doc["fixed_per_month"]["total_usd"] > 40
     comparison = doc["durable_functions"][0]
     assert set(comparison["tasklease"]) == {label for _, label in cm.MODES}

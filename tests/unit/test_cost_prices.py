@@ -71,3 +71,26 @@ def test_files_that_are_not_there_or_not_json(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(json.dumps(price_doc()))
     assert load_prices(good)["lambda_request"] == pytest.approx(1e-6)
+
+
+def test_a_huge_integer_price_is_refused_not_an_overflow() -> None:
+    doc = price_doc()
+    doc["prices"]["lambda_request"]["usd"] = 10**400
+    assert "prices.lambda_request.usd: must be a finite number" in refused(doc)
+
+
+def test_a_per_so_small_the_price_is_infinite_is_refused() -> None:
+    doc = price_doc()
+    doc["prices"]["lambda_request"]["per"] = 1e-320
+    assert "prices.lambda_request: usd / per is not a finite price" in refused(doc)
+
+
+def test_another_currency_is_refused() -> None:
+    doc = price_doc()
+    doc["currency"] = "EUR"
+    assert "currency: only USD" in refused(doc)
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(errors.ConfigError, match="cannot be read"):
+        load_prices(tmp_path)

@@ -1,0 +1,113 @@
+"""`make cost`'s measured figures (bench/results/cost.json), checked before anything is
+priced: a pydantic model of the file, so a missing run, a count that is not a count, zero
+jobs or an empty ``kinds`` is an error naming the field rather than a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app import errors
+
+FIGURES_VERSION = 2
+
+Count = Annotated[int, Field(ge=0, le=10**12)]
+# Lambda's longest invocation is 15 minutes.
+Ms = Annotated[float, Field(ge=0, le=900_000)]
+Size = Annotated[float, Field(ge=0, le=10**9)]
+
+
+class _Doc(BaseModel):
+    # strict: JSON numbers only (no "12" strings, no booleans); extra fields are kept
+    # (the file carries means, p50s and notes the pricing does not read).
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="allow")
+
+
+class Sqs(_Doc):
+    calls: dict[str, Count]
+
+
+class Function(_Doc):
+    invocations: Count
+    billed_mean_ms: Ms
+    sqs: Sqs
+    pg_round_trips: Count
+    log_bytes: Count
+
+
+class Worker(Function):
+    event_source: dict[str, Count]
+
+
+class Run(_Doc):
+    jobs: Annotated[int, Field(gt=0, le=10**9)]
+    api: Function
+    worker: Worker
+
+
+class Kind(_Doc):
+    model_calls_per_job: Annotated[int, Field(ge=0, le=100)]
+    effects_per_job: Annotated[int, Field(ge=0, le=100)]
+    payload_bytes: Size
+    result_bytes: Size
+    effect_results_bytes: Size
+    single: Run
+    batch: Run
+    one_per_invocation: Run
+
+
+class Idle(Function):
+    invocations: Annotated[int, Field(gt=0, le=10**9)]
+
+
+class Figures(_Doc):
+    figures_version: Literal[2]
+    measured_at: str | None = None
+    notes: list[str] = []
+    kinds: Annotated[dict[str, Kind], Field(min_length=1)]
+    sweeper_idle: Idle
+    # Each distinct metric name + dimension values of the EMF lines the run wrote: one
+    # CloudWatch custom metric each.
+    emf_metrics: list[str]
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "(the file)"
+
+
+def parse_figures(doc: Any, path: str) -> dict[str, Any]:
+    """The figures as a plain dict, or a ConfigError naming the first bad field."""
+    if not isinstance(doc, dict) or doc.get("figures_version") != FIGURES_VERSION:
+        version = doc.get("figures_version") if isinstance(doc, dict) else None
+        raise errors.ConfigError(
+            f"{path}: not a `make cost` figures file of figures_version {FIGURES_VERSION} "
+            f"(got {version!r}): run `make cost` again"
+        )
+    try:
+        return Figures.model_validate(doc).model_dump()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        got = repr(first.get("input"))
+        got = got if len(got) <= 60 else got[:57] + "..."
+        raise errors.ConfigError(
+            f"{path}: {_where(first['loc'])}: {first['msg']} (got {got})"
+        ) from exc
+
+
+def load_figures(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError as exc:
+        raise errors.ConfigError(
+            f"figures file {path} does not exist: `make cost` measures and writes it"
+        ) from exc
+    except OSError as exc:
+        raise errors.ConfigError(f"figures file {path} cannot be read: {exc.strerror}") from exc
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise errors.ConfigError(f"figures file {path} is not JSON: {exc}") from exc
+    return parse_figures(doc, str(path))
