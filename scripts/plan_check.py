@@ -77,6 +77,10 @@ def _check_actions(plan: dict[str, Any], report: Report) -> None:
         report.problems.append("the plan is marked errored")
 
 
+# The functions infra/lambda.tf deploys (local.functions): each must be in every plan.
+FUNCTIONS = ("api", "worker", "sweeper", "migrate")
+
+
 def _check_functions(plan: dict[str, Any], want: Expected, report: Report) -> None:
     functions = _changes(plan, "aws_lambda_function")
     report.functions = len(functions)
@@ -91,8 +95,9 @@ def _check_functions(plan: dict[str, Any], want: Expected, report: Report) -> No
         ):
             if after.get(attr) != expected:
                 report.problems.append(f"{address}.{attr} is {after.get(attr)!r}, not {expected!r}")
-    if 'aws_lambda_function.fn["api"]' not in functions:
-        report.problems.append('no aws_lambda_function.fn["api"]')
+    expected = {f'aws_lambda_function.fn["{name}"]' for name in FUNCTIONS}
+    if missing := sorted(expected - set(functions)):
+        report.problems.append(f"functions missing from the plan: {', '.join(missing)}")
 
 
 def _check_routes(plan: dict[str, Any], want: Expected, report: Report) -> None:

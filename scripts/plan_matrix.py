@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml  # type: ignore[import-untyped]
 from plan_check import MODE_VARS, RUNTIME, Expected, Report, check_plan
 from rich.console import Console
 from rich.markup import escape
@@ -38,8 +40,29 @@ OVERRIDE = INFRA / "localstack_providers_override.tf"
 TFLOCAL_VERSION = "0.27.0"
 TFLOCAL_VENV = ROOT / ".tools" / "tflocal-venv"
 ARCHS = ("arm64", "x86_64")
-# A step of the hosted workflow that runs the target (`run: make plan-all`).
-WORKFLOW_RUNS_PLAN = re.compile(r"^\s*(?:-\s*)?run:\s*make\b[^\n]*\bplan-all\b", re.MULTILINE)
+# A step of the hosted workflow that runs the target: `run: make plan-all`, on no
+# condition (`if:`), not allowed to fail (`continue-on-error`), its status not hidden.
+RUNS_PLAN = re.compile(r"^make\b[^\n|;&]*\bplan-all\b[^|;&]*$")
+
+
+def workflow_runs_plan(workflow: Path) -> bool:
+    """Whether a job of the hosted workflow runs `make plan-all` so that it can fail."""
+    try:
+        jobs = yaml.safe_load(workflow.read_text()).get("jobs") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return False
+    for job in jobs.values():
+        if not isinstance(job, dict) or "if" in job or job.get("continue-on-error"):
+            continue
+        for step in job.get("steps") or []:
+            if (
+                isinstance(step, dict)
+                and RUNS_PLAN.match(str(step.get("run", "")).strip())
+                and "if" not in step
+                and not step.get("continue-on-error")
+            ):
+                return True
+    return False
 
 
 @dataclass
@@ -56,9 +79,17 @@ class Case:
         return f"{self.mode}-{self.arch}"
 
 
+def exit_on_signals() -> None:
+    """SIGTERM (a CI timeout, kill) and SIGHUP end the run through SystemExit, so the
+    ExitStack in main still removes the endpoint override from infra/ (a later real
+    `terraform plan` there would otherwise point at LocalStack) and stops LocalStack."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
+
+
 def terraform_missing(ci: bool, workflow: Path) -> tuple[int, str]:
     """The exit code and message when terraform is not installed."""
-    runs = workflow.is_file() and WORKFLOW_RUNS_PLAN.search(workflow.read_text()) is not None
+    runs = workflow.is_file() and workflow_runs_plan(workflow)
     if runs:
         shown = workflow.relative_to(ROOT) if workflow.is_relative_to(ROOT) else workflow
         return 0, f"the hosted CI workflow ({shown}, with terraform) runs `make plan-all`"
@@ -212,34 +243,43 @@ def plan_case(case: Case, terraform: str, zip_path: Path, out_dir: Path) -> Case
 
 def run_cases(cases: list[Case], terraform: str, jobs: int, out_dir: Path) -> None:
     """Build each architecture's zip, then plan its cases as soon as it is there."""
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        packages = {
-            pool.submit(package, arch, out_dir): arch for arch in sorted({c.arch for c in cases})
-        }
-        plans: list[Future[Case]] = []
-        for built in as_completed(packages):
-            arch = packages[built]
-            try:
-                zip_path = built.result()
-            except RuntimeError as exc:
-                for case in (c for c in cases if c.arch == arch):
-                    case.status, case.report.problems = "no package", [str(exc)]
-                    print(f"plan-all: {case.name}: {exc}", flush=True)
-                continue
-            plans += [
-                pool.submit(plan_case, c, terraform, zip_path, out_dir)
-                for c in cases
-                if c.arch == arch
-            ]
-        for planned in as_completed(plans):
-            case = planned.result()
-            print(
-                f"plan-all: {case.name:<16} {case.status:<14} plan {case.plan_s:5.1f} s + show {case.show_s:4.1f} s, "
-                f"{case.report.to_add} to add",
-                flush=True,
-            )
-            for problem in case.report.problems:
-                print(f"plan-all:   {case.name}: {problem}", flush=True)
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        _run_cases(pool, cases, terraform, out_dir)
+    except BaseException:
+        # Ctrl-C or SIGTERM: drop the queued plans and builds instead of waiting for
+        # them, so the cleanup (the override file, LocalStack) runs at once.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _run_cases(pool: ThreadPoolExecutor, cases: list[Case], terraform: str, out_dir: Path) -> None:
+    packages = {
+        pool.submit(package, arch, out_dir): arch for arch in sorted({c.arch for c in cases})
+    }
+    plans: list[Future[Case]] = []
+    for built in as_completed(packages):
+        arch = packages[built]
+        try:
+            zip_path = built.result()
+        except RuntimeError as exc:
+            for case in (c for c in cases if c.arch == arch):
+                case.status, case.report.problems = "no package", [str(exc)]
+                print(f"plan-all: {case.name}: {exc}", flush=True)
+            continue
+        plans += [
+            pool.submit(plan_case, c, terraform, zip_path, out_dir) for c in cases if c.arch == arch
+        ]
+    for planned in as_completed(plans):
+        case = planned.result()
+        print(
+            f"plan-all: {case.name:<16} {case.status:<14} plan {case.plan_s:5.1f} s + show {case.show_s:4.1f} s, "
+            f"{case.report.to_add} to add",
+            flush=True,
+        )
+        for problem in case.report.problems:
+            print(f"plan-all:   {case.name}: {problem}", flush=True)
 
 
 def summary(cases: list[Case], wall_s: float) -> Table:
@@ -285,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{what}: unknown {', '.join(bad)} (one of {', '.join(allowed)})")
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    exit_on_signals()
     ci = os.environ.get("CI", "") == "true"
     terraform = os.environ.get("TERRAFORM") or shutil.which("terraform")
     if not terraform:

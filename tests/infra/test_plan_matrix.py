@@ -172,6 +172,7 @@ WRONG = {
         "not open",
     ),
     "no api function": ("api_key", _drop('aws_lambda_function.fn["api"]'), 'fn["api"]'),
+    "no worker function": ("jwt", _drop('aws_lambda_function.fn["worker"]'), 'fn["worker"]'),
     "a replacement": ("api_key", _replace, "not a creation"),
 }
 
@@ -240,6 +241,24 @@ def test_without_terraform_it_says_not_run(ci: str, workflow: str, rc: int, tmp_
     assert ("CI=true makes this a failure" in done.stdout) == (rc == 1)
 
 
+@pytest.mark.parametrize(
+    ("step", "counts"),
+    [
+        ("run: make plan-all", True),
+        ("run: make plan-all\n        if: false", False),
+        ("run: make plan-all\n        continue-on-error: true", False),
+        ("run: make plan-all || true", False),
+        ("run: make plan", False),
+    ],
+)
+def test_only_a_step_that_can_fail_counts_as_the_workflow_planning(
+    tmp_path: Path, step: str, counts: bool
+) -> None:
+    workflow = tmp_path / "ci.yml"
+    workflow.write_text(f"jobs:\n  test:\n    steps:\n      - {step}\n")
+    assert plan_matrix.workflow_runs_plan(workflow) is counts
+
+
 def test_the_rule_names_why() -> None:
     rc, why = plan_matrix.terraform_missing(True, Path("/nonexistent/ci.yml"))
     assert rc == 1 and "/nonexistent/ci.yml is missing" in why and "CI=true" in why
@@ -285,3 +304,25 @@ def test_an_arm64_runner_imports_the_arm64_zip() -> None:
     runs = [s.get("run", "") for s in steps]
     assert "make install" in runs
     assert any(r.startswith(".venv/bin/pytest tests/infra/test_package.py") for r in runs)
+
+
+def test_sigterm_still_runs_the_cleanup(tmp_path: Path) -> None:
+    # The override file and LocalStack are removed by ExitStack callbacks, which a bare
+    # SIGTERM would skip; exit_on_signals turns it into SystemExit so they run.
+    done = tmp_path / "cleaned"
+    code = (
+        "import sys, time, contextlib; sys.path.insert(0, sys.argv[1]); import plan_matrix\n"
+        "plan_matrix.exit_on_signals()\n"
+        "with contextlib.ExitStack() as stack:\n"
+        "    stack.callback(lambda: open(sys.argv[2], 'w').close())\n"
+        "    print('ready', flush=True); time.sleep(60)\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", code, str(tfconfig.ROOT / "scripts"), str(done)],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        proc.terminate()
+        assert proc.wait(timeout=30) == 128 + 15
+    assert done.exists()
