@@ -4,13 +4,13 @@ jobs or an empty ``kinds`` is an error naming the field rather than a traceback.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app import errors
+from app.cli.cost_prices import read_json
 
 FIGURES_VERSION = 2
 
@@ -98,16 +98,5 @@ def parse_figures(doc: Any, path: str) -> dict[str, Any]:
 
 
 def load_figures(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError as exc:
-        raise errors.ConfigError(
-            f"figures file {path} does not exist: `make cost` measures and writes it"
-        ) from exc
-    except OSError as exc:
-        raise errors.ConfigError(f"figures file {path} cannot be read: {exc.strerror}") from exc
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise errors.ConfigError(f"figures file {path} is not JSON: {exc}") from exc
+    doc = read_json(path, "figures file", ": `make cost` measures and writes it")
     return parse_figures(doc, str(path))

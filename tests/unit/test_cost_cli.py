@@ -160,3 +160,24 @@ def test_xray_sampling_and_storage_are_options() -> None:
     assert code == 2 and "xray_sampled" in out
     code, out = invoke("--db-storage-gb", "5")
     assert code == 2 and "db_storage_gb" in out
+
+
+@pytest.mark.parametrize("option", ["--figures", "--prices"])
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b'{"region": "\xff\xfe"}', "is not UTF-8 text"),
+        (b"[" * 200_000, "nested too deeply"),
+    ],
+)
+def test_a_file_that_is_not_utf8_or_too_deep_is_refused(
+    tmp_path: Path, option: str, content: bytes, said: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    result = CliRunner().invoke(cli, ["cost", "--figures", str(FIGURES), option, str(bad)])
+    assert result.exit_code == 2, result.output
+    said_out = " ".join(result.output.split())  # unwrapped
+    assert str(bad) in said_out
+    assert said in said_out
+    assert result.exception is None or isinstance(result.exception, SystemExit)
