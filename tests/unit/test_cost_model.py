@@ -88,6 +88,7 @@ def run(
 
 FIGURES: dict[str, Any] = {
     "figures_version": 2,
+    "measured_at": "2026-12-05T00:44:06+00:00",
     "emf_metrics": ["tasklease/a[kind=k]", "tasklease/a[kind=j]", "tasklease/b[]"],
     "kinds": {
         "k": {
@@ -269,3 +270,27 @@ def test_every_price_of_the_committed_file_is_there_with_a_source(name: str) -> 
     table = load_prices()
     assert table.prices[name].source.startswith("https://")
     assert table[name] >= 0
+
+
+def test_a_worker_call_longer_than_the_workers_timeout_is_refused() -> None:
+    # one model call of 300 s is allowed alone; 100 of them a job is an 8.3 h call
+    fig = copy.deepcopy(FIGURES["kinds"]["k"]) | {"model_calls_per_job": 100}
+    slow = cb.Options(**{**OPTS.__dict__, "model_seconds": 300.0})
+    with pytest.raises(errors.ConfigError, match="the worker function's timeout of 300 s"):
+        cm.scenario("k", "single", fig, fig["single"], slow, prices())
+    # the measured time counts too: 299.96 s of model + 50 ms measured
+    edge = cb.Options(**{**OPTS.__dict__, "model_seconds": 299.96})
+    fig["model_calls_per_job"] = 1
+    with pytest.raises(errors.ConfigError, match="kinds.k, single: one worker call"):
+        cm.scenario("k", "single", fig, fig["single"], edge, prices())
+    ok = cb.Options(**{**OPTS.__dict__, "model_seconds": 299.9})
+    cm.scenario("k", "single", fig, fig["single"], ok, prices())
+
+
+def test_a_durable_invocation_longer_than_lambdas_limit_is_refused() -> None:
+    fig = copy.deepcopy(FIGURES["kinds"]["k"]) | {"model_calls_per_job": 4}
+    slow = cb.Options(**{**OPTS.__dict__, "model_seconds": 225.0})  # 900 s + 20 ms
+    with pytest.raises(errors.ConfigError, match="Lambda's longest invocation of 900 s"):
+        cd.durable("k", fig, slow, prices())
+    fig["model_calls_per_job"] = 3
+    assert cd.durable("k", fig, slow, prices()).total > 0
