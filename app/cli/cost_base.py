@@ -39,6 +39,8 @@ ALARMS = 2 * PRIORITY_QUEUES
 # The worker function's timeout (app/shared_settings.json, which infra/locals.tf reads):
 # a model wait longer than that times the worker out rather than billing it.
 WORKER_TIMEOUT_SECONDS = int(SHARED["worker_timeout_seconds"])
+# Lambda's longest invocation (a durable function's each invocation included).
+LAMBDA_MAX_SECONDS = 900
 
 # Estimates, not measurements: the lines Lambda itself writes per invocation (log_format
 # Text, tracing Active: START, END, REPORT with its XRAY line), and API Gateway's access
@@ -152,6 +154,27 @@ def xray_line(invocations_per_job: float, opts: Options, prices: PriceTable) -> 
         traces * prices["xray_trace_recorded"] * 1e6,
         f"{traces:.3g} per job ({opts.xray_sampled:.0%} of invocations traced)",
     )
+
+
+def model_wait_ms(fig: dict[str, Any], opts: Options) -> int:
+    """One job's wait for its model calls, in whole milliseconds."""
+    return round(opts.model_seconds * 1000) * int(fig["model_calls_per_job"])
+
+
+def check_invocation(
+    what: str, measured_ms: float, fig: dict[str, Any], opts: Options, limit: tuple[int, str]
+) -> float:
+    """An invocation's billed ms (measured + the model's wait), refused above ``limit``
+    (seconds, whose): a call that long times out rather than being billed."""
+    ms = measured_ms + model_wait_ms(fig, opts)
+    seconds, whose = limit
+    if ms > seconds * 1000:
+        raise errors.ConfigError(
+            f"{what} would take {ms / 1000:,.1f} s ({measured_ms:,.0f} ms measured + "
+            f"{fig['model_calls_per_job']} model call(s) x {opts.model_seconds:g} s): above "
+            f"{whose} of {seconds} s; lower --model-seconds"
+        )
+    return ms
 
 
 def check_finite(v: Any, where: str) -> None:

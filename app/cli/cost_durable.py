@@ -8,10 +8,12 @@ from typing import Any
 from app.cli.cost_base import (
     GB,
     HOURS_PER_MONTH,
+    LAMBDA_MAX_SECONDS,
     PLATFORM_LOG_BYTES,
     Line,
     Options,
     Scenario,
+    check_invocation,
     lambda_line,
     logs_line,
     xray_line,
@@ -27,8 +29,12 @@ def durable(kind: str, fig: dict[str, Any], opts: Options, prices: PriceTable) -
     one = fig["one_per_invocation"]
     steps = max(1, int(fig["effects_per_job"]))
     ops = 1 + steps
-    ms = one["worker"]["billed_mean_ms"] + round(opts.model_seconds * 1000) * int(
-        fig["model_calls_per_job"]
+    ms = check_invocation(
+        f"kinds.{kind}: the durable function's invocation",
+        one["worker"]["billed_mean_ms"],
+        fig,
+        opts,
+        (LAMBDA_MAX_SECONDS, "Lambda's longest invocation"),
     )
     written = fig["payload_bytes"] + fig["effect_results_bytes"] + fig["result_bytes"]
     retained_gb_month = written / GB * opts.durable_retention_days * 24 / HOURS_PER_MONTH

@@ -20,12 +20,15 @@ from typing import Any
 from app.cli.cost_base import (
     ACCESS_LOG_BYTES,
     PLATFORM_LOG_BYTES,
+    WORKER_TIMEOUT_SECONDS,
     Line,
     Options,
     Scenario,
     check_finite,
+    check_invocation,
     lambda_line,
     logs_line,
+    model_wait_ms,
     xray_line,
 )
 from app.cli.cost_durable import break_even, durable
@@ -74,7 +77,14 @@ def scenario(
     """The per-job lines of one measured run (``run``) of ``kind`` (``fig``)."""
     jobs = int(run["jobs"])
     api, worker = run["api"], run["worker"]
-    model_ms = round(opts.model_seconds * 1000) * int(fig["model_calls_per_job"])
+    model_ms = model_wait_ms(fig, opts)
+    worker_ms = check_invocation(
+        f"kinds.{kind}, {mode}: one worker call",
+        worker["billed_mean_ms"],
+        fig,
+        opts,
+        (WORKER_TIMEOUT_SECONDS, "the worker function's timeout"),
+    )
     s = Scenario(kind, mode)
     s.lines.append(
         Line(
@@ -96,7 +106,7 @@ def scenario(
     worker_line = lambda_line(
         "Lambda: worker function",
         worker["invocations"] / jobs,
-        worker["billed_mean_ms"] + model_ms,
+        worker_ms,
         opts.worker_memory_mb,
         prices,
         opts.arch,

@@ -181,3 +181,16 @@ def test_a_file_that_is_not_utf8_or_too_deep_is_refused(
     assert str(bad) in said_out
     assert said in said_out
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_model_calls_that_outlast_the_worker_are_refused(tmp_path: Path) -> None:
+    doc = json.loads(FIGURES.read_text())
+    doc["kinds"]["support.triage"]["model_calls_per_job"] = 100
+    f = tmp_path / "cost.json"
+    f.write_text(json.dumps(doc))
+    result = CliRunner().invoke(
+        cli, ["cost", "--figures", str(f), "--model-seconds", "300"], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 2, result.output
+    assert "above the worker function's timeout of 300 s" in result.output
+    assert "USD per million jobs" not in result.output
