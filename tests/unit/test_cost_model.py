@@ -281,7 +281,7 @@ def test_a_worker_call_longer_than_the_workers_timeout_is_refused() -> None:
     # the measured time counts too: 299.96 s of model + 50 ms measured
     edge = cb.Options(**{**OPTS.__dict__, "model_seconds": 299.96})
     fig["model_calls_per_job"] = 1
-    with pytest.raises(errors.ConfigError, match="kinds.k, single: one worker call"):
+    with pytest.raises(errors.ConfigError, match=r"kinds\.k, single: one worker call"):
         cm.scenario("k", "single", fig, fig["single"], edge, prices())
     ok = cb.Options(**{**OPTS.__dict__, "model_seconds": 299.9})
     cm.scenario("k", "single", fig, fig["single"], ok, prices())
