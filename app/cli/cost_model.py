@@ -31,7 +31,7 @@ from app.cli.cost_base import (
     model_wait_ms,
     xray_line,
 )
-from app.cli.cost_durable import break_even, durable
+from app.cli.cost_durable import break_even, break_even_sampled, durable
 from app.cli.cost_fixed import SCHEDULE, fixed_lines
 from app.cli.cost_prices import PriceTable
 
@@ -121,6 +121,10 @@ def scenario(
     s.lines += _log_lines(run, prices)
     s.lines.append(xray_line((api["invocations"] + worker["invocations"]) / jobs, opts, prices))
     s.db_round_trips_per_job = (api["pg_round_trips"] + worker["pg_round_trips"]) / jobs
+    s.invocations_per_job = {
+        "API": api["invocations"] / jobs,
+        "worker": worker["invocations"] / jobs,
+    }
     return s
 
 
@@ -154,7 +158,7 @@ def _comparisons(
         tasklease = {
             s.mode: {
                 "usd_per_million": round(s.total, 4),
-                "break_even_jobs_per_month": _rounded(break_even(s.total, d.total, fixed)),
+                **_break_even(s, d, fixed, opts, prices),
                 "headline": s.mode == headline,
             }
             for s in runs
@@ -169,6 +173,25 @@ def _comparisons(
             }
         )
     return out
+
+
+def _break_even(
+    s: Scenario, d: Scenario, fixed: float, opts: Options, prices: PriceTable
+) -> dict[str, Any]:
+    """The break-even volume and the X-Ray share each function is priced at there: the
+    default rule's at that volume's rate, or --xray-sampled as given."""
+    if opts.xray_sampled is None:
+        jobs, shares = break_even_sampled(s, d, fixed, prices)
+    else:
+        jobs = break_even(s.total, d.total, fixed)
+        shares = {f: opts.xray_sampled for f in s.invocations_per_job | d.invocations_per_job}
+    return {
+        "break_even_jobs_per_month": _rounded(jobs),
+        "xray_sampled_at_break_even": {f: round(x, 4) for f, x in shares.items()},
+        "xray_sampling": "default rule at the break-even's rate"
+        if opts.xray_sampled is None
+        else "--xray-sampled",
+    }
 
 
 def price(figures: dict[str, Any], prices: PriceTable, opts: Options) -> dict[str, Any]:
@@ -246,11 +269,7 @@ def assumptions(opts: Options) -> list[str]:
         f"event source mapping: one ReceiveMessage and one DeleteMessageBatch per worker "
         f"invocation; idle: {opts.esm_pollers} pollers per mapping, {opts.long_poll_seconds} s "
         "long polls, on each of the 3 priority queues",
-        f"X-Ray (tracing Active on every function): {opts.xray_sampled:.0%} of invocations "
-        "traced, each its own trace; the default rule records the first request each "
-        "second and 5% of the rest, so below a request a second every one; at a few a "
-        "second a quarter or so (--xray-sampled 0.25), far above it 5% (0.05); traces "
-        "retrieved or scanned are not counted",
+        _xray_assumption(opts),
         "log bytes: the functions' own lines measured; Lambda's START/END/REPORT lines and "
         "API Gateway's access log line are estimates of typical lines",
         f"the sweeper runs on {SCHEDULE} (infra's schedule); the RDS instance is a fixed "
@@ -262,3 +281,24 @@ def assumptions(opts: Options) -> list[str]:
         "Gateway), one step per effect (at least one), no waits so no replays; its own "
         "work and log lines taken as tasklease's worker's for one job per invocation",
     ]
+
+
+def _xray_assumption(opts: Options) -> str:
+    rule = (
+        "X-Ray (tracing Active on every function), each invocation its own trace; the "
+        "default rule records the first request each second and 5% of the rest"
+    )
+    if opts.xray_sampled is not None:
+        return (
+            f"{rule}; here {opts.xray_sampled:.0%} of invocations traced (--xray-sampled), in "
+            "the tables and at the break-evens; traces retrieved or scanned are not counted"
+        )
+    return (
+        f"{rule}: the per-million tables trace every invocation (as below a request a "
+        "second); the break-evens price each function at the share the rule records at "
+        "the break-even's own rate, r invocations a second of that function: "
+        "min(1, (1 + 0.05 (r - 1)) / r), the volume found where volume, rate and share "
+        "agree; simplified: the one-a-second reservoir taken per function and invocations "
+        "spread evenly over each second (bursts record fewer); --xray-sampled S prices "
+        "everything at S instead; traces retrieved or scanned are not counted"
+    )

@@ -194,3 +194,14 @@ def test_model_calls_that_outlast_the_worker_are_refused(tmp_path: Path) -> None
     assert result.exit_code == 2, result.output
     assert "above the worker function's timeout of 300 s" in result.output
     assert "USD per million jobs" not in result.output
+
+
+def test_the_break_even_says_which_xray_sampling_it_used() -> None:
+    code, out = invoke(env={"COLUMNS": "400"})
+    assert code == 0, out
+    assert "break-evens at the default rule's share at their rate" in out
+    assert "X-Ray there: API" in out
+    code, out = invoke("--xray-sampled", "1", env={"COLUMNS": "400"})
+    assert code == 0, out
+    assert "X-Ray 100% traced (--xray-sampled)" in out
+    assert "X-Ray there: API 100%, worker 100%, durable 100%" in out

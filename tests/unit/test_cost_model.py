@@ -294,3 +294,62 @@ def test_a_durable_invocation_longer_than_lambdas_limit_is_refused() -> None:
         cd.durable("k", fig, slow, prices())
     fig["model_calls_per_job"] = 3
     assert cd.durable("k", fig, slow, prices()).total > 0
+
+
+def test_the_default_rules_share_at_a_rate() -> None:
+    assert cb.default_rule_share(0.0) == 1.0
+    assert cb.default_rule_share(0.5) == 1.0
+    assert cb.default_rule_share(1.0) == 1.0
+    assert cb.default_rule_share(3.0) == pytest.approx((1 + 0.05 * 2) / 3)
+    assert cb.default_rule_share(1e6) == pytest.approx(0.05, rel=1e-4)
+
+
+def _low_and_backlog() -> tuple[cm.Scenario, cm.Scenario, cm.Scenario, float]:
+    fig = FIGURES["kinds"]["k"]
+    low = cm.scenario("k", "low", fig, fig["one_per_invocation"], OPTS, prices())
+    backlog = cm.scenario("k", "backlog", fig, fig["single"], OPTS, prices())
+    d = cd.durable("k", fig, OPTS, prices())
+    return low, backlog, d, sum(x.usd for x in cf.fixed_lines(FIGURES, OPTS, prices()))
+
+
+def test_the_break_even_prices_xray_at_the_rate_of_the_break_even() -> None:
+    low, _, d, fixed = _low_and_backlog()
+    at_100 = cd.break_even(low.total, d.total, fixed)
+    assert at_100 is not None and at_100 / (MONTH_H * 3600) > 1  # every trace: not so
+    jobs, shares = cd.break_even_sampled(low, d, fixed, prices())
+    assert jobs is not None
+    rate = jobs / (MONTH_H * 3600)
+    share = min(1.0, (1 + 0.05 * (rate - 1)) / rate)
+    assert rate > 1 and share < 1
+    assert shares == pytest.approx({"API": share, "worker": share, "durable": share})
+    # at that volume, with that share, the two bills are equal: 2 traces a job against 1
+    t = low.total - 2 * 5.0 + 2 * 5.0 * share
+    durable_usd = d.total - 5.0 + 5.0 * share
+    assert fixed + jobs * (t - durable_usd) / 1e6 == pytest.approx(0, abs=1e-6)
+    assert jobs < at_100  # tasklease's two traces a job thin out more than durable's one
+
+
+def test_below_a_call_a_second_the_break_even_traces_every_call() -> None:
+    _, backlog, d, fixed = _low_and_backlog()
+    jobs, shares = cd.break_even_sampled(backlog, d, fixed, prices())
+    assert jobs is not None and jobs / (MONTH_H * 3600) < 1
+    assert jobs == pytest.approx(cd.break_even(backlog.total, d.total, fixed), rel=1e-9)
+    assert set(shares.values()) == {1.0}
+    assert cd.break_even_sampled(d, backlog, fixed, prices()) == (None, {})
+
+
+def test_a_given_xray_share_is_used_at_the_break_even_as_given() -> None:
+    low, _, d, fixed = _low_and_backlog()
+    label = dict(cm.MODES)[cm.LOW_TRAFFIC]
+    for share in (1.0, 0.05):
+        given = cb.Options(**{**OPTS.__dict__, "xray_sampled": share})
+        got = cm.price(FIGURES, prices(), given)["durable_functions"][0]["tasklease"][label]
+        # every table and the break-even at the share given: 2 traces a job against 1
+        low_at, d_at = low.total - 10.0 * (1 - share), d.total - 5.0 * (1 - share)
+        assert got["break_even_jobs_per_month"] == round(fixed / ((d_at - low_at) / 1e6))
+        assert got["xray_sampled_at_break_even"] == {
+            "API": share,
+            "worker": share,
+            "durable": share,
+        }
+        assert got["xray_sampling"] == "--xray-sampled"
