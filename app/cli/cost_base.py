@@ -27,7 +27,10 @@ TERRAFORM_DEFAULTS: dict[str, Any] = {
     "db_multi_az": False,
     "enable_nat_gateway": False,
     "sweeper_schedule_expression": "rate(1 minute)",
+    "log_retention_days": 365,
 }
+# infra/network.tf's VPC flow log: rejected traffic only, to a CloudWatch Logs group.
+FLOW_LOG_TRAFFIC = "REJECT"
 # infra/network.tf: interface endpoints for sqs and secretsmanager, in each of the two
 # default availability zones; with enable_nat_gateway, one NAT gateway and its Elastic
 # IP; infra/locals.tf: one source queue (and event source mapping) per priority;

@@ -19,7 +19,9 @@ from typing import Any
 
 from app.cli.cost_base import (
     ACCESS_LOG_BYTES,
+    FLOW_LOG_TRAFFIC,
     PLATFORM_LOG_BYTES,
+    TERRAFORM_DEFAULTS,
     WORKER_TIMEOUT_SECONDS,
     Line,
     Options,
@@ -276,7 +278,11 @@ def assumptions(opts: Options) -> list[str]:
         "monthly line: database round trips per job are shown, not priced",
         "free tier ignored; no savings plans; SQS messages under 64 KB (one request each)",
         "not counted: RDS Performance Insights and Enhanced Monitoring, backups beyond the "
-        "free allowance, interface endpoint and NAT gateway data processing, data transfer",
+        "free allowance, interface endpoint and NAT gateway data processing, data transfer, "
+        f"the VPC flow log ({FLOW_LOG_TRAFFIC} only, ingested into CloudWatch Logs: its "
+        "volume depends on rejected traffic, none measured), CloudWatch Logs storage (every "
+        f"log group kept {TERRAFORM_DEFAULTS['log_retention_days']} days, infra's "
+        "log_retention_days: a month's ingestion is stored for a year)",
         "durable function: one execution per job started by a direct Invoke (no API "
         "Gateway), one step per effect (at least one), no waits so no replays; its own "
         "work and log lines taken as tasklease's worker's for one job per invocation",

@@ -353,3 +353,12 @@ def test_a_given_xray_share_is_used_at_the_break_even_as_given() -> None:
             "durable": share,
         }
         assert got["xray_sampling"] == "--xray-sampled"
+
+
+def test_the_flow_log_and_log_storage_are_said_to_be_not_counted() -> None:
+    said = [
+        a for a in cm.price(FIGURES, prices(), OPTS)["assumptions"] if a.startswith("not counted:")
+    ]
+    assert len(said) == 1
+    assert "VPC flow log (REJECT only, ingested into CloudWatch Logs" in said[0]
+    assert "CloudWatch Logs storage (every log group kept 365 days" in said[0]
