@@ -99,11 +99,18 @@ def durable_table(doc: dict[str, Any]) -> Table:
     return t
 
 
+def _xray_header(sampled: float | None) -> str:
+    if sampled is None:
+        return "X-Ray: tables 100% traced, break-evens at the default rule's share at their rate"
+    return f"X-Ray {sampled:.0%} traced (--xray-sampled)"
+
+
 def _versus(v: dict[str, Any]) -> str:
     b = v["break_even_jobs_per_month"]
     if b is None:
         return "+ fixed lines; never cheaper"
-    rate = f"{_jobs(b)} jobs/month ({b / (HOURS * 3600):.2g} a second)"
+    shares = ", ".join(f"{f} {x:.0%}" for f, x in v["xray_sampled_at_break_even"].items())
+    rate = f"{_jobs(b)} jobs/month ({b / (HOURS * 3600):.2g} a second; X-Ray there: {shares})"
     if v["headline"]:
         return f"[bold]+ fixed lines; cheaper above {rate}[/]"
     return f"+ fixed lines; only with a standing backlog: above {rate}"
@@ -148,7 +155,7 @@ def render(doc: dict[str, Any]) -> None:
             f"Lambda {o['arch']}: API {o['api_memory_mb']} MB, worker {o['worker_memory_mb']} MB, "
             f"sweeper {o['sweeper_memory_mb']} MB; model {o['model_seconds']:g} s per call; "
             f"NAT gateway {'counted' if o['nat_gateway'] else 'not counted'}; "
-            f"X-Ray {o['xray_sampled']:.0%} traced; "
+            f"{_xray_header(o['xray_sampled'])}; "
             f"figures measured {doc['figures']['measured_at']}"
         ),
         highlight=False,
@@ -193,9 +200,14 @@ def cost(
         ),
     ] = None,
     xray_sampled: Annotated[
-        float,
-        typer.Option(help="share of invocations X-Ray records (1: low rates; ~0.05: high)"),
-    ] = 1.0,
+        float | None,
+        typer.Option(
+            help="share of invocations X-Ray records, everywhere (default: the default "
+            "rule's: every one in the per-million tables, its share at the break-even's rate "
+            "there)",
+            show_default=False,
+        ),
+    ] = None,
     db_storage_gb: Annotated[
         int, typer.Option(help="RDS gp3 storage")
     ] = cost_base.TERRAFORM_DEFAULTS["db_allocated_storage_gb"],

@@ -27,7 +27,10 @@ TERRAFORM_DEFAULTS: dict[str, Any] = {
     "db_multi_az": False,
     "enable_nat_gateway": False,
     "sweeper_schedule_expression": "rate(1 minute)",
+    "log_retention_days": 365,
 }
+# infra/network.tf's VPC flow log: rejected traffic only, to a CloudWatch Logs group.
+FLOW_LOG_TRAFFIC = "REJECT"
 # infra/network.tf: interface endpoints for sqs and secretsmanager, in each of the two
 # default availability zones; with enable_nat_gateway, one NAT gateway and its Elastic
 # IP; infra/locals.tf: one source queue (and event source mapping) per priority;
@@ -39,6 +42,8 @@ ALARMS = 2 * PRIORITY_QUEUES
 # The worker function's timeout (app/shared_settings.json, which infra/locals.tf reads):
 # a model wait longer than that times the worker out rather than billing it.
 WORKER_TIMEOUT_SECONDS = int(SHARED["worker_timeout_seconds"])
+# Lambda's longest invocation (a durable function's each invocation included).
+LAMBDA_MAX_SECONDS = 900
 
 # Estimates, not measurements: the lines Lambda itself writes per invocation (log_format
 # Text, tracing Active: START, END, REPORT with its XRAY line), and API Gateway's access
@@ -80,9 +85,10 @@ class Options:
     db_storage_gb: int = TERRAFORM_DEFAULTS["db_allocated_storage_gb"]
     # None: deployed when the model has a latency (a real provider needs the way out).
     nat_gateway: bool | None = None
-    # The share of invocations X-Ray records: at low rates the default rule's one a
-    # second takes every one; well above a second's worth, 5% of the rest.
-    xray_sampled: float = 1.0
+    # The share of invocations X-Ray records, or None: the default rule's, which takes
+    # every one below a second's worth (the per-million tables) and, at the break-even,
+    # the share at the rate there (default_rule_share).
+    xray_sampled: float | None = None
 
     def __post_init__(self) -> None:
         if self.arch not in ("arm64", "x86_64"):
@@ -96,12 +102,17 @@ class Options:
                 f"model_seconds: 0 to {WORKER_TIMEOUT_SECONDS} (the worker function's "
                 f"timeout), got {self.model_seconds}"
             )
-        if not 0 <= self.xray_sampled <= 1:
+        if self.xray_sampled is not None and not 0 <= self.xray_sampled <= 1:
             raise errors.ConfigError(f"xray_sampled: 0 to 1, got {self.xray_sampled}")
         if not 20 <= self.db_storage_gb <= 65536:
             raise errors.ConfigError(
                 f"db_storage_gb: RDS gp3 takes 20 to 65536 GB, got {self.db_storage_gb}"
             )
+
+    @property
+    def traced(self) -> float:
+        """The share the per-million tables trace: as given, or every invocation."""
+        return 1.0 if self.xray_sampled is None else self.xray_sampled
 
     @property
     def with_nat(self) -> bool:
@@ -115,16 +126,24 @@ class Line:
     detail: str = ""
 
 
+XRAY_LINE = "X-Ray traces recorded"
+
+
 @dataclass
 class Scenario:
     kind: str
     mode: str
     lines: list[Line] = field(default_factory=list)
     db_round_trips_per_job: float = 0.0
+    # Each traced function's invocations per job, for X-Ray's share at a rate.
+    invocations_per_job: dict[str, float] = field(default_factory=dict)
 
     @property
     def total(self) -> float:
         return sum(line.usd for line in self.lines)
+
+    def usd(self, name: str) -> float:
+        return sum(line.usd for line in self.lines if line.name == name)
 
 
 def gb_seconds(memory_mb: int, ms: float) -> float:
@@ -146,12 +165,49 @@ def logs_line(name: str, bytes_per_job: float, prices: PriceTable, what: str) ->
 
 
 def xray_line(invocations_per_job: float, opts: Options, prices: PriceTable) -> Line:
-    traces = invocations_per_job * opts.xray_sampled
+    traces = invocations_per_job * opts.traced
     return Line(
-        "X-Ray traces recorded",
+        XRAY_LINE,
         traces * prices["xray_trace_recorded"] * 1e6,
-        f"{traces:.3g} per job ({opts.xray_sampled:.0%} of invocations traced)",
+        f"{traces:.3g} per job ({opts.traced:.0%} of invocations traced)",
     )
+
+
+# X-Ray's default sampling rule: a reservoir of one request a second, then 5% of the rest
+# (https://docs.aws.amazon.com/xray/latest/devguide/xray-console-sampling.html).
+XRAY_RESERVOIR_PER_SECOND = 1.0
+XRAY_FIXED_RATE = 0.05
+
+
+def default_rule_share(per_second: float) -> float:
+    """The share of ``per_second`` invocations of one function the default rule records:
+    min(1, (1 + 0.05 (r - 1)) / r). Simplified: the reservoir taken per function,
+    invocations spread evenly over each second (no bursts)."""
+    if per_second <= XRAY_RESERVOIR_PER_SECOND:
+        return 1.0
+    rest = per_second - XRAY_RESERVOIR_PER_SECOND
+    return (XRAY_RESERVOIR_PER_SECOND + XRAY_FIXED_RATE * rest) / per_second
+
+
+def model_wait_ms(fig: dict[str, Any], opts: Options) -> int:
+    """One job's wait for its model calls, in whole milliseconds."""
+    return round(opts.model_seconds * 1000) * int(fig["model_calls_per_job"])
+
+
+def check_invocation(
+    what: str, measured_ms: float, fig: dict[str, Any], opts: Options, limit: tuple[int, str]
+) -> float:
+    """An invocation's billed ms (measured + the model's wait), refused above ``limit``
+    (seconds, whose): a call that long times out rather than being billed."""
+    ms = measured_ms + model_wait_ms(fig, opts)
+    seconds, whose = limit
+    if ms > seconds * 1000:
+        raise errors.ConfigError(
+            f"{what} would take {ms / 1000:,.1f} s ({measured_ms:,.0f} ms measured + "
+            f"{fig['model_calls_per_job']} model call(s) x {opts.model_seconds:g} s): above "
+            f"{whose} of {seconds} s; lower --model-seconds"
+        )
+    return ms
 
 
 def check_finite(v: Any, where: str) -> None:

@@ -1,16 +1,18 @@
 """`make cost`'s measured figures (bench/results/cost.json), checked before anything is
 priced: a pydantic model of the file, so a missing run, a count that is not a count, zero
-jobs or an empty ``kinds`` is an error naming the field rather than a traceback."""
+jobs or invocations, an empty ``kinds``, a low-traffic run whose worker calls are not one
+per job, a metric listed twice or no ``measured_at`` is an error naming the field rather
+than a traceback or a wrong price."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app import errors
+from app.cli.cost_prices import read_json
 
 FIGURES_VERSION = 2
 
@@ -31,7 +33,9 @@ class Sqs(_Doc):
 
 
 class Function(_Doc):
-    invocations: Count
+    # A run's jobs pass through the API and the worker at least once (and the idle
+    # sweeper's figure is of at least one pass): zero would price nothing as something.
+    invocations: Annotated[int, Field(gt=0, le=10**9)]
     billed_mean_ms: Ms
     sqs: Sqs
     pg_round_trips: Count
@@ -59,16 +63,12 @@ class Kind(_Doc):
     one_per_invocation: Run
 
 
-class Idle(Function):
-    invocations: Annotated[int, Field(gt=0, le=10**9)]
-
-
 class Figures(_Doc):
     figures_version: Literal[2]
-    measured_at: str | None = None
+    measured_at: Annotated[str, Field(min_length=1)]
     notes: list[str] = []
     kinds: Annotated[dict[str, Kind], Field(min_length=1)]
-    sweeper_idle: Idle
+    sweeper_idle: Function
     # Each distinct metric name + dimension values of the EMF lines the run wrote: one
     # CloudWatch custom metric each.
     emf_metrics: list[str]
@@ -87,27 +87,41 @@ def parse_figures(doc: Any, path: str) -> dict[str, Any]:
             f"(got {version!r}): run `make cost` again"
         )
     try:
-        return Figures.model_validate(doc).model_dump()
+        figures = Figures.model_validate(doc).model_dump()
     except ValidationError as exc:
         first = exc.errors()[0]
-        got = repr(first.get("input"))
-        got = got if len(got) <= 60 else got[:57] + "..."
         raise errors.ConfigError(
-            f"{path}: {_where(first['loc'])}: {first['msg']} (got {got})"
+            f"{path}: {_where(first['loc'])}: {first['msg']} (got {_got(first.get('input'))})"
         ) from exc
+    _check_consistent(figures, path)
+    return figures
+
+
+def _got(v: Any) -> str:
+    got = repr(v)
+    return got if len(got) <= 60 else got[:57] + "..."
+
+
+def _check_consistent(figures: dict[str, Any], path: str) -> None:
+    """What each field allows alone but the figures cannot hold together."""
+    for kind, fig in figures["kinds"].items():
+        one = fig["one_per_invocation"]
+        if one["worker"]["invocations"] != one["jobs"]:
+            raise errors.ConfigError(
+                f"{path}: kinds.{kind}.one_per_invocation.worker.invocations: one job per "
+                f"worker call means as many calls as jobs ({one['jobs']}) "
+                f"(got {one['worker']['invocations']})"
+            )
+    seen: set[str] = set()
+    for i, metric in enumerate(figures["emf_metrics"]):
+        if metric in seen:
+            raise errors.ConfigError(
+                f"{path}: emf_metrics.{i}: each metric is listed once, and this one "
+                f"already was (got {_got(metric)})"
+            )
+        seen.add(metric)
 
 
 def load_figures(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError as exc:
-        raise errors.ConfigError(
-            f"figures file {path} does not exist: `make cost` measures and writes it"
-        ) from exc
-    except OSError as exc:
-        raise errors.ConfigError(f"figures file {path} cannot be read: {exc.strerror}") from exc
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise errors.ConfigError(f"figures file {path} is not JSON: {exc}") from exc
+    doc = read_json(path, "figures file", ": `make cost` measures and writes it")
     return parse_figures(doc, str(path))

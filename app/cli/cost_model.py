@@ -19,16 +19,21 @@ from typing import Any
 
 from app.cli.cost_base import (
     ACCESS_LOG_BYTES,
+    FLOW_LOG_TRAFFIC,
     PLATFORM_LOG_BYTES,
+    TERRAFORM_DEFAULTS,
+    WORKER_TIMEOUT_SECONDS,
     Line,
     Options,
     Scenario,
     check_finite,
+    check_invocation,
     lambda_line,
     logs_line,
+    model_wait_ms,
     xray_line,
 )
-from app.cli.cost_durable import break_even, durable
+from app.cli.cost_durable import break_even, break_even_sampled, durable
 from app.cli.cost_fixed import SCHEDULE, fixed_lines
 from app.cli.cost_prices import PriceTable
 
@@ -74,7 +79,14 @@ def scenario(
     """The per-job lines of one measured run (``run``) of ``kind`` (``fig``)."""
     jobs = int(run["jobs"])
     api, worker = run["api"], run["worker"]
-    model_ms = round(opts.model_seconds * 1000) * int(fig["model_calls_per_job"])
+    model_ms = model_wait_ms(fig, opts)
+    worker_ms = check_invocation(
+        f"kinds.{kind}, {mode}: one worker call",
+        worker["billed_mean_ms"],
+        fig,
+        opts,
+        (WORKER_TIMEOUT_SECONDS, "the worker function's timeout"),
+    )
     s = Scenario(kind, mode)
     s.lines.append(
         Line(
@@ -96,7 +108,7 @@ def scenario(
     worker_line = lambda_line(
         "Lambda: worker function",
         worker["invocations"] / jobs,
-        worker["billed_mean_ms"] + model_ms,
+        worker_ms,
         opts.worker_memory_mb,
         prices,
         opts.arch,
@@ -111,6 +123,10 @@ def scenario(
     s.lines += _log_lines(run, prices)
     s.lines.append(xray_line((api["invocations"] + worker["invocations"]) / jobs, opts, prices))
     s.db_round_trips_per_job = (api["pg_round_trips"] + worker["pg_round_trips"]) / jobs
+    s.invocations_per_job = {
+        "API": api["invocations"] / jobs,
+        "worker": worker["invocations"] / jobs,
+    }
     return s
 
 
@@ -144,7 +160,7 @@ def _comparisons(
         tasklease = {
             s.mode: {
                 "usd_per_million": round(s.total, 4),
-                "break_even_jobs_per_month": _rounded(break_even(s.total, d.total, fixed)),
+                **_break_even(s, d, fixed, opts, prices),
                 "headline": s.mode == headline,
             }
             for s in runs
@@ -159,6 +175,25 @@ def _comparisons(
             }
         )
     return out
+
+
+def _break_even(
+    s: Scenario, d: Scenario, fixed: float, opts: Options, prices: PriceTable
+) -> dict[str, Any]:
+    """The break-even volume and the X-Ray share each function is priced at there: the
+    default rule's at that volume's rate, or --xray-sampled as given."""
+    if opts.xray_sampled is None:
+        jobs, shares = break_even_sampled(s, d, fixed, prices)
+    else:
+        jobs = break_even(s.total, d.total, fixed)
+        shares = {f: opts.xray_sampled for f in s.invocations_per_job | d.invocations_per_job}
+    return {
+        "break_even_jobs_per_month": _rounded(jobs),
+        "xray_sampled_at_break_even": {f: round(x, 4) for f, x in shares.items()},
+        "xray_sampling": "default rule at the break-even's rate"
+        if opts.xray_sampled is None
+        else "--xray-sampled",
+    }
 
 
 def price(figures: dict[str, Any], prices: PriceTable, opts: Options) -> dict[str, Any]:
@@ -236,19 +271,40 @@ def assumptions(opts: Options) -> list[str]:
         f"event source mapping: one ReceiveMessage and one DeleteMessageBatch per worker "
         f"invocation; idle: {opts.esm_pollers} pollers per mapping, {opts.long_poll_seconds} s "
         "long polls, on each of the 3 priority queues",
-        f"X-Ray (tracing Active on every function): {opts.xray_sampled:.0%} of invocations "
-        "traced, each its own trace; the default rule records the first request each "
-        "second and 5% of the rest, so below a request a second every one; at a few a "
-        "second a quarter or so (--xray-sampled 0.25), far above it 5% (0.05); traces "
-        "retrieved or scanned are not counted",
+        _xray_assumption(opts),
         "log bytes: the functions' own lines measured; Lambda's START/END/REPORT lines and "
         "API Gateway's access log line are estimates of typical lines",
         f"the sweeper runs on {SCHEDULE} (infra's schedule); the RDS instance is a fixed "
         "monthly line: database round trips per job are shown, not priced",
         "free tier ignored; no savings plans; SQS messages under 64 KB (one request each)",
         "not counted: RDS Performance Insights and Enhanced Monitoring, backups beyond the "
-        "free allowance, interface endpoint and NAT gateway data processing, data transfer",
+        "free allowance, interface endpoint and NAT gateway data processing, data transfer, "
+        f"the VPC flow log ({FLOW_LOG_TRAFFIC} only, ingested into CloudWatch Logs: its "
+        "volume depends on rejected traffic, none measured), CloudWatch Logs storage (every "
+        f"log group kept {TERRAFORM_DEFAULTS['log_retention_days']} days, infra's "
+        "log_retention_days: a month's ingestion is stored for a year)",
         "durable function: one execution per job started by a direct Invoke (no API "
         "Gateway), one step per effect (at least one), no waits so no replays; its own "
         "work and log lines taken as tasklease's worker's for one job per invocation",
     ]
+
+
+def _xray_assumption(opts: Options) -> str:
+    rule = (
+        "X-Ray (tracing Active on every function), each invocation its own trace; the "
+        "default rule records the first request each second and 5% of the rest"
+    )
+    if opts.xray_sampled is not None:
+        return (
+            f"{rule}; here {opts.xray_sampled:.0%} of invocations traced (--xray-sampled), in "
+            "the tables and at the break-evens; traces retrieved or scanned are not counted"
+        )
+    return (
+        f"{rule}: the per-million tables trace every invocation (as below a request a "
+        "second); the break-evens price each function at the share the rule records at "
+        "the break-even's own rate, r invocations a second of that function: "
+        "min(1, (1 + 0.05 (r - 1)) / r), the volume found where volume, rate and share "
+        "agree; simplified: the one-a-second reservoir taken per function and invocations "
+        "spread evenly over each second (bursts record fewer); --xray-sampled S prices "
+        "everything at S instead; traces retrieved or scanned are not counted"
+    )

@@ -126,14 +126,29 @@ def parse_prices(doc: Any, path: str) -> PriceTable:
     )
 
 
+def read_json(path: Path, what: str, missing: str = "") -> Any:
+    """A JSON file's document; a file that is missing, unreadable, not UTF-8, not JSON or
+    nested too deeply for the parser is an error naming the file (``what`` says which)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError as exc:
+        raise errors.ConfigError(f"{what} {path} does not exist{missing}") from exc
+    except OSError as exc:
+        raise errors.ConfigError(f"{what} {path} cannot be read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise errors.ConfigError(
+            f"{what} {path} is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise errors.ConfigError(f"{what} {path} is not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise errors.ConfigError(
+            f"{what} {path} is not a usable JSON document: nested too deeply to parse"
+        ) from exc
+
+
 def load_prices(path: Path | None = None) -> PriceTable:
     p = path or DEFAULT_PRICES
-    try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError as exc:
-        raise errors.ConfigError(f"price file {p} does not exist") from exc
-    except OSError as exc:
-        raise errors.ConfigError(f"price file {p} cannot be read: {exc.strerror}") from exc
-    except ValueError as exc:
-        raise errors.ConfigError(f"price file {p} is not JSON: {exc}") from exc
-    return parse_prices(doc, str(p))
+    return parse_prices(read_json(p, "price file"), str(p))

@@ -72,3 +72,9 @@ def test_the_worker_timeout_bounds_the_model_wait() -> None:
 def test_the_sweeps_a_month_follow_the_schedule_variable() -> None:
     schedule = tfconfig.variables()["sweeper_schedule_expression"]["default"]
     assert cost_fixed.runs_per_month(schedule) == cost_fixed.SWEEPS_PER_MONTH
+
+
+def test_the_flow_log_left_uncounted_is_the_one_deployed() -> None:
+    flow = tfconfig.resources()[("aws_flow_log", "main")]
+    assert flow["traffic_type"] == cost_model.FLOW_LOG_TRAFFIC
+    assert "aws_cloudwatch_log_group.flow_logs" in tfconfig.expr(flow["log_destination"])

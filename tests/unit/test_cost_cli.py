@@ -160,3 +160,48 @@ def test_xray_sampling_and_storage_are_options() -> None:
     assert code == 2 and "xray_sampled" in out
     code, out = invoke("--db-storage-gb", "5")
     assert code == 2 and "db_storage_gb" in out
+
+
+@pytest.mark.parametrize("option", ["--figures", "--prices"])
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b'{"region": "\xff\xfe"}', "is not UTF-8 text"),
+        (b"[" * 200_000, "nested too deeply"),
+    ],
+)
+def test_a_file_that_is_not_utf8_or_too_deep_is_refused(
+    tmp_path: Path, option: str, content: bytes, said: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    result = CliRunner().invoke(cli, ["cost", "--figures", str(FIGURES), option, str(bad)])
+    assert result.exit_code == 2, result.output
+    said_out = " ".join(result.output.split())  # unwrapped
+    assert str(bad) in said_out
+    assert said in said_out
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_model_calls_that_outlast_the_worker_are_refused(tmp_path: Path) -> None:
+    doc = json.loads(FIGURES.read_text())
+    doc["kinds"]["support.triage"]["model_calls_per_job"] = 100
+    f = tmp_path / "cost.json"
+    f.write_text(json.dumps(doc))
+    result = CliRunner().invoke(
+        cli, ["cost", "--figures", str(f), "--model-seconds", "300"], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 2, result.output
+    assert "above the worker function's timeout of 300 s" in result.output
+    assert "USD per million jobs" not in result.output
+
+
+def test_the_break_even_says_which_xray_sampling_it_used() -> None:
+    code, out = invoke(env={"COLUMNS": "400"})
+    assert code == 0, out
+    assert "break-evens at the default rule's share at their rate" in out
+    assert "X-Ray there: API" in out
+    code, out = invoke("--xray-sampled", "1", env={"COLUMNS": "400"})
+    assert code == 0, out
+    assert "X-Ray 100% traced (--xray-sampled)" in out
+    assert "X-Ray there: API 100%, worker 100%, durable 100%" in out

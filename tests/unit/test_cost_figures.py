@@ -55,6 +55,21 @@ def test_the_hand_made_figures_pass() -> None:
             lambda d: d["kinds"]["k"]["single"]["worker"].pop("event_source"),
             "kinds.k.single.worker.event_source",
         ),
+        (
+            lambda d: d["kinds"]["k"]["single"]["worker"].update(invocations=0),
+            "kinds.k.single.worker.invocations",
+        ),
+        (
+            lambda d: d["kinds"]["k"]["batch"]["api"].update(invocations=0),
+            "kinds.k.batch.api.invocations",
+        ),
+        (
+            lambda d: d["kinds"]["k"]["one_per_invocation"]["worker"].update(invocations=2),
+            "kinds.k.one_per_invocation.worker.invocations",
+        ),
+        (lambda d: d["emf_metrics"].append(d["emf_metrics"][0]), "emf_metrics.3"),
+        (lambda d: d.pop("measured_at"), "measured_at"),
+        (lambda d: d.update(measured_at=""), "measured_at"),
     ],
 )
 def test_a_bad_figure_is_named(change: Callable[[dict[str, Any]], None], named: str) -> None:

@@ -88,6 +88,7 @@ def run(
 
 FIGURES: dict[str, Any] = {
     "figures_version": 2,
+    "measured_at": "2026-12-05T00:44:06+00:00",
     "emf_metrics": ["tasklease/a[kind=k]", "tasklease/a[kind=j]", "tasklease/b[]"],
     "kinds": {
         "k": {
@@ -269,3 +270,95 @@ def test_every_price_of_the_committed_file_is_there_with_a_source(name: str) -> 
     table = load_prices()
     assert table.prices[name].source.startswith("https://")
     assert table[name] >= 0
+
+
+def test_a_worker_call_longer_than_the_workers_timeout_is_refused() -> None:
+    # one model call of 300 s is allowed alone; 100 of them a job is an 8.3 h call
+    fig = copy.deepcopy(FIGURES["kinds"]["k"]) | {"model_calls_per_job": 100}
+    slow = cb.Options(**{**OPTS.__dict__, "model_seconds": 300.0})
+    with pytest.raises(errors.ConfigError, match="the worker function's timeout of 300 s"):
+        cm.scenario("k", "single", fig, fig["single"], slow, prices())
+    # the measured time counts too: 299.96 s of model + 50 ms measured
+    edge = cb.Options(**{**OPTS.__dict__, "model_seconds": 299.96})
+    fig["model_calls_per_job"] = 1
+    with pytest.raises(errors.ConfigError, match=r"kinds\.k, single: one worker call"):
+        cm.scenario("k", "single", fig, fig["single"], edge, prices())
+    ok = cb.Options(**{**OPTS.__dict__, "model_seconds": 299.9})
+    cm.scenario("k", "single", fig, fig["single"], ok, prices())
+
+
+def test_a_durable_invocation_longer_than_lambdas_limit_is_refused() -> None:
+    fig = copy.deepcopy(FIGURES["kinds"]["k"]) | {"model_calls_per_job": 4}
+    slow = cb.Options(**{**OPTS.__dict__, "model_seconds": 225.0})  # 900 s + 20 ms
+    with pytest.raises(errors.ConfigError, match="Lambda's longest invocation of 900 s"):
+        cd.durable("k", fig, slow, prices())
+    fig["model_calls_per_job"] = 3
+    assert cd.durable("k", fig, slow, prices()).total > 0
+
+
+def test_the_default_rules_share_at_a_rate() -> None:
+    assert cb.default_rule_share(0.0) == 1.0
+    assert cb.default_rule_share(0.5) == 1.0
+    assert cb.default_rule_share(1.0) == 1.0
+    assert cb.default_rule_share(3.0) == pytest.approx((1 + 0.05 * 2) / 3)
+    assert cb.default_rule_share(1e6) == pytest.approx(0.05, rel=1e-4)
+
+
+def _low_and_backlog() -> tuple[cm.Scenario, cm.Scenario, cm.Scenario, float]:
+    fig = FIGURES["kinds"]["k"]
+    low = cm.scenario("k", "low", fig, fig["one_per_invocation"], OPTS, prices())
+    backlog = cm.scenario("k", "backlog", fig, fig["single"], OPTS, prices())
+    d = cd.durable("k", fig, OPTS, prices())
+    return low, backlog, d, sum(x.usd for x in cf.fixed_lines(FIGURES, OPTS, prices()))
+
+
+def test_the_break_even_prices_xray_at_the_rate_of_the_break_even() -> None:
+    low, _, d, fixed = _low_and_backlog()
+    at_100 = cd.break_even(low.total, d.total, fixed)
+    assert at_100 is not None and at_100 / (MONTH_H * 3600) > 1  # every trace: not so
+    jobs, shares = cd.break_even_sampled(low, d, fixed, prices())
+    assert jobs is not None
+    rate = jobs / (MONTH_H * 3600)
+    share = min(1.0, (1 + 0.05 * (rate - 1)) / rate)
+    assert rate > 1 and share < 1
+    assert shares == pytest.approx({"API": share, "worker": share, "durable": share})
+    # at that volume, with that share, the two bills are equal: 2 traces a job against 1
+    t = low.total - 2 * 5.0 + 2 * 5.0 * share
+    durable_usd = d.total - 5.0 + 5.0 * share
+    assert fixed + jobs * (t - durable_usd) / 1e6 == pytest.approx(0, abs=1e-6)
+    assert jobs < at_100  # tasklease's two traces a job thin out more than durable's one
+
+
+def test_below_a_call_a_second_the_break_even_traces_every_call() -> None:
+    _, backlog, d, fixed = _low_and_backlog()
+    jobs, shares = cd.break_even_sampled(backlog, d, fixed, prices())
+    assert jobs is not None and jobs / (MONTH_H * 3600) < 1
+    assert jobs == pytest.approx(cd.break_even(backlog.total, d.total, fixed), rel=1e-9)
+    assert set(shares.values()) == {1.0}
+    assert cd.break_even_sampled(d, backlog, fixed, prices()) == (None, {})
+
+
+def test_a_given_xray_share_is_used_at_the_break_even_as_given() -> None:
+    low, _, d, fixed = _low_and_backlog()
+    label = dict(cm.MODES)[cm.LOW_TRAFFIC]
+    for share in (1.0, 0.05):
+        given = cb.Options(**{**OPTS.__dict__, "xray_sampled": share})
+        got = cm.price(FIGURES, prices(), given)["durable_functions"][0]["tasklease"][label]
+        # every table and the break-even at the share given: 2 traces a job against 1
+        low_at, d_at = low.total - 10.0 * (1 - share), d.total - 5.0 * (1 - share)
+        assert got["break_even_jobs_per_month"] == round(fixed / ((d_at - low_at) / 1e6))
+        assert got["xray_sampled_at_break_even"] == {
+            "API": share,
+            "worker": share,
+            "durable": share,
+        }
+        assert got["xray_sampling"] == "--xray-sampled"
+
+
+def test_the_flow_log_and_log_storage_are_said_to_be_not_counted() -> None:
+    said = [
+        a for a in cm.price(FIGURES, prices(), OPTS)["assumptions"] if a.startswith("not counted:")
+    ]
+    assert len(said) == 1
+    assert "VPC flow log (REJECT only, ingested into CloudWatch Logs" in said[0]
+    assert "CloudWatch Logs storage (every log group kept 365 days" in said[0]
