@@ -5,7 +5,7 @@
 It imports the arm64 Lambda zip's handlers where the machine has no arm64 Python
 (``make package CHECK=1``, tests/infra/test_package.py). No Docker, no root, nothing
 installed system-wide: everything comes from Debian's archive (``$DEBIAN_MIRROR``,
-default http://deb.debian.org/debian) and is unpacked into the cache folder
+default https://deb.debian.org/debian) and is unpacked into the cache folder
 (default .tools/arm64-python3.13/, gitignored):
 
 - ``qemu-aarch64`` (statically linked) from trixie's ``qemu-user`` for this machine,
@@ -15,16 +15,18 @@ default http://deb.debian.org/debian) and is unpacked into the cache folder
 - ``python3.13`` and the libraries it loads from trixie's arm64 packages: trixie ships
   Python 3.13, the version of Lambda's python3.13 runtime.
 
-Each suite's InRelease must carry a good signature from the Debian archive keyring
-(gpgv), each Packages index must match InRelease's SHA256 and each .deb its index's
-SHA256. The versions used are written to CACHE/versions.json. A finished cache is
-reused as it is (``--rebuild`` starts again); the build goes to a temporary folder
+The suite's InRelease must carry a good signature from the Debian archive keyring
+(gpgv; only the text it signs is read, and it must name the suite and not be past its
+Valid-Until), each Packages index must match InRelease's SHA256 and each .deb its
+index's SHA256. The versions used are written to CACHE/versions.json. A finished
+cache is reused as it is (``--rebuild`` starts again); the build goes to a temporary folder
 renamed into place, so an interrupted build leaves nothing half-made behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import email.utils
 import hashlib
 import io
 import json
@@ -45,9 +47,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = ROOT / ".tools" / "arm64-python3.13"
-MIRROR = os.environ.get("DEBIAN_MIRROR") or "http://deb.debian.org/debian"
+MIRROR = os.environ.get("DEBIAN_MIRROR") or "https://deb.debian.org/debian"
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 SUITE = "trixie"
+CLEARSIGNED = b"-----BEGIN PGP SIGNED MESSAGE-----\n"
+SIGNATURE_END = b"-----END PGP SIGNATURE-----"
 # Packages wanted for each Debian architecture; their Depends and Pre-Depends follow.
 QEMU = ("qemu-user",)  # for the machine running it (HOSTS)
 PYTHON = ("python3.13-minimal", "libpython3.13-stdlib")  # for arm64
@@ -80,6 +84,10 @@ class NetworkError(Arm64PythonError):
     """Debian's archive could not be reached."""
 
 
+class MissingToolError(Arm64PythonError):
+    """This machine lacks a tool the build needs (gpgv, Debian's keyring)."""
+
+
 @dataclass(frozen=True)
 class Deb:
     name: str
@@ -109,23 +117,64 @@ def fetch(url: str) -> bytes:
 
 
 def signed_release(work: Path) -> str:
-    """The suite's InRelease text, once gpgv found a good signature on it."""
+    """The signed text of the suite's InRelease: its signature checked with gpgv, the
+    text gpgv vouches for (nothing outside it), for the suite asked and not expired."""
     if not shutil.which("gpgv") or not KEYRING.is_file():
-        raise Arm64PythonError(
+        raise MissingToolError(
             f"checking Debian's signature needs gpgv and {KEYRING} "
             "(apt-get install gpgv debian-archive-keyring)"
         )
+    data = fetch(f"{MIRROR}/dists/{SUITE}/InRelease")
+    if not (data.startswith(CLEARSIGNED) and data.rstrip().endswith(SIGNATURE_END)):
+        raise Arm64PythonError(f"{SUITE}/InRelease has text outside its signed message")
     path = work / "InRelease"
-    path.write_bytes(fetch(f"{MIRROR}/dists/{SUITE}/InRelease"))
+    path.write_bytes(data)
+    text = verified(path, KEYRING)
+    check_release(text, time.time())
+    return text
+
+
+def verified(path: Path, keyring: Path) -> str:
+    """The text a clearsigned file signs, once gpgv found at least one good signature from
+    a key in ``keyring`` and no bad one. As apt does, a signature by a key the keyring
+    lacks is not a failure (Debian signs with several: an older keyring may lack one)."""
+    out = path.with_name(path.name + ".signed")
+    out.unlink(missing_ok=True)
     proc = subprocess.run(  # noqa: S603
-        ["gpgv", "--keyring", str(KEYRING), str(path)],  # noqa: S607
+        ["gpgv", "--status-fd", "1", "--keyring", str(keyring), "--output", str(out), str(path)],  # noqa: S607
         capture_output=True,
         text=True,
         check=False,
     )
-    if proc.returncode != 0:
-        raise Arm64PythonError(f"{SUITE}/InRelease: bad or unknown signature:\n{proc.stderr}")
-    return path.read_text()
+    good, bad = 0, list[str]()
+    for signature in proc.stdout.split("[GNUPG:] NEWSIG"):
+        words = {line.split()[1] for line in signature.splitlines() if len(line.split()) > 1}
+        good += int({"GOODSIG", "VALIDSIG"} <= words)
+        bad += sorted(words & {"BADSIG", "REVKEYSIG"})
+    if bad or not good or not out.is_file():
+        why = f"{', '.join(bad)} " if bad else "no good signature from a key in the keyring "
+        raise Arm64PythonError(f"{path.name}: {why}({keyring}):\n{proc.stderr}")
+    return out.read_text()
+
+
+def check_release(text: str, now: float) -> None:
+    """A signed InRelease for another suite, or one past its Valid-Until (an old one
+    replayed), is refused."""
+    fields = dict(re.findall(r"^([\w-]+): *(.*)$", text.split("\n\n", 1)[0], re.M))
+    if fields.get("Codename") != SUITE:
+        raise Arm64PythonError(
+            f"{SUITE}/InRelease is signed for Codename {fields.get('Codename')!r} "
+            f"(Suite {fields.get('Suite')!r}), not {SUITE}"
+        )
+    until = fields.get("Valid-Until")
+    if not until:
+        return  # trixie's has none: a point release's InRelease stands until the next
+    try:
+        expires = email.utils.parsedate_to_datetime(until).timestamp()
+    except (TypeError, ValueError) as exc:
+        raise Arm64PythonError(f"{SUITE}/InRelease: bad Valid-Until {until!r}") from exc
+    if expires < now:
+        raise Arm64PythonError(f"{SUITE}/InRelease expired (Valid-Until: {until}): a stale mirror")
 
 
 def index(release: str, arch: str) -> dict[str, dict[str, str]]:
