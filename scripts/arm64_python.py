@@ -19,8 +19,10 @@ The suite's InRelease must carry a good signature from the Debian archive keyrin
 (gpgv; only the text it signs is read, and it must name the suite and not be past its
 Valid-Until), each Packages index must match InRelease's SHA256 and each .deb its
 index's SHA256. The versions used are written to CACHE/versions.json. A finished
-cache is reused as it is (``--rebuild`` starts again); the build goes to a temporary folder
-renamed into place, so an interrupted build leaves nothing half-made behind.
+cache is reused as it is (``--rebuild`` starts again); the build goes to a temporary
+folder renamed into place, and a cache is removed versions.json first, so neither an
+interrupted build nor an interrupted ``--rebuild`` leaves a half-made cache that
+passes for finished.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import email.utils
 import hashlib
+import http.client
 import io
 import json
 import lzma
@@ -74,6 +77,7 @@ SKIP = {
     "base-files",
 }
 TIMEOUT = 60
+TRIES = 3
 
 
 class Arm64PythonError(Exception):
@@ -102,18 +106,23 @@ def say(text: str) -> None:
 
 
 def fetch(url: str) -> bytes:
+    """``url``'s body. What may pass (no connection, a cut-off body, a server's 5xx or
+    429) is tried again, then raises NetworkError; another HTTP error raises at once."""
     last: Exception | None = None
-    for attempt in range(3):
+    for attempt in range(TRIES):
+        if attempt:
+            time.sleep(attempt)
         try:
             with urllib.request.urlopen(url, timeout=TIMEOUT) as response:  # noqa: S310
                 data: bytes = response.read()
                 return data
         except urllib.error.HTTPError as exc:
-            raise Arm64PythonError(f"{url}: HTTP {exc.code}") from exc
-        except (urllib.error.URLError, OSError) as exc:
+            if exc.code < 500 and exc.code != 429:
+                raise Arm64PythonError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
             last = exc
-            time.sleep(1 + attempt)
-    raise NetworkError(f"could not connect to {url}: {last}")
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            last = exc  # HTTPException: IncompleteRead, RemoteDisconnected, BadStatusLine
+    raise NetworkError(f"could not fetch {url} ({TRIES} tries): {last!r}")
 
 
 def signed_release(work: Path) -> str:
@@ -269,7 +278,11 @@ def download(debs: list[Deb], dest: Path, only: str | None = None) -> None:
         data = fetch(f"{MIRROR}/{deb.filename}")
         if hashlib.sha256(data).hexdigest() != deb.sha256:
             raise Arm64PythonError(f"{deb.filename} does not match the index's SHA256")
-        unpack(data, dest, only)
+        try:
+            unpack(data, dest, only)
+        except (tarfile.TarError, lzma.LZMAError, EOFError, ValueError) as exc:
+            # TarError: FilterError too (a member outside dest); ValueError: a bad ar header
+            raise Arm64PythonError(f"{deb.filename}: could not unpack it: {exc}") from exc
 
 
 def command(cache: Path = DEFAULT_CACHE) -> list[str] | None:
@@ -279,6 +292,21 @@ def command(cache: Path = DEFAULT_CACHE) -> list[str] | None:
     sysroot = cache / "sysroot"
     qemu = cache / "qemu" / QEMU_BINARY
     return [str(qemu), "-L", str(sysroot), str(sysroot / "usr" / "bin" / "python3.13")]
+
+
+def discard(cache: Path) -> None:
+    """Remove a cache so that no part of it is ever taken for a finished build, however
+    it is interrupted: versions.json (what marks it finished) goes first, then the folder
+    is renamed away and deleted. Another process removing it at the same time is fine."""
+    aside = cache.with_name(f"{cache.name}.old-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        (cache / "versions.json").unlink(missing_ok=True)
+        cache.rename(aside)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise Arm64PythonError(f"could not remove {cache}: {exc}") from exc
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def sysroot(root: Path) -> None:
@@ -298,6 +326,8 @@ def build(cache: Path = DEFAULT_CACHE) -> list[str]:
         raise Arm64PythonError(f"qemu-user is fetched for {', '.join(HOSTS)}, not {machine}")
     started = time.monotonic()
     cache.parent.mkdir(parents=True, exist_ok=True)
+    for aside in cache.parent.glob(f"{cache.name}.old-*"):  # what an interrupted discard left
+        shutil.rmtree(aside, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=cache.name + ".", dir=cache.parent) as tmp:
         work = Path(tmp)
         release, out = signed_release(work), work / "build"
@@ -313,12 +343,12 @@ def build(cache: Path = DEFAULT_CACHE) -> list[str]:
                 raise Arm64PythonError(f"the packages did not provide {path.name}")
         (out / "versions.json").write_text(json.dumps(versions, indent=2) + "\n")
         if cache.exists() and command(cache) is None:
-            shutil.rmtree(cache)  # a leftover without versions.json: builds happen in tmp
+            discard(cache)  # a leftover without versions.json: builds happen in tmp
         try:
             out.rename(cache)
-        except OSError:
+        except OSError as exc:
             if command(cache) is None:  # not a concurrent build's finished cache
-                raise
+                raise Arm64PythonError(f"could not move the build to {cache}: {exc}") from exc
             say("another build finished first: using it")
     say(f"built in {time.monotonic() - started:.0f} s: {cache}")
     found = command(cache)
@@ -331,9 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="folder to build into")
     parser.add_argument("--rebuild", action="store_true", help="start again from nothing")
     args = parser.parse_args(argv)
-    if args.rebuild and args.cache.exists():
-        shutil.rmtree(args.cache)
     try:
+        if args.rebuild:
+            discard(args.cache)
         cmd = build(args.cache.resolve())
     except Arm64PythonError as exc:
         print(f"arm64-python: {exc}", file=sys.stderr)

@@ -1,11 +1,16 @@
 """scripts/arm64_python.py without the network: what it trusts of Debian's InRelease
-(signed with keys made here by gpg)."""
+(signed with keys made here by gpg), how it fetches, unpacks and removes its cache."""
 
 from __future__ import annotations
 
+import http.client
+import io
+import json
 import os
 import shutil
 import subprocess
+import tarfile
+import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -132,3 +137,124 @@ def test_without_gpgv_it_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(tool, "KEYRING", Path("/nonexistent/keyring.gpg"))
     with pytest.raises(tool.MissingToolError, match="apt-get install gpgv"):
         tool.signed_release(Path("/nonexistent"))
+
+
+class Opened:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def __enter__(self) -> Opened:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def read(self) -> bytes:
+        return self.body
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        http.client.IncompleteRead(b"part", 10),
+        urllib.error.HTTPError("u", 503, "Service Unavailable", {}, None),
+        ConnectionResetError(104, "reset"),
+    ],
+)
+def test_a_passing_failure_is_tried_again_then_is_a_network_error(
+    monkeypatch: pytest.MonkeyPatch, failure: Exception
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(tool.time, "sleep", lambda s: None)
+
+    def urlopen(url: str, timeout: float) -> Opened:
+        calls.append(url)
+        if len(calls) == 1:
+            raise failure
+        return Opened(b"body")
+
+    monkeypatch.setattr(tool.urllib.request, "urlopen", urlopen)
+    assert tool.fetch("https://mirror/x") == b"body"
+    calls.clear()
+    monkeypatch.setattr(tool, "TRIES", 1)
+    with pytest.raises(tool.NetworkError, match="could not fetch https://mirror/x"):
+        tool.fetch("https://mirror/x")
+
+
+def test_a_4xx_is_not_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def urlopen(url: str, timeout: float) -> Opened:
+        calls.append(url)
+        raise urllib.error.HTTPError(url, 404, "Not Found", {}, None)
+
+    monkeypatch.setattr(tool.urllib.request, "urlopen", urlopen)
+    with pytest.raises(tool.Arm64PythonError, match="HTTP 404") as failed:
+        tool.fetch("https://mirror/x")
+    assert not isinstance(failed.value, tool.NetworkError)
+    assert len(calls) == 1
+
+
+def deb_of(files: dict[str, bytes]) -> bytes:
+    """A .deb (ar archive) whose data.tar.gz holds ``files``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, body in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    data = buffer.getvalue()
+    header = f"{'data.tar.gz/':<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(data):<10}`\n".encode()
+    return b"!<arch>\n" + header + data + b"\n" * (len(data) % 2)
+
+
+def test_a_deb_that_would_write_outside_the_sysroot_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    good, bad = deb_of({"./usr/bin/x": b"x"}), deb_of({"../../escaped": b"x"})
+    debs = {"good.deb": good, "bad.deb": bad, "broken.deb": good[:8] + b"not a header" * 6}
+    monkeypatch.setattr(tool, "fetch", lambda url: debs[url.rsplit("/", 1)[-1]])
+    monkeypatch.setattr(tool, "say", lambda text: None)
+
+    def deb(name: str) -> Any:
+        return tool.Deb(name, "1", name, tool.hashlib.sha256(debs[name]).hexdigest(), 1)
+
+    tool.download([deb("good.deb")], tmp_path / "root")
+    assert (tmp_path / "root" / "usr" / "bin" / "x").read_bytes() == b"x"
+    for name in ("bad.deb", "broken.deb"):
+        with pytest.raises(tool.Arm64PythonError, match=f"{name}: could not unpack it"):
+            tool.download([deb(name)], tmp_path / "root")
+    assert not (tmp_path / "escaped").exists()
+
+
+def finished_cache(cache: Path) -> Path:
+    for part in ("sysroot/usr/bin/python3.13", f"qemu/{tool.QEMU_BINARY}"):
+        (cache / part).parent.mkdir(parents=True, exist_ok=True)
+        (cache / part).write_text("")
+    (cache / "versions.json").write_text(json.dumps({"suite": "trixie"}))
+    return cache
+
+
+def test_an_interrupted_rebuild_leaves_no_cache_that_passes_for_finished(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    cache = finished_cache(tmp_path / "arm64-python3.13")
+    assert tool.command(cache) is not None
+    rmtree = shutil.rmtree
+
+    def interrupted(path: Path, *args: object, **kwargs: object) -> None:
+        rmtree(Path(path) / "sysroot")  # sorts before versions.json
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tool.shutil, "rmtree", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tool.main(["--cache", str(cache), "--rebuild"])
+    assert tool.command(cache) is None  # so the next run builds again
+
+
+def test_a_cache_removed_by_another_process_meanwhile_is_fine(tmp_path: Path) -> None:
+    tool.discard(tmp_path / "gone")  # no FileNotFoundError
+    cache = finished_cache(tmp_path / "arm64-python3.13")
+    tool.discard(cache)
+    assert not cache.exists()
+    assert list(tmp_path.iterdir()) == []
