@@ -5,7 +5,7 @@
 It imports the arm64 Lambda zip's handlers where the machine has no arm64 Python
 (``make package CHECK=1``, tests/infra/test_package.py). No Docker, no root, nothing
 installed system-wide: everything comes from Debian's archive (``$DEBIAN_MIRROR``,
-default http://deb.debian.org/debian) and is unpacked into the cache folder
+default https://deb.debian.org/debian) and is unpacked into the cache folder
 (default .tools/arm64-python3.13/, gitignored):
 
 - ``qemu-aarch64`` (statically linked) from trixie's ``qemu-user`` for this machine,
@@ -15,17 +15,22 @@ default http://deb.debian.org/debian) and is unpacked into the cache folder
 - ``python3.13`` and the libraries it loads from trixie's arm64 packages: trixie ships
   Python 3.13, the version of Lambda's python3.13 runtime.
 
-Each suite's InRelease must carry a good signature from the Debian archive keyring
-(gpgv), each Packages index must match InRelease's SHA256 and each .deb its index's
-SHA256. The versions used are written to CACHE/versions.json. A finished cache is
-reused as it is (``--rebuild`` starts again); the build goes to a temporary folder
-renamed into place, so an interrupted build leaves nothing half-made behind.
+The suite's InRelease must carry a good signature from the Debian archive keyring
+(gpgv; only the text it signs is read, and it must name the suite and not be past its
+Valid-Until), each Packages index must match InRelease's SHA256 and each .deb its
+index's SHA256. The versions used are written to CACHE/versions.json. A finished
+cache is reused as it is (``--rebuild`` starts again); the build goes to a temporary
+folder renamed into place, and a cache is removed versions.json first, so neither an
+interrupted build nor an interrupted ``--rebuild`` leaves a half-made cache that
+passes for finished.
 """
 
 from __future__ import annotations
 
 import argparse
+import email.utils
 import hashlib
+import http.client
 import io
 import json
 import lzma
@@ -45,9 +50,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = ROOT / ".tools" / "arm64-python3.13"
-MIRROR = os.environ.get("DEBIAN_MIRROR") or "http://deb.debian.org/debian"
+MIRROR = os.environ.get("DEBIAN_MIRROR") or "https://deb.debian.org/debian"
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 SUITE = "trixie"
+CLEARSIGNED = b"-----BEGIN PGP SIGNED MESSAGE-----\n"
+SIGNATURE_END = b"-----END PGP SIGNATURE-----"
 # Packages wanted for each Debian architecture; their Depends and Pre-Depends follow.
 QEMU = ("qemu-user",)  # for the machine running it (HOSTS)
 PYTHON = ("python3.13-minimal", "libpython3.13-stdlib")  # for arm64
@@ -70,6 +77,7 @@ SKIP = {
     "base-files",
 }
 TIMEOUT = 60
+TRIES = 3
 
 
 class Arm64PythonError(Exception):
@@ -78,6 +86,10 @@ class Arm64PythonError(Exception):
 
 class NetworkError(Arm64PythonError):
     """Debian's archive could not be reached."""
+
+
+class MissingToolError(Arm64PythonError):
+    """This machine lacks a tool the build needs (gpgv, Debian's keyring)."""
 
 
 @dataclass(frozen=True)
@@ -94,38 +106,84 @@ def say(text: str) -> None:
 
 
 def fetch(url: str) -> bytes:
+    """``url``'s body. What may pass (no connection, a cut-off body, a server's 5xx or
+    429) is tried again, then raises NetworkError; another HTTP error raises at once."""
     last: Exception | None = None
-    for attempt in range(3):
+    for attempt in range(TRIES):
+        if attempt:
+            time.sleep(attempt)
         try:
             with urllib.request.urlopen(url, timeout=TIMEOUT) as response:  # noqa: S310
                 data: bytes = response.read()
                 return data
         except urllib.error.HTTPError as exc:
-            raise Arm64PythonError(f"{url}: HTTP {exc.code}") from exc
-        except (urllib.error.URLError, OSError) as exc:
+            if exc.code < 500 and exc.code != 429:
+                raise Arm64PythonError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
             last = exc
-            time.sleep(1 + attempt)
-    raise NetworkError(f"could not connect to {url}: {last}")
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            last = exc  # HTTPException: IncompleteRead, RemoteDisconnected, BadStatusLine
+    raise NetworkError(f"could not fetch {url} ({TRIES} tries): {last!r}")
 
 
 def signed_release(work: Path) -> str:
-    """The suite's InRelease text, once gpgv found a good signature on it."""
+    """The signed text of the suite's InRelease: its signature checked with gpgv, the
+    text gpgv vouches for (nothing outside it), for the suite asked and not expired."""
     if not shutil.which("gpgv") or not KEYRING.is_file():
-        raise Arm64PythonError(
+        raise MissingToolError(
             f"checking Debian's signature needs gpgv and {KEYRING} "
             "(apt-get install gpgv debian-archive-keyring)"
         )
+    data = fetch(f"{MIRROR}/dists/{SUITE}/InRelease")
+    if not (data.startswith(CLEARSIGNED) and data.rstrip().endswith(SIGNATURE_END)):
+        raise Arm64PythonError(f"{SUITE}/InRelease has text outside its signed message")
     path = work / "InRelease"
-    path.write_bytes(fetch(f"{MIRROR}/dists/{SUITE}/InRelease"))
+    path.write_bytes(data)
+    text = verified(path, KEYRING)
+    check_release(text, time.time())
+    return text
+
+
+def verified(path: Path, keyring: Path) -> str:
+    """The text a clearsigned file signs, once gpgv found at least one good signature from
+    a key in ``keyring`` and no bad one. As apt does, a signature by a key the keyring
+    lacks is not a failure (Debian signs with several: an older keyring may lack one)."""
+    out = path.with_name(path.name + ".signed")
+    out.unlink(missing_ok=True)
     proc = subprocess.run(  # noqa: S603
-        ["gpgv", "--keyring", str(KEYRING), str(path)],  # noqa: S607
+        ["gpgv", "--status-fd", "1", "--keyring", str(keyring), "--output", str(out), str(path)],  # noqa: S607
         capture_output=True,
         text=True,
         check=False,
     )
-    if proc.returncode != 0:
-        raise Arm64PythonError(f"{SUITE}/InRelease: bad or unknown signature:\n{proc.stderr}")
-    return path.read_text()
+    good, bad = 0, list[str]()
+    for signature in proc.stdout.split("[GNUPG:] NEWSIG"):
+        words = {line.split()[1] for line in signature.splitlines() if len(line.split()) > 1}
+        good += int({"GOODSIG", "VALIDSIG"} <= words)
+        bad += sorted(words & {"BADSIG", "REVKEYSIG"})
+    if bad or not good or not out.is_file():
+        why = f"{', '.join(bad)} " if bad else "no good signature from a key in the keyring "
+        raise Arm64PythonError(f"{path.name}: {why}({keyring}):\n{proc.stderr}")
+    return out.read_text()
+
+
+def check_release(text: str, now: float) -> None:
+    """A signed InRelease for another suite, or one past its Valid-Until (an old one
+    replayed), is refused."""
+    fields = dict(re.findall(r"^([\w-]+): *(.*)$", text.split("\n\n", 1)[0], re.M))
+    if fields.get("Codename") != SUITE:
+        raise Arm64PythonError(
+            f"{SUITE}/InRelease is signed for Codename {fields.get('Codename')!r} "
+            f"(Suite {fields.get('Suite')!r}), not {SUITE}"
+        )
+    until = fields.get("Valid-Until")
+    if not until:
+        return  # trixie's has none: a point release's InRelease stands until the next
+    try:
+        expires = email.utils.parsedate_to_datetime(until).timestamp()
+    except (TypeError, ValueError) as exc:
+        raise Arm64PythonError(f"{SUITE}/InRelease: bad Valid-Until {until!r}") from exc
+    if expires < now:
+        raise Arm64PythonError(f"{SUITE}/InRelease expired (Valid-Until: {until}): a stale mirror")
 
 
 def index(release: str, arch: str) -> dict[str, dict[str, str]]:
@@ -220,7 +278,11 @@ def download(debs: list[Deb], dest: Path, only: str | None = None) -> None:
         data = fetch(f"{MIRROR}/{deb.filename}")
         if hashlib.sha256(data).hexdigest() != deb.sha256:
             raise Arm64PythonError(f"{deb.filename} does not match the index's SHA256")
-        unpack(data, dest, only)
+        try:
+            unpack(data, dest, only)
+        except (tarfile.TarError, lzma.LZMAError, EOFError, ValueError) as exc:
+            # TarError: FilterError too (a member outside dest); ValueError: a bad ar header
+            raise Arm64PythonError(f"{deb.filename}: could not unpack it: {exc}") from exc
 
 
 def command(cache: Path = DEFAULT_CACHE) -> list[str] | None:
@@ -230,6 +292,21 @@ def command(cache: Path = DEFAULT_CACHE) -> list[str] | None:
     sysroot = cache / "sysroot"
     qemu = cache / "qemu" / QEMU_BINARY
     return [str(qemu), "-L", str(sysroot), str(sysroot / "usr" / "bin" / "python3.13")]
+
+
+def discard(cache: Path) -> None:
+    """Remove a cache so that no part of it is ever taken for a finished build, however
+    it is interrupted: versions.json (what marks it finished) goes first, then the folder
+    is renamed away and deleted. Another process removing it at the same time is fine."""
+    aside = cache.with_name(f"{cache.name}.old-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        (cache / "versions.json").unlink(missing_ok=True)
+        cache.rename(aside)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise Arm64PythonError(f"could not remove {cache}: {exc}") from exc
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def sysroot(root: Path) -> None:
@@ -249,6 +326,8 @@ def build(cache: Path = DEFAULT_CACHE) -> list[str]:
         raise Arm64PythonError(f"qemu-user is fetched for {', '.join(HOSTS)}, not {machine}")
     started = time.monotonic()
     cache.parent.mkdir(parents=True, exist_ok=True)
+    for aside in cache.parent.glob(f"{cache.name}.old-*"):  # what an interrupted discard left
+        shutil.rmtree(aside, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=cache.name + ".", dir=cache.parent) as tmp:
         work = Path(tmp)
         release, out = signed_release(work), work / "build"
@@ -264,12 +343,12 @@ def build(cache: Path = DEFAULT_CACHE) -> list[str]:
                 raise Arm64PythonError(f"the packages did not provide {path.name}")
         (out / "versions.json").write_text(json.dumps(versions, indent=2) + "\n")
         if cache.exists() and command(cache) is None:
-            shutil.rmtree(cache)  # a leftover without versions.json: builds happen in tmp
+            discard(cache)  # a leftover without versions.json: builds happen in tmp
         try:
             out.rename(cache)
-        except OSError:
+        except OSError as exc:
             if command(cache) is None:  # not a concurrent build's finished cache
-                raise
+                raise Arm64PythonError(f"could not move the build to {cache}: {exc}") from exc
             say("another build finished first: using it")
     say(f"built in {time.monotonic() - started:.0f} s: {cache}")
     found = command(cache)
@@ -282,9 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="folder to build into")
     parser.add_argument("--rebuild", action="store_true", help="start again from nothing")
     args = parser.parse_args(argv)
-    if args.rebuild and args.cache.exists():
-        shutil.rmtree(args.cache)
     try:
+        if args.rebuild:
+            discard(args.cache)
         cmd = build(args.cache.resolve())
     except Arm64PythonError as exc:
         print(f"arm64-python: {exc}", file=sys.stderr)

@@ -117,14 +117,20 @@ def can_emulate(arch: str, version: str) -> bool:
 def interpreter_for(arch: str, version: str, emulate: bool) -> Interpreter | None:
     """Python ``version`` on ``arch``: a native one first, then (``emulate``) the emulated
     one, built if need be. None when there is neither. Building raises
-    arm64_python.Arm64PythonError (its NetworkError when Debian's archive is out of reach)."""
+    arm64_python.Arm64PythonError (its NetworkError when Debian's archive is out of reach,
+    MissingToolError without gpgv or the keyring), as does a built one that does not run."""
     for command in native_candidates(version):
         if answers(command, version, arch):
             return Interpreter(command, f"python{version} {MACHINES[arch]} ({command[0]})", False)
     if emulate and can_emulate(arch, version):
-        command = arm64_python().build()
-        if answers(command, version, arch):
-            return Interpreter(command, f"python{version} {MACHINES[arch]} (qemu)", True)
+        tool = arm64_python()
+        command = tool.build()
+        if not answers(command, version, arch):
+            raise tool.Arm64PythonError(
+                f"the emulated python{version} in {tool.DEFAULT_CACHE} does not run "
+                f"({' '.join(command)}): run python scripts/arm64_python.py --rebuild"
+            )
+        return Interpreter(command, f"python{version} {MACHINES[arch]} (qemu)", True)
     return None
 
 
@@ -133,8 +139,12 @@ def precompile(root: Path, version: str) -> bool:
     architecture (bytecode is the same on every one), so the emulated interpreter only
     runs them: 3 s + 10 s here instead of 38 s. Only a shortcut: bytecode the emulated
     Python does not accept (another magic number) it compiles again itself."""
+    here = platform.machine()
+    arch = next((a for a, m in MACHINES.items() if here in (a, m)), None)
+    if arch is None:
+        return False
     for command in native_candidates(version):
-        if answers(command, version, platform.machine().replace("arm64", "aarch64")):
+        if answers(command, version, arch):
             proc = subprocess.run(  # noqa: S603
                 [*command, "-I", "-m", "compileall", "-q", "-j0", str(root)],
                 capture_output=True,

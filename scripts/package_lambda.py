@@ -278,16 +278,40 @@ def check_imports(out: Path, arch: str, runtime: str, extra: Sequence[Path], req
     with tempfile.TemporaryDirectory(prefix="tasklease-check-") as tmp:
         with zipfile.ZipFile(out) as zf:
             zf.extractall(tmp)
-        proc = handler_imports.import_handlers(
-            Path(tmp), found, handler_imports.DUMMY_ENV, tuple(p.name for p in extra)
-        )
-    if proc.returncode != 0:
+        try:
+            proc = handler_imports.import_handlers(
+                Path(tmp), found, handler_imports.DUMMY_ENV, tuple(p.name for p in extra)
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise PackageError(
+                f"importing the handlers under {found.words} took over {exc.timeout:.0f} s"
+            ) from exc
+    wrong = import_failure(proc)
+    if wrong:
         out.unlink()  # known broken: `make plan` must not pick it up
         Path(str(out) + ".json").unlink()
         raise PackageError(
-            f"the handlers do not import under {found.words} (zip removed):\n{proc.stderr[-4000:]}"
+            f"the handlers do not import under {found.words} (zip removed):\n{wrong}"
         )
     return f"imports cleanly under {found.words}"
+
+
+def import_failure(proc: subprocess.CompletedProcess[str]) -> str:
+    """What is wrong with an import run (handler_imports.IMPORT_CODE), or "": it failed,
+    or psycopg fell back to its pure-Python implementation (a broken psycopg_binary on a
+    machine with libpq; Lambda has none), or a site-packages leaked onto sys.path."""
+    if proc.returncode != 0:
+        return proc.stderr[-4000:]
+    try:
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+        impl, extra = found["psycopg_impl"], found["sys_path_extra"]
+    except (IndexError, ValueError, KeyError, TypeError):
+        return f"no result printed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+    if impl != "binary":
+        return f"psycopg loaded its {impl!r} implementation, not psycopg_binary's\n{proc.stderr[-2000:]}"
+    if extra != []:
+        return f"site-packages on sys.path: {extra}"
+    return ""
 
 
 def main(argv: list[str] | None = None) -> int:
