@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from app.cli.cost import FIGURES, PRICES_ENV
@@ -14,6 +15,15 @@ from app.cli.main import cli
 from tests.unit.test_cost_model import price_doc
 
 pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CLI's consoles read COLUMNS once, when app.cli.render is first imported: under
+    # pytest-xdist a worker has COLUMNS=80 then, and the tables wrap their labels and the
+    # errors their paths. These tests read the output unwrapped (1000 columns).
+    monkeypatch.setattr("app.cli.cost.out", Console(width=1000))
+    monkeypatch.setattr("app.cli.runner.err", Console(stderr=True, width=1000))
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
