@@ -4,17 +4,7 @@
 # set, with no manifest, or with another zip's manifest fails the plan.
 
 mock_provider "aws" {
-  mock_data "aws_iam_policy_document" {
-    defaults = { json = "{\"Version\":\"2012-10-17\",\"Statement\":[]}" }
-  }
-  mock_data "aws_partition" {
-    defaults = { partition = "aws" }
-  }
-  mock_resource "aws_db_instance" {
-    defaults = {
-      master_user_secret = [{ secret_arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:db", kms_key_id = "", secret_status = "active" }]
-    }
-  }
+  source = "./tests/mocks"
 }
 
 run "the_defaults_are_python3_13_on_arm64" {
