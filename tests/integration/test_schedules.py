@@ -31,6 +31,10 @@ DAILY = {
     "payload": {"seconds": 0, "steps": 2},
 }
 EVERY_MINUTE = {"cron": "* * * * *", "kind": "demo.noop", "payload": {"n": 1}}
+# Once a year: a test that names the slot a sweep makes must not see a minute end between
+# make_due and the sweep, which would make an every-minute schedule's next minute the
+# latest due slot instead.
+YEARLY = {**EVERY_MINUTE, "cron": "0 0 1 1 *"}
 
 
 def created(api: TestClient, body: dict[str, Any] = EVERY_MINUTE, **headers: str) -> Any:
@@ -203,7 +207,7 @@ def test_another_tenants_schedule_is_404_and_an_admin_sees_every_tenant(
 async def test_a_due_slot_makes_exactly_one_job_with_two_sweepers_racing(
     api: TestClient, stack: Stack, sql: Any
 ) -> None:
-    made = created(api)
+    made = created(api, YEARLY)
     slot = make_due(sql, made["id"])
 
     reports = await racing_sweeps(stack, 2)
@@ -247,7 +251,7 @@ def test_two_sweep_processes_late_by_several_slots_make_one_job(
 ) -> None:
     # Once a year: the two processes start seconds apart, and a minute that ends between
     # them must not make an every-minute schedule due again.
-    made = created(api, {**EVERY_MINUTE, "cron": "0 0 1 1 *"})
+    made = created(api, YEARLY)
     make_due(sql, made["id"], minutes_late=5)
     procs = [stack.spawn("sweep", "--once", name="sweep") for _ in range(2)]
     for proc in procs:
@@ -267,7 +271,7 @@ async def test_pause_stops_slots_and_resume_starts_from_now(
 ) -> None:
     # Once a year: a minute that ends between the resume and the sweep below must not
     # make the resumed schedule due again (an every-minute cron did, now and then).
-    made = created(api, {**EVERY_MINUTE, "cron": "0 0 1 1 *"})
+    made = created(api, YEARLY)
     due = make_due(sql, made["id"], minutes_late=3)
     api.post(f"/v1/schedules/{made['id']}/pause")
 
@@ -312,7 +316,7 @@ async def test_a_slot_the_kind_refuses_makes_no_job_and_says_why(
 async def test_a_tenant_over_its_limits_keeps_its_slot_for_the_next_sweep(
     api: TestClient, stack: Stack, sql: Any
 ) -> None:
-    made = created(api)
+    made = created(api, YEARLY)
     sql.execute("INSERT INTO tenant_limits (tenant, max_in_flight) VALUES ('acme', 1)")
     assert api.post("/v1/jobs", json={"kind": "demo.noop", "payload": {}}).status_code == 202
     due = make_due(sql, made["id"])
