@@ -238,7 +238,12 @@ async def test_a_zombie_engine_stops_when_its_heartbeat_finds_the_lease_gone(
         job_id = await submit(a, "demo.sleep", {"seconds": 3, "steps": 1})
         records = await receive_records(a)
         task = asyncio.create_task(a.handle({"Records": records}, None))
-        await asyncio.sleep(0.5)
+        # Once A holds the lease (a fixed sleep could swap the token before A's claim).
+        for _ in range(200):
+            if job_row(sql, job_id)["state"] == JobState.RUNNING:
+                break
+            await asyncio.sleep(0.05)
+        assert job_row(sql, job_id)["state"] == JobState.RUNNING
         # Another worker takes the lease (as if A's lease had expired): a new token.
         sql.execute(
             "UPDATE jobs SET lease_token = gen_random_uuid(), lease_owner = 'b' WHERE id = %s",

@@ -56,8 +56,13 @@ def settings_for(url: str, **extra: Any) -> Settings:
     )
 
 
-async def receive_within(t: Any, seconds: float, **kw: Any) -> tuple[list[Any], float]:
-    started = time.monotonic()
+async def receive_within(
+    t: Any, seconds: float, since: float | None = None, **kw: Any
+) -> tuple[list[Any], float]:
+    """Polls for up to `seconds`; the time waited counts from `since` (a monotonic time
+    taken when the hide or the delay began) so that a slow call in between does not
+    make a lower bound fail."""
+    started = time.monotonic() if since is None else since
     got: list[Any] = []
     while not got and time.monotonic() - started < seconds:
         got = await t.receive(max_messages=10, wait_seconds=1, **kw)
@@ -84,10 +89,11 @@ def test_a_lease_is_the_pending_entry_and_a_heartbeat_resets_it(redis_url: str) 
             # Heartbeats for longer than the visibility timeout keep it from everyone else.
             for _ in range(3):
                 await asyncio.sleep(VISIBILITY * 0.6)
+                hidden = time.monotonic()
                 await t.change_visibility(m["ReceiptHandle"], VISIBILITY)
                 assert await t.receive(max_messages=10, wait_seconds=0) == []
             # Left alone, the lease ends and the next poller takes it over (redelivery).
-            again, waited = await receive_within(t, VISIBILITY + 3)
+            again, waited = await receive_within(t, VISIBILITY + 3, since=hidden)
             assert [codec.parse_body(x["Body"]) for x in again] == [job]
             assert again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
             assert waited >= VISIBILITY - 0.5
@@ -113,12 +119,13 @@ def test_a_long_backoff_goes_through_the_delayed_set_and_keeps_the_count(redis_u
             await t.create_queues(s.queue_name)
             await t.send_jobs([Route(uuid.uuid4(), "acme")])
             [m] = await t.receive(max_messages=10, wait_seconds=1)
+            hidden = time.monotonic()
             await t.change_visibility(m["ReceiptHandle"], VISIBILITY + 1)  # past the timeout
             depth = await t.depth()
             assert depth["ApproximateNumberOfMessagesDelayed"] == 1
             assert depth["ApproximateNumberOfMessagesNotVisible"] == 0
             assert await t.receive(max_messages=10, wait_seconds=1) == []
-            again, waited = await receive_within(t, VISIBILITY + 4)
+            again, waited = await receive_within(t, VISIBILITY + 4, since=hidden)
             assert len(again) == 1 and waited >= VISIBILITY - 0.5
             assert again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
             # A short one stays pending: the idle time is set to come back in 1 s.
@@ -135,9 +142,10 @@ def test_a_delayed_send_is_not_received_early(redis_url: str) -> None:
         s = settings_for(redis_url)
         async with transport.connect(s) as t:
             await t.create_queues(s.queue_name)
+            sent = time.monotonic()
             await t.send_jobs([Route(uuid.uuid4(), "b", Priority.HIGH)], delay_seconds=1.5)
             assert (await t.depth())["ApproximateNumberOfMessagesDelayed"] == 1
-            got, waited = await receive_within(t, 5, priority=Priority.HIGH)
+            got, waited = await receive_within(t, 5, since=sent, priority=Priority.HIGH)
             assert len(got) == 1 and 1.3 <= waited < 3.5
 
     run(go())
