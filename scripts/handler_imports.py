@@ -42,6 +42,10 @@ sys.path.insert(0, root)
 found = {}
 for name in sys.argv[2:]:
     found[name] = importlib.import_module(name).__file__
+# What the handlers import only when they need it (boto3 for the RDS secret, limits for
+# a setting's check): a zip without them would import cleanly and fail at run time.
+for name in ("boto3", "botocore.exceptions", "limits"):
+    importlib.import_module(name)
 import psycopg
 found["psycopg_impl"] = psycopg.pq.__impl__
 found["sys_path_extra"] = [p for p in sys.path if "site-packages" in p]

@@ -9,16 +9,18 @@ import datetime as dt
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 from rich.text import Text
 
-from app import client
 from app.cli import render
 from app.cli.render import err
 from app.stack import state
+
+if TYPE_CHECKING:
+    from app import client
 
 API_URL = "TASKLEASE_API_URL"
 API_KEY = "TASKLEASE_API_KEY"
@@ -90,6 +92,8 @@ def submit_and_wait(
     wait_timeout: float,
     priority: str | None = None,
 ) -> None:
+    from app import client  # httpx: only --wait pays for its import
+
     try:
         with client.Client(url, key) as api:
             job = api.submit(
