@@ -15,6 +15,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
+import limits as rate_limits
 from pydantic import (
     Field,
     SecretStr,
@@ -261,8 +262,6 @@ class Settings(RetentionSettings, BaseSettings):
     @field_validator("auth_failure_limit")
     @classmethod
     def _failure_rate(cls, value: str) -> str:
-        import limits as rate_limits  # here: its import costs every command's start-up
-
         try:
             rate_limits.parse_many(value)
         except ValueError as exc:

@@ -42,9 +42,9 @@ sys.path.insert(0, root)
 found = {}
 for name in sys.argv[2:]:
     found[name] = importlib.import_module(name).__file__
-# What the handlers import only when they need it (boto3 for the RDS secret, limits for
-# a setting's check): a zip without them would import cleanly and fail at run time.
-for name in ("boto3", "botocore.exceptions", "limits"):
+# What the handlers import only when they need it (boto3 for the RDS secret): a zip
+# without it would import cleanly and fail at run time.
+for name in ("boto3", "botocore.exceptions"):
     importlib.import_module(name)
 import psycopg
 found["psycopg_impl"] = psycopg.pq.__impl__
