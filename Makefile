@@ -4,6 +4,7 @@ SHELL := /bin/bash
 
 UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 VENV := .venv
+export UV  # localstack/run.sh installs LocalStack's venv with it
 STAMP := $(VENV)/.synced
 
 .PHONY: help run test test-unit test-ui test-localstack test-redis test-runtime lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan plan-all bench bench-scale cost
