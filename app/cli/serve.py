@@ -89,9 +89,12 @@ def sweep(
 ) -> None:
     """Make schedules' due jobs, mark stalled leases, send unsent outbox rows, re-send lost
     messages."""
+    from app import kinds  # here, not at import: every other command starts without it
+
     s = runner.settings_or_exit(dev_state=False)
     with runner.errors_exit():
         tracing.configure("tasklease-sweeper")
+        kinds.load(s)  # schedules make jobs of these kinds: a bad or empty list is said now
     with contextlib.suppress(KeyboardInterrupt):
         runner.on_clients(s, lambda c: _sweep(s, c, once))
 
