@@ -155,7 +155,9 @@ class Engine:
         try:
             with traces.attempt(record, job, self.owner, verdict.from_state):
                 await self.claim_exports.export()
-                return await self._claimed(record, job, token, answered, context, verdict.from_state)
+                return await self._claimed(
+                    record, job, token, answered, context, verdict.from_state
+                )
         finally:
             # The lease ended (or moved on): the tenant's window may have room for one of
             # its parked jobs (as the claim saw it, or the completion).
