@@ -34,7 +34,24 @@ DOCS = ROOT / "docs"
 SCANNED_DIRS = ("app", "handlers", "tasklease", "tests", "scripts", "bench", "infra", "examples")
 SCANNED_FILES = ("Makefile",)
 # Text files worth reading; data (json, csv), images and lock files cite no document.
-SUFFIXES = frozenset({".py", ".sql", ".tf", ".md", ".sh", ".toml", ".yml", ".yaml", ".cfg", ".txt", ".ini", ".html", ".js", ".css"})
+SUFFIXES = frozenset(
+    {
+        ".py",
+        ".sql",
+        ".tf",
+        ".md",
+        ".sh",
+        ".toml",
+        ".yml",
+        ".yaml",
+        ".cfg",
+        ".txt",
+        ".ini",
+        ".html",
+        ".js",
+        ".css",
+    }
+)
 SKIPPED_PARTS = frozenset({"__pycache__", ".venv", "node_modules", ".terraform", ".pytest_cache"})
 THIS_FILE = Path(__file__).resolve()
 
@@ -214,7 +231,9 @@ def test_every_doc_reference_points_at_a_page_and_heading_that_exist() -> None:
 def test_a_stale_reference_of_each_form_is_caught(tmp_path: Path) -> None:
     docs = tmp_path / "docs" / "explain"
     docs.mkdir(parents=True)
-    (docs / "design.md").write_text("# Design\n\n## Leases and fencing {#leases}\n\n## The outbox\n")
+    (docs / "design.md").write_text(
+        "# Design\n\n## Leases and fencing {#leases}\n\n## The outbox\n"
+    )
     (tmp_path / "README.md").write_text("# x\n\n## Who may do what: keys\n")
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "a.py").write_text(
@@ -227,7 +246,12 @@ def test_a_stale_reference_of_each_form_is_caught(tmp_path: Path) -> None:
     )
     found, wrong = problems(tmp_path)
     assert len(found) == 7
-    assert [w.split(": ", 1)[0] for w in wrong] == ["app/a.py:3", "app/a.py:4", "app/a.py:5", "app/a.py:6"]
+    assert [w.split(": ", 1)[0] for w in wrong] == [
+        "app/a.py:3",
+        "app/a.py:4",
+        "app/a.py:5",
+        "app/a.py:6",
+    ]
     assert "has no heading #fencing" in wrong[0]
     assert "no page docs/explain/nowhere.md" in wrong[1]
     assert "README.md has no heading 'Layout'" in wrong[2]
