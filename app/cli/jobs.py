@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import uuid
 from typing import Annotated, Any, NamedTuple
 
@@ -44,9 +45,14 @@ def submit(
         int | None,
         typer.Option(min=bounds.MIN_TIMEOUT_SECONDS, max=bounds.MAX_TIMEOUT_SECONDS),
     ] = None,
-    tenant: Annotated[str, typer.Option(help="the tenant the job belongs to")] = (
-        service.DEFAULT_TENANT
-    ),
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            help="the tenant the job belongs to (default: the tenant of the key in "
+            f"${remote.API_KEY}, as a running `make run` gives it; else "
+            f"{service.DEFAULT_TENANT!r})"
+        ),
+    ] = None,
     delay: Annotated[
         float | None,
         typer.Option(
@@ -93,7 +99,7 @@ def submit(
         raise typer.Exit(2)
     when_ = _run_at_or_exit(run_at) if run_at is not None else None
     if wait:
-        if tenant != service.DEFAULT_TENANT:
+        if tenant is not None:
             err.print("[red]--tenant does not apply with --wait:[/] the API key decides the tenant")
             raise typer.Exit(2)
         url, key = remote.connection_or_exit(api_url, api_key)
@@ -112,9 +118,23 @@ def submit(
         )
         return
     s = runner.settings_or_exit()
-    submitted = runner.on_clients(
-        s,
-        lambda c: service.submit(
+    chosen: list[str] = []
+
+    async def go(c: runner.Clients) -> service.Submitted:
+        if tenant is not None:
+            chosen.append(f"tenant {auth.check_tenant(tenant)}")
+            owner = tenant
+        else:
+            # The tenant the API and the web view would show the job under.
+            key = os.environ.get(remote.API_KEY)
+            owner = (await auth.tenant_of(c.database, key) if key else None) or ""
+            chosen.append(
+                f"tenant {owner} (the key's in ${remote.API_KEY})"
+                if owner
+                else f"tenant {service.DEFAULT_TENANT} (no --tenant, no key in ${remote.API_KEY})"
+            )
+            owner = owner or service.DEFAULT_TENANT
+        return await service.submit(
             s,
             c.database,
             c.queue,
@@ -123,12 +143,14 @@ def submit(
             max_attempts=max_attempts,
             timeout_seconds=timeout_seconds,
             idempotency_key=idempotency_key,
-            tenant=auth.check_tenant(tenant),
+            tenant=owner,
             run_at=when_,
             delay_seconds=delay,
             priority=priority.value,
-        ),
-    )
+        )
+
+    submitted = runner.on_clients(s, go)
+    err.print(escape(chosen[0]), highlight=False)
     render.plain(str(submitted.job["id"]))
     if not submitted.created:
         err.print("(an earlier submission with this idempotency key)")

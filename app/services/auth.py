@@ -155,6 +155,20 @@ async def list_keys(db: store.Database, tenant: str | None = None) -> list[dict[
     return [key.to_dict() for key in await store.keys.listing(db, tenant)]
 
 
+async def tenant_of(db: store.Database, key: str) -> str | None:
+    """The tenant of a live key, by its id (the secret is not checked: an operator command,
+    which has the database, picks its default tenant this way); None for an unknown,
+    revoked or malformed key."""
+    try:
+        key_id, _ = split_key(key)
+    except Unauthorized:
+        return None
+    for k in await store.keys.listing(db):
+        if k.id == key_id and k.revoked_at is None:
+            return k.tenant
+    return None
+
+
 async def revoke_key(db: store.Database, key_id: str) -> dict[str, Any]:
     if not KEY_ID.fullmatch(key_id):
         raise errors.BadRequest(f"{key_id!r} is not a key id (12 hex characters)")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Stack
+from tests.conftest import Stack, job_row
 from tests.e2e.test_auth_cli import cli, finish, start
 
 pytestmark = pytest.mark.e2e
@@ -133,3 +133,28 @@ def test_a_command_without_its_settings_exits_2_naming_the_variable(stack: Stack
         assert "Traceback" not in err
         assert "configuration error" in err
         assert "TASKLEASE_DATABASE_URL" in err
+
+
+def test_submit_takes_the_tenant_of_the_key_it_is_given_and_says_which(
+    stack: Stack, sql: Any
+) -> None:
+    """Issue 30, item 2: without --tenant the CLI submitted as tenant 'default' while the
+    key `make run` prints (and the web view, and `submit --wait`) is tenant 'demo': the
+    job was invisible in the API and the page."""
+    # Given the key a running `make run` hands a second shell (TASKLEASE_API_KEY)
+    stack.env["TASKLEASE_API_KEY"] = stack.key("demo")
+    code, out, err = cli(stack, "submit", "demo.noop")
+    assert code == 0, err
+    assert job_row(sql, uuid.UUID(out.strip()))["tenant"] == "demo"
+    assert "tenant demo (the key's in $TASKLEASE_API_KEY)" in err
+    # --tenant still decides when given
+    code, out, err = cli(stack, "submit", "demo.noop", "--tenant", "acme")
+    assert code == 0, err
+    assert job_row(sql, uuid.UUID(out.strip()))["tenant"] == "acme"
+    assert "tenant acme" in err
+    # and with no key at all, it is the default tenant, said so
+    del stack.env["TASKLEASE_API_KEY"]
+    code, out, err = cli(stack, "submit", "demo.noop")
+    assert code == 0, err
+    assert job_row(sql, uuid.UUID(out.strip()))["tenant"] == "default"
+    assert "tenant default (no --tenant, no key in $TASKLEASE_API_KEY)" in err
