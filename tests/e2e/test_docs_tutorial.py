@@ -77,8 +77,12 @@ def home_with_greet() -> Iterator[Path]:
 
 
 def imported_roots(path: Path) -> set[str]:
+    return imported_roots_of(path.read_text())
+
+
+def imported_roots_of(code: str) -> set[str]:
     roots: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.Import):
             roots.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -237,3 +241,32 @@ def test_the_tutorials_commands_run_against_a_real_stack() -> None:
     assert sum("Hello, Grace!" in line for line in outbox) == 1, outbox
     assert not any("nobody" in line for line in outbox), outbox
     assert "jobs and keys are kept in" in stopped, stopped
+
+
+def test_the_readmes_kind_runs_from_a_folder_outside_the_repository() -> None:
+    """README.md's ten-line kind, as a reader pastes it into a module of their own: it
+    imports only tasklease (and pydantic) and passes run_kind."""
+    readme = (ROOT / "README.md").read_text()
+    match = re.search(r"```python\n(.*?)```", readme, re.S)
+    assert match, "README.md: no python block"
+    code = match.group(1)
+    assert imported_roots_of(code) <= {"tasklease", "pydantic"}, code
+    test = (
+        "import asyncio\nfrom tasklease.testing import run_kind\nimport ack_kind\n\n"
+        "run = asyncio.run(run_kind(ack_kind.ack, {'subject': 'Refund'}))\n"
+        "assert run.result == 'We got your ticket: Refund', run.result\n"
+        "assert run.ran == ['reply'], run.ran\nprint('ok')\n"
+    )
+    with home_with_greet() as home:
+        (home / "ack_kind.py").write_text(code)
+        (home / "check.py").write_text(test)
+        done = subprocess.run(
+            [sys.executable, "check.py"],
+            cwd=home,
+            env=shell_env(home),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
