@@ -3,7 +3,7 @@ Playwright, against a real API process and a real worker process. The page is gi
 key once, then watches the jobs move without a reload, opens a job's timeline, approves
 a waiting job, redrives a dead letter with an admin key; another tenant's key sees none
 of it. Screenshots go to .tasklease/ui-artifacts/ (and, with
-TASKLEASE_UI_SCREENSHOTS=docs, to docs/images/ for the documentation)."""
+TASKLEASE_UI_SCREENSHOTS=docs, to docs/images/ for the README and the docs site)."""
 
 from __future__ import annotations
 
