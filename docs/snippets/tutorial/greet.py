@@ -3,6 +3,7 @@ internals, and lives in a folder of its own (TASKLEASE_KINDS=greet finds it)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from pathlib import Path
@@ -24,6 +25,11 @@ class Greeted(BaseModel):  # the result: checked, then stored as JSON
     delivery: str
 
 
+def append(line: str) -> None:
+    with OUTBOX.open("a") as out:
+        out.write(line)
+
+
 @kind("tutorial.greet", timeout_seconds=60, max_attempts=3)
 async def greet(ctx: JobContext[None], p: Greeting) -> Greeted:
     """Compose a greeting and deliver it, once."""
@@ -37,8 +43,8 @@ async def greet(ctx: JobContext[None], p: Greeting) -> Greeted:
 
     async def deliver() -> str:
         key = ctx.idempotency_key("deliver")  # f"{job_id}:deliver", the same on every attempt
-        with OUTBOX.open("a") as out:  # the outside call: a real system would take the key
-            out.write(f"{key} {message}\n")
+        # The outside call: a real system would take the key and deduplicate on it.
+        await asyncio.to_thread(append, f"{key} {message}\n")
         return key
 
     delivery: str = await ctx.effect("deliver", deliver)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import greet
 import pytest
 
-import greet
 from tasklease import PermanentError
 from tasklease.testing import run_kind
 
