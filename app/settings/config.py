@@ -59,7 +59,7 @@ class Settings(RetentionSettings, BaseSettings):
     database_sslmode: Literal["disable", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
     queue_url: str | None = None
     dlq_url: str | None = None
-    # Priorities (README "Priorities"): the high and low queues and their DLQs, beside the
+    # Priorities (docs/explain/design.md#priorities): the high and low queues and their DLQs, beside the
     # normal one above. All four or none: with none, every priority shares the one queue
     # (a job's priority is kept, but orders nothing); with only some, a worker or an API
     # would send a priority's messages where no worker polls, so start-up refuses it.
@@ -72,7 +72,7 @@ class Settings(RetentionSettings, BaseSettings):
     priority_weights: str = priorities.DEFAULT_WEIGHTS
     queue_name: str = "tasklease-jobs"
     # Which carrier moves the job wake-ups (app/transport): one module per value. On
-    # redis (README "Redis Streams") the queue "URLs" are stream keys, made from
+    # redis (docs/explain/design.md#redis) the queue "URLs" are stream keys, made from
     # TASKLEASE_QUEUE_NAME when unset, and TASKLEASE_REDIS_URL says where Redis is.
     transport: Literal["sqs", "redis"] = "sqs"
     redis_url: str | None = None
@@ -91,7 +91,7 @@ class Settings(RetentionSettings, BaseSettings):
     max_attempts: int = Field(
         SHARED["max_attempts"], ge=bounds.MIN_ATTEMPTS, le=bounds.MAX_ATTEMPTS
     )
-    # The queue's redrive policy; well above max_attempts (see DESIGN.md).
+    # The queue's redrive policy; well above max_attempts (docs/explain/design.md#leases).
     max_receive_count: int = Field(SHARED["max_receive_count"], ge=1, le=limits.MAX_RECEIVE_COUNT)
     # The redrive budget: a job is redriven at most this many times within the window
     # (by any path: the CLI, the API, a move task, a tool copying the DLQ back); past it a
@@ -112,7 +112,7 @@ class Settings(RetentionSettings, BaseSettings):
         le=limits.MAX_RETENTION_SECONDS,
     )
 
-    # Who may call the API (README "Who may do what"): our own API keys, or the identity
+    # Who may call the API (docs/explain/design.md#tenants): our own API keys, or the identity
     # API Gateway's authorizer put in the request context (dotted paths under
     # requestContext.authorizer).
     auth_mode: Literal["api_key", "authorizer"] = "api_key"
@@ -132,7 +132,7 @@ class Settings(RetentionSettings, BaseSettings):
     # What one tenant may run at once: jobs holding a live lease (leased or running),
     # checked by the worker's claim. A message over the cap goes back, no attempt used,
     # for about running_cap_delay_seconds times (the tenant's backlog / its cap), at most
-    # 30 times that (README "Who may do what").
+    # 30 times that (docs/explain/design.md#parking).
     max_running_per_tenant: int = Field(100, ge=1, le=1_000_000)
     running_cap_delay_seconds: float = Field(1.0, gt=0, le=60)
     # A tenant's window on the queue: its running cap times this many of its jobs have a
@@ -161,10 +161,10 @@ class Settings(RetentionSettings, BaseSettings):
     # A queued/retrying/stalled job that saw no change for this long gets a new message.
     lost_message_seconds: float = Field(900.0, gt=0)
     # Look into the DLQ (receive its messages) at most this often across all sweepers, and
-    # only when it holds messages the database does not account for (README "The sweeper
-    # and the dead-letter queue").
+    # only when it holds messages the database does not account for (
+    # docs/explain/design.md#dead-letters).
     dlq_scan_interval_seconds: float = Field(300.0, ge=1, le=86_400)
-    # Waits (README "Jobs that wait"): a wake-up due within this many seconds is sent
+    # Waits (docs/explain/design.md#timers): a wake-up due within this many seconds is sent
     # with SQS's DelaySeconds (at most 15 minutes); a later one is sent by the sweeper
     # once it is that close. Tests shorten it to cross the cap without waiting 15 min.
     max_message_delay_seconds: int = Field(
