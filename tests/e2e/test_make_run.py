@@ -38,7 +38,7 @@ from tests.conftest import Stack, wait_for
 pytestmark = pytest.mark.e2e
 
 TASKLEASE = str(Path(sys.executable).with_name("tasklease"))
-DEFAULT_PORTS = {"--api-port": 8000, "--sqs-port": 9324}  # README "What make run shows"
+DEFAULT_PORTS = {"--api-port": 8000, "--sqs-port": 9324}  # docs/index.md "What make run shows"
 
 
 def port_in_use(port: int) -> bool:
@@ -84,7 +84,7 @@ def workdir() -> Iterator[Path]:
 class MakeRun:
     """``tasklease dev`` in the background, its output in a file."""
 
-    def __init__(self, cwd: Path, *args: str) -> None:
+    def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.cwd = cwd
         self.api_port = embedded.free_port()
         self.sqs_port = embedded.free_port()
@@ -107,7 +107,7 @@ class MakeRun:
                 cwd=cwd,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=clean_env(),
+                env=clean_env(**(env or {})),
                 start_new_session=True,
             )
 
@@ -140,9 +140,12 @@ class MakeRun:
 
 @pytest.fixture(scope="module")
 def running() -> Iterator[MakeRun]:
-    """One `make run` (no demo) for the second-shell tests; the last test interrupts it."""
+    """One `make run` (no demo jobs) for the second-shell tests; the last test interrupts it.
+    The demo kinds are named, as `make run` names them, so the documentation's second
+    shell can submit support.triage: --no-demo leaves them out since they are kinds like
+    any user's (issue 29)."""
     with checkout_dir() as path:
-        run = MakeRun(path, "--no-demo")
+        run = MakeRun(path, "--no-demo", env={"TASKLEASE_KINDS": "app.demos"})
         try:
             run.wait_until("worker processes polling")
             yield run
@@ -151,11 +154,12 @@ def running() -> Iterator[MakeRun]:
 
 
 def readme_second_shell_block() -> str:
-    """The README's commands for a second shell, exactly as the reader copies them."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### From a second shell", 1)[1]
+    """The documentation's commands for a second shell (docs/index.md, "What make run
+    shows"), exactly as the reader copies them."""
+    page = (ROOT / "docs" / "index.md").read_text()
+    section = page.split("### From a second shell", 1)[1]
     match = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert match, "README.md: no bash block under '### From a second shell'"
+    assert match, "docs/index.md: no bash block under '### From a second shell'"
     return match.group(1)
 
 
@@ -175,17 +179,18 @@ def uv() -> str:
     if not Path(found).exists():
         if os.environ.get("CI") == "true":
             pytest.fail("uv is not installed (the Makefile installs it)")
-        pytest.skip("uv is not installed: the README's commands run through it")
+        pytest.skip("uv is not installed: the documentation's commands run through it")
     return found
 
 
-def test_the_readmes_second_shell_commands_work_against_a_running_make_run(
+def test_the_docs_second_shell_commands_work_against_a_running_make_run(
     running: MakeRun,
 ) -> None:
     """Issue 13 item 6: from a second shell, `uv run tasklease keys create --tenant t`
     failed with "TASKLEASE_DATABASE_URL must be set" and the README's exports could not
-    be followed. The README's block runs verbatim, in a shell with no tasklease setting, in
-    the directory `make run` runs in (uv finds the checkout through UV_PROJECT)."""
+    be followed. The block (docs/index.md since the README moved into the docs) runs
+    verbatim, in a shell with no tasklease setting, in the directory `make run` runs in
+    (uv finds the checkout through UV_PROJECT)."""
     written = running.cwd / ".tasklease" / "dev.json"
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
     bin_dir = running.cwd / "bin"
