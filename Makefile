@@ -13,7 +13,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 $(UV):
-	@command -v uv >/dev/null 2>&1 || { echo "installing uv with pip…"; python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv; }
+	@command -v uv >/dev/null 2>&1 || { echo "installing uv with pip into ~/.local/bin (not needed on your PATH: the commands are in .venv/bin)…"; python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv; }
 
 # Bytecode is written at install (--compile-bytecode, and compileall for this repo's own
 # code): where PYTHONDONTWRITEBYTECODE is set, as on this project's CI machine, Python

@@ -174,31 +174,29 @@ def json_documents(text: str) -> list[Any]:
     return docs
 
 
-def uv() -> str:
-    found = shutil.which("uv") or str(Path.home() / ".local/bin/uv")
-    if not Path(found).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("uv is not installed (the Makefile installs it)")
-        pytest.skip("uv is not installed: the documentation's commands run through it")
-    return found
-
-
 def test_the_docs_second_shell_commands_work_against_a_running_make_run(
     running: MakeRun,
 ) -> None:
     """Issue 13 item 6: from a second shell, `uv run tasklease keys create --tenant t`
     failed with "TASKLEASE_DATABASE_URL must be set" and the README's exports could not
     be followed. The block (docs/index.md since the README moved into the docs) runs
-    verbatim, in a shell with no tasklease setting, in the directory `make run` runs in
-    (uv finds the checkout through UV_PROJECT)."""
+    verbatim, in a shell with no tasklease setting and no uv on PATH, in the directory
+    `make run` runs in (its .venv is the checkout's)."""
     written = running.cwd / ".tasklease" / "dev.json"
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
-    bin_dir = running.cwd / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "uv").unlink(missing_ok=True)
-    (bin_dir / "uv").symlink_to(uv())
-    env = clean_env(UV_PROJECT=str(ROOT), UV_NO_SYNC="1", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    # A new shell: no uv on PATH (issue 30, item 3: the block's `uv run` failed there with
+    # "uv: command not found"), no activated venv; the checkout's .venv is where make put it.
+    (running.cwd / ".venv").unlink(missing_ok=True)
+    (running.cwd / ".venv").symlink_to(ROOT / ".venv")
+    path = [d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "uv").exists()]
+    env = clean_env(PATH=os.pathsep.join(path))
     env.pop("VIRTUAL_ENV", None)
+    assert (
+        "uv"
+        not in subprocess.run(
+            ["bash", "-c", "type -t uv || true"], env=env, capture_output=True, text=True
+        ).stdout
+    )
     script = "set -euo pipefail\n" + readme_second_shell_block()
     done = subprocess.run(
         ["bash", "-c", script],
