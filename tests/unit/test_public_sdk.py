@@ -208,3 +208,26 @@ def test_the_examples_import_tasklease_never_app() -> None:
             for name in names:
                 top = name.split(".")[0]
                 assert top not in {"app", "handlers"}, f"{path}:{node.lineno} imports {name}"
+
+
+def test_a_kind_outside_the_repository_type_checks_strictly(tmp_path: Path) -> None:
+    """The types reach a user's type checker: ``tasklease`` re-exports ``app``'s objects,
+    so both packages ship ``py.typed`` (without app's, mypy --strict called ``@kind``
+    an untyped decorator and every effect's result ``Any``)."""
+    assert (ROOT / "app" / "py.typed").exists()
+    (tmp_path / "shop.py").write_text(textwrap.dedent(KIND))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / ".mypy"),
+            "shop.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
