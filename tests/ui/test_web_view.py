@@ -3,7 +3,7 @@ Playwright, against a real API process and a real worker process. The page is gi
 key once, then watches the jobs move without a reload, opens a job's timeline, approves
 a waiting job, redrives a dead letter with an admin key; another tenant's key sees none
 of it. Screenshots go to .tasklease/ui-artifacts/ (and, with
-TASKLEASE_UI_SCREENSHOTS=docs, to docs/ for the README)."""
+TASKLEASE_UI_SCREENSHOTS=docs, to docs/images/ for the README and the docs site)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.conftest import ROOT, Stack, api_client, job_row, unavailable, wait_f
 pytestmark = pytest.mark.ui
 
 ARTIFACTS = ROOT / ".tasklease" / "ui-artifacts"
-DOCS = ROOT / "docs"
+DOCS = ROOT / "docs" / "images"
 FLAGS = [
     "--headless",
     "--no-sandbox",
