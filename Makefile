@@ -19,7 +19,7 @@ $(UV):
 # code): where PYTHONDONTWRITEBYTECODE is set, as on this project's CI machine, Python
 # never writes it on import, and every process (each command, worker and API the tests
 # start) compiled some 430 modules again, about 1.1 s of its 1.8 s start-up.
-PYC = $(VENV)/bin/python -m compileall -q -j 0 app handlers bench scripts tests >/dev/null
+PYC = $(VENV)/bin/python -m compileall -q -j 0 tasklease app handlers bench scripts tests >/dev/null
 $(STAMP): pyproject.toml uv.lock | $(UV)
 	@$(UV) sync --locked --all-extras --quiet --compile-bytecode
 	@$(PYC)
@@ -86,14 +86,14 @@ test-runtime: $(STAMP) ## the unit tests and the Lambda handlers' tests on the f
 	  if [ "$${CI:-}" = "true" ]; then exit 1; else exit 0; fi; }; \
 	echo "test-runtime: on $$py"; \
 	UV_PROJECT_ENVIRONMENT=$(RUNTIME_VENV) $(UV) sync --locked --all-extras --quiet --compile-bytecode --python "$$py" || exit $$?; \
-	$(RUNTIME_VENV)/bin/python -m compileall -q -j 0 app handlers tests >/dev/null; \
+	$(RUNTIME_VENV)/bin/python -m compileall -q -j 0 tasklease app handlers tests >/dev/null; \
 	TASKLEASE_TEST_CARRIERS=moto $(RUNTIME_VENV)/bin/python -m pytest -p no:cacheprovider -q \
 	  $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile) \
 	  -m "unit or integration" tests/unit tests/integration/test_handlers.py tests/integration/test_migrate_handler.py $(ARGS)
 
 lint: $(STAMP) ## ruff
-	@$(UV) run --no-sync ruff check app handlers tests bench
-	@$(UV) run --no-sync ruff format --check app handlers tests bench
+	@$(UV) run --no-sync ruff check tasklease app handlers tests bench examples
+	@$(UV) run --no-sync ruff format --check tasklease app handlers tests bench examples
 
 typecheck: $(STAMP) ## mypy --strict
 	@$(UV) run --no-sync mypy

@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 from rich.console import Console
 
-from app.stack.embedded import terminate
+from app.tools.stack.embedded import terminate
 from bench.phases import progress
 from bench.stack import BenchStack
 

@@ -5,7 +5,7 @@ Embedded PostgreSQL with pg_stat_statements and moto's SQS server behind the cou
 proxy (bench/stack.py, bench/proxy.py); the three Lambda handlers run in this process
 (bench/cost_lambda.py): the API through Mangum with API Gateway HTTP API events (single
 ``POST /v1/jobs`` and ``POST /v1/jobs/batch``), the worker with event source mapping
-batches received from the real queue (the batch size of app/shared_settings.json), the
+batches received from the real queue (the batch size of app/settings/shared_settings.json), the
 sweeper idle. Per kind and submission mode: invocations and handler time per function,
 the code's SQS requests by action (the proxy), the event source mapping's own requests
 (counted here), PostgreSQL round trips (pg_stat_statements), log bytes. The fake model
@@ -44,7 +44,7 @@ err = Console(stderr=True)
 ROOT = Path(__file__).resolve().parents[1]
 TICKET = {"ticket_id": "T-1", "subject": "Refund please", "body": "I was charged twice."}
 PAYLOADS: dict[str, dict[str, Any]] = {"demo.noop": {}, "support.triage": TICKET}
-# Read from the kinds' code (app/kinds/demo.py, app/kinds/triage/__init__.py): the model
+# Read from the kinds' code (app/demos/basic.py, app/demos/triage/__init__.py): the model
 # calls a job makes, one after the other, and its effects (a durable function's steps).
 MODEL_CALLS = {"demo.noop": 0, "support.triage": 1}
 EFFECTS = {"demo.noop": 0, "support.triage": 2}
@@ -126,7 +126,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def shared_batch_size() -> int:
-    return int(json.loads((ROOT / "app" / "shared_settings.json").read_text())["batch_size"])
+    return int(
+        json.loads((ROOT / "app" / "settings" / "shared_settings.json").read_text())["batch_size"]
+    )
 
 
 class Run:

@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 import psycopg
 
-from app import config
-from app.stack import embedded
-from app.stack.stack import Process
+from app.settings import config
+from app.tools.stack import embedded
+from app.tools.stack.stack import Process
 from bench import floor_app
 from bench.phases import _run_pool, progress
 from bench.stack import BenchStack

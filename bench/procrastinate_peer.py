@@ -29,7 +29,7 @@ from procrastinate import App, PsycopgConnector
 from psycopg import sql
 from rich.console import Console
 
-from app.stack.embedded import terminate
+from app.tools.stack.embedded import terminate
 from bench.phases import OWN, progress  # OWN: the alias on our own statements
 from bench.stack import BenchStack
 

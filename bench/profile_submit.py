@@ -19,8 +19,8 @@ from typing import Any
 
 from rich.console import Console
 
-from app.stack import embedded
-from app.stack.stack import Process
+from app.tools.stack import embedded
+from app.tools.stack.stack import Process
 from bench import floor
 from bench.stack import BenchStack
 

@@ -1,4 +1,4 @@
-"""The benchmark's stack: the shared local stack (app/stack/stack.py) with the bench's
+"""The benchmark's stack: the shared local stack (app/tools/stack/stack.py) with the bench's
 extras: pg_stat_statements in the embedded PostgreSQL, the counting proxy in front of
 the SQS server (the tasklease processes talk to the proxy) or, on the Redis carrier, the
 server's own command counts (INFO commandstats), a data directory wiped at each run, and
@@ -19,9 +19,10 @@ from typing import IO, Any
 
 import psycopg
 
-from app import config, errors
-from app.stack import embedded
-from app.stack.stack import ROOT, Process, Stack, create_queues
+from app import errors
+from app.settings import config
+from app.tools.stack import embedded
+from app.tools.stack.stack import ROOT, Process, Stack, create_queues
 from app.transport import QueueUrls
 from bench import redis_counts
 

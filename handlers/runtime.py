@@ -11,7 +11,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from app import config, errors, logs
+from app import errors, logs
+from app.settings import config
 from handlers import emf
 
 T = TypeVar("T")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from app import store, tracing, transport
+from app import kinds, store, tracing, transport
 from app.services import sweeper
 from app.transport import Transport, secrets
 from handlers import runtime
@@ -13,6 +13,7 @@ from handlers import runtime
 settings = runtime.load_settings()
 settings.need("database_url", "queue_url", "dlq_url")
 tracing.configure("tasklease-sweeper")
+kinds.load(settings)  # schedules make jobs of these kinds: a bad or empty list is said now
 # Kept open while the process is warm: each scheduled invocation reuses them.
 _clients: tuple[store.Database, Transport] | None = None
 

@@ -17,7 +17,7 @@ resource "aws_apigatewayv2_integration" "api" {
 }
 
 # Who may call (var.api_auth_mode; infra/README.md, "Authentication"): the route's
-# authorization and what the API function is told to trust (app/config.py auth_mode,
+# authorization and what the API function is told to trust (app/settings/config.py auth_mode,
 # authorizer_tenant_field and authorizer_admin_field: dotted paths under
 # requestContext.authorizer of the payload 2.0 event).
 locals {

@@ -14,7 +14,7 @@ locals {
         { TASKLEASE_POOL_MAX_SIZE = tostring(var.db_pool_max_size) },
         # Who may call, as the route is set up (apigateway.tf, var.api_auth_mode).
         local.api_auth[var.api_auth_mode].env,
-        # Per-tenant admission defaults and the body cap (app/config.py).
+        # Per-tenant admission defaults and the body cap (app/settings/config.py).
         {
           TASKLEASE_RATE_LIMIT_PER_SECOND = tostring(var.tenant_rate_limit_per_second)
           TASKLEASE_RATE_LIMIT_BURST      = tostring(var.tenant_rate_limit_burst)
@@ -70,8 +70,8 @@ locals {
     }
   }
 
-  # What every function reads (app/config.py). The database password is NOT here:
-  # it lives in the RDS-managed secret; app/config.py builds the URL from
+  # What every function reads (app/settings/config.py). The database password is NOT here:
+  # it lives in the RDS-managed secret; app/settings/config.py builds the URL from
   # TASKLEASE_DATABASE_SECRET_ARN and the host, port and name, once per process.
   common_env = merge(
     {
@@ -96,6 +96,7 @@ locals {
       # The parameter group sets rds.force_ssl=1.
       TASKLEASE_DATABASE_SSLMODE = "require"
       TASKLEASE_LOG_LEVEL        = var.log_level
+      TASKLEASE_KINDS            = var.kinds
       TASKLEASE_MODEL_PROVIDER   = var.model_provider
     },
     var.openai_base_url == null ? {} : { TASKLEASE_OPENAI_BASE_URL = var.openai_base_url },

@@ -1,9 +1,9 @@
 locals {
   # One source of truth for what the code and the infrastructure share:
-  # app/shared_settings.json. A variable left at null takes its value from there;
-  # tests/infra/test_drift.py fails when the JSON, these locals or app/config.py's
+  # app/settings/shared_settings.json. A variable left at null takes its value from there;
+  # tests/infra/test_drift.py fails when the JSON, these locals or app/settings/config.py's
   # constraints disagree.
-  shared = jsondecode(file("${path.module}/../app/shared_settings.json"))
+  shared = jsondecode(file("${path.module}/../app/settings/shared_settings.json"))
 
   visibility_timeout_seconds = var.visibility_timeout_seconds != null ? var.visibility_timeout_seconds : local.shared.visibility_timeout_seconds
   worker_timeout_seconds     = var.worker_timeout_seconds != null ? var.worker_timeout_seconds : local.shared.worker_timeout_seconds

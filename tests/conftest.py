@@ -33,11 +33,20 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app.config import Settings
-from app.stack import embedded
-from app.stack import stack as stack_mod
-from app.stack.stack import create_queues
+from app import kinds
+from app.demos.triage.settings import TriageSettings
+from app.settings import config
+from app.settings.config import Settings
 from app.store import pool as db_mod
+from app.tools.stack import embedded
+from app.tools.stack import stack as stack_mod
+from app.tools.stack.stack import create_queues
+
+# The tests' jobs are the demos' kinds, named in TASKLEASE_KINDS as a user names theirs,
+# for every process the tests start; this process registers them once, whatever a test's
+# environment says later (clean_env drops every TASKLEASE_* variable).
+stack_mod.with_demo_kinds()
+kinds.REGISTRY.load((stack_mod.DEMO_KINDS,))
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -230,6 +239,7 @@ class Stack(stack_mod.Stack):
         self.tmp = tmp
         self.sqs_target = sqs_target  # which carrier: moto, localstack or redis
         self.database_url = settings.database_url or ""
+        self._saved_env: dict[str, str | None] = {}
 
     @property
     def model_log(self) -> Path:
@@ -268,7 +278,22 @@ class Stack(stack_mod.Stack):
         return int(d["ApproximateNumberOfMessages"] + d["ApproximateNumberOfMessagesNotVisible"])
 
     def with_settings(self, **overrides: Any) -> Settings:
+        """tasklease's settings with ``overrides``; those that are the demos' own
+        (TriageSettings: the model and the webhook) go to ``demo_settings``."""
+        own = {k: overrides.pop(k) for k in list(overrides) if k in TriageSettings.model_fields}
+        self.demo_settings(**own)
         return Settings(**{**self.settings.model_dump(), **overrides})
+
+    def demo_settings(self, **values: Any) -> None:
+        """The demos' own settings for this test's in-process engines, which read them from
+        the environment when they build the kinds' deps; put back when the test ends."""
+        for name, value in values.items():
+            var = config.PREFIX + name.upper()
+            self._saved_env.setdefault(var, os.environ.get(var))
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = str(value)
 
     def spawn(
         self, *args: str, env: dict[str, str] | None = None, name: str = "proc"
@@ -299,6 +324,12 @@ class Stack(stack_mod.Stack):
 
     def stop_all(self) -> None:
         self.stop_processes()
+        for var, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+        self._saved_env.clear()
 
 
 @pytest.fixture
@@ -381,12 +412,12 @@ def build_stack(
         wait_time_seconds=1,
         backoff_base_seconds=0.5,
         backoff_cap_seconds=1,
-        fake_model_latency_ms=20,
-        fake_model_log=str(tmp_path / "model-calls.jsonl"),
         outbox_grace_seconds=0,
         worker_id="test-engine",
     )
-    return Stack(settings=settings, env=env, sqs=sqs, tmp=tmp_path, sqs_target=target)
+    s = Stack(settings=settings, env=env, sqs=sqs, tmp=tmp_path, sqs_target=target)
+    s.demo_settings(fake_model_latency_ms=20, fake_model_log=str(tmp_path / "model-calls.jsonl"))
+    return s
 
 
 # --- shared fixtures ----------------------------------------------------------------
@@ -395,7 +426,7 @@ def build_stack(
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only what a test sets: the shell's TASKLEASE_* variables must not leak in."""
-    from app import config
+    from app.settings import config
 
     for name in list(os.environ):
         if name.startswith(config.PREFIX):

@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import HTTPServer
 from typing import TYPE_CHECKING, Any
 
-from app.config import Settings
 from app.crashpoints import CONSENT
 from app.priorities import Priority, Route
+from app.settings.config import Settings
 from app.worker import event_source_mapping as eventsource
 from app.worker.engine import Engine
 

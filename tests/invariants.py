@@ -33,8 +33,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.chaos import checker
 from app.states import FINAL_FOR_NOW, JobState
+from app.tools.chaos import checker
 from tests.conftest import Stack, job_row, wait_for
 from tests.retention_data import counts_by_scan, counts_maintained
 

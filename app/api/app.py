@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
-from app import __version__, config, kinds, tracing
+from app import __version__, kinds, tracing
 from app.api import errors
 from app.api.deps import Runtime
 from app.api.middleware import RequestBody
 from app.api.routes import ROUTERS
+from app.settings import config
 
 # Where the docs' assets are served from.
 DOCS_ASSETS = "/docs-assets"

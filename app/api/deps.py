@@ -15,8 +15,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app import config, errors, transport
+from app import errors, transport
 from app.services import auth, outbox, server_secret, streams
+from app.settings import config
 from app.store.pool import Database
 from app.transport import Transport, secrets
 

@@ -15,10 +15,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from app import bounds, errors
+from app import errors
 from app.api import security
 from app.api.schemas import MAX_ATTEMPTS, TIMEOUT_SECONDS, Problem
 from app.services import auth, redrive
+from app.settings import bounds
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app import bounds
 from app.api.schemas import MAX_ATTEMPTS, TIMEOUT_SECONDS, Storable
 from app.services import schedules
+from app.settings import bounds
 
 
 class ScheduleCreate(BaseModel):

@@ -10,10 +10,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from app import bounds
 from app.priorities import Priority
 from app.services import callbacks, jobs, redrive
 from app.services import submit as service
+from app.settings import bounds
 from app.states import JobState
 
 
@@ -26,9 +26,9 @@ def _storable(value: str | None) -> str | None:
 
 # Free text that reaches the database: a value it cannot store is a 422, not a 500.
 Storable = AfterValidator(_storable)
-# A tenant as keys and the database spell it (app/bounds.py, anchored for JSON Schema).
+# A tenant as keys and the database spell it (app/settings/bounds.py, anchored for JSON Schema).
 TENANT_PATTERN = f"^(?:{bounds.TENANT_PATTERN})$"
-# The bounds of a job's settings (app/bounds.py), also named in 422 answers (errors.py).
+# The bounds of a job's settings (app/settings/bounds.py), also named in 422 answers (errors.py).
 MAX_ATTEMPTS = (bounds.MIN_ATTEMPTS, bounds.MAX_ATTEMPTS)
 TIMEOUT_SECONDS = (bounds.MIN_TIMEOUT_SECONDS, bounds.MAX_TIMEOUT_SECONDS)
 

@@ -1,5 +1,5 @@
 """`tasklease cost`: dollars per million jobs on AWS from `make cost`'s measured figures
-and a price table (app/cli/cost_model.py does the arithmetic)."""
+and a price table (app/cost/model.py does the arithmetic)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli import cost_base, cost_figures, cost_model, cost_prices
 from app.cli.render import out
 from app.cli.runner import errors_exit
+from app.cost import base as cost_base
+from app.cost import figures as cost_figures
+from app.cost import model as cost_model
+from app.cost import prices as cost_prices
 
 HOURS = 730
 FIGURES = Path(__file__).resolve().parents[2] / "bench" / "results" / "cost.json"
@@ -173,7 +176,7 @@ def cost(
     figures: Annotated[Path, typer.Option(help="`make cost`'s measured figures")] = FIGURES,
     prices: Annotated[
         Path | None,
-        typer.Option(help=f"a price file like app/cli/aws_prices.json (or {PRICES_ENV})"),
+        typer.Option(help=f"a price file like app/cost/aws_prices.json (or {PRICES_ENV})"),
     ] = None,
     arch: Annotated[
         str, typer.Option(help="arm64 or x86_64 (Terraform's lambda_architecture)")

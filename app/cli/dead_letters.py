@@ -11,8 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from app.cli import render, runner
 from app.cli.jobs import job_id_or_exit
 from app.cli.render import err, out
-from app.config import Settings
 from app.services import redrive as redriving
+from app.settings.config import Settings
 
 group = typer.Typer(help="The dead-letter queue.", no_args_is_help=True)
 

@@ -12,13 +12,13 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from app import bounds
 from app.cli import remote, render, runner
 from app.cli.render import err, out
-from app.config import Settings
 from app.priorities import Priority
 from app.services import auth, costs, jobs
 from app.services import submit as service
+from app.settings import bounds
+from app.settings.config import Settings
 from app.states import JobState
 from app.store.pool import Database
 

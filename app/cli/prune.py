@@ -8,10 +8,11 @@ from typing import Annotated
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from app import config, store
+from app import store
 from app.cli import runner
 from app.cli.render import PlainTable, err, out, plain, when
 from app.services import retention
+from app.settings import config
 
 
 def _keep(seconds: float) -> str:

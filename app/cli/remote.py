@@ -17,7 +17,7 @@ from rich.text import Text
 
 from app.cli import render
 from app.cli.render import err
-from app.stack import state
+from app.tools.stack import state
 
 if TYPE_CHECKING:
     from app import client

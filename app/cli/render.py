@@ -25,7 +25,7 @@ from rich.style import StyleType
 from rich.table import Column, Table
 from rich.text import Text
 
-from app import config
+from app.settings import config
 from app.states import STYLE, JobState
 from app.store.records import TenantUsage
 

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 from rich.markup import escape
 
-from app import config, errors, logs, store, transport
+from app import errors, logs, store, transport
 from app.cli.render import err
-from app.stack import state
+from app.settings import config
+from app.tools.stack import state
 from app.transport import Transport, secrets
 
 if TYPE_CHECKING:

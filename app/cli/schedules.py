@@ -10,11 +10,12 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from app import bounds, errors
+from app import errors
 from app.cli import render, render_schedules, runner
 from app.cli.render import err, out
 from app.services import auth, schedules
 from app.services import submit as service
+from app.settings import bounds
 
 group = typer.Typer(
     help="Cron schedules: each slot makes one job (the sweeper makes it).", no_args_is_help=True

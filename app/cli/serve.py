@@ -13,10 +13,11 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from app import config, errors, logs, tracing
+from app import errors, logs, tracing
 from app.cli import runner
 from app.cli.render import err, out
 from app.services import sweeper
+from app.settings import config
 
 
 def api(
@@ -88,9 +89,12 @@ def sweep(
 ) -> None:
     """Make schedules' due jobs, mark stalled leases, send unsent outbox rows, re-send lost
     messages."""
+    from app import kinds  # here, not at import: every other command starts without it
+
     s = runner.settings_or_exit(dev_state=False)
     with runner.errors_exit():
         tracing.configure("tasklease-sweeper")
+        kinds.load(s)  # schedules make jobs of these kinds: a bad or empty list is said now
     with contextlib.suppress(KeyboardInterrupt):
         runner.on_clients(s, lambda c: _sweep(s, c, once))
 
@@ -104,7 +108,7 @@ def webhook_receiver(
     """A local webhook that records every delivery (the embedded default's outside system)."""
     import uvicorn
 
-    from app.stack.webhook_receiver import create_app
+    from app.tools.stack.webhook_receiver import create_app
 
     uvicorn.run(create_app(log), host="127.0.0.1", port=port, log_level="warning")
 
@@ -144,8 +148,11 @@ def dev(
     if transport not in ("", "sqs", "redis"):
         err.print(f"[red]--transport must be sqs or redis, not {escape(repr(transport))}[/]")
         raise typer.Exit(2)
-    from app.stack import dev as dev_mod
+    from app.tools.stack import dev as dev_mod
+    from app.tools.stack.stack import with_demo_kinds
 
+    if demo:  # the demos are kinds like any other: named in TASKLEASE_KINDS, beside yours
+        with_demo_kinds()
     # Not the state file: that is this command's output, not its input.
     s = runner.settings_or_exit(dev_state=False)
     code = dev_mod.main(
@@ -168,7 +175,7 @@ def env(
     ] = Path(".tasklease"),
 ) -> None:
     """Print the running `make run` stack's settings as export lines: eval "$(uv run tasklease env)"."""
-    from app.stack import state
+    from app.tools.stack import state
 
     running = state.read(data_dir)
     if running is None or not running.alive:
@@ -224,8 +231,10 @@ def chaos(
     drain_timeout: Annotated[float, typer.Option(min=1, help="per drain, s")] = 300.0,
 ) -> None:
     """The chaos gate: jobs under worker kills and carrier/database restarts, then a Jepsen-style check."""
-    from app import chaos as chaos_mod
+    from app.tools import chaos as chaos_mod
+    from app.tools.stack.stack import with_demo_kinds
 
+    with_demo_kinds()  # the gate's jobs are the demos' kinds
     logs.setup("WARNING")
     code = chaos_mod.main(
         chaos_mod.Config(

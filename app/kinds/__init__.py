@@ -1,28 +1,32 @@
-"""The public API for job kinds.
+"""Job kinds inside tasklease: the decorator, the context, the registry.
+
+Users import these from the public ``tasklease`` package; this is the implementation.
 
 ```python
-from app.kinds import JobContext, kind
+from tasklease import JobContext, kind
 
 @kind("support.triage", timeout_seconds=300, max_attempts=5, deps=build_triage_deps)
 async def triage(ctx: JobContext[TriageDeps], ticket: Ticket) -> TriageResult: ...
 ```
 
 Raise ``Retry(delay=...)`` to be retried after a delay, ``PermanentError`` to stop
-retrying; any other exception is retried with backoff. ``app.kinds.testing`` runs a
-kind in memory. The kinds a process knows are the built-ins and the modules named in
-TASKLEASE_KINDS (see examples/README.md).
+retrying; any other exception is retried with backoff. ``tasklease.testing`` runs a
+kind in memory. The kinds a process knows are those of the modules named in
+TASKLEASE_KINDS, and no others: there are no built-in kinds (the demos are
+``TASKLEASE_KINDS=app.demos``).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from app.config import Settings
 from app.errors import PermanentError, Retry
 from app.kinds.context import JobContext
 from app.kinds.deps import Deps
 from app.kinds.kind import Kind, kind
 from app.kinds.registry import Registry
+from app.settings.config import Settings
 
 __all__ = [
     "REGISTRY",
@@ -39,11 +43,18 @@ __all__ = [
 ]
 
 REGISTRY = Registry()
+log = logging.getLogger("tasklease.kinds")
 
 
 def load(settings: Settings) -> None:
-    """Load the built-in kinds and TASKLEASE_KINDS now: a bad module stops start-up here."""
+    """Load TASKLEASE_KINDS now: a bad module stops start-up here; none at all is said."""
     REGISTRY.load(settings.kind_modules)
+    if not REGISTRY:
+        log.warning(
+            "no job kinds: TASKLEASE_KINDS is empty, so every submission is refused as an "
+            "unknown kind; set it to the modules that define your kinds "
+            "(e.g. TASKLEASE_KINDS=myproject.kinds, or app.demos for the demos)"
+        )
 
 
 def get(name: str) -> Kind[Any, Any, Any]:

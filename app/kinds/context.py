@@ -17,11 +17,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, Generic, Literal, TypeVar
 
-from app import bounds, errors, tracing
+from app import errors, tracing
 from app.kinds import generate as generating
 from app.kinds.generate import ModelCall, Produce, Usage
 from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted, unstorable
 from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
+from app.settings import bounds
 
 D = TypeVar("D")
 T = TypeVar("T")

@@ -10,8 +10,8 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from app.config import Settings
 from app.kinds.kind import Kind
+from app.settings.config import Settings
 
 
 class Deps:

@@ -17,9 +17,10 @@ from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 import pydantic
 
-from app import bounds, errors
-from app.config import Settings
+from app import errors
 from app.kinds.context import JobContext
+from app.settings import bounds
+from app.settings.config import Settings
 
 D = TypeVar("D")
 P = TypeVar("P", bound=pydantic.BaseModel)

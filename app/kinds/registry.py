@@ -1,4 +1,7 @@
-"""The registry of job kinds: the built-ins and the modules TASKLEASE_KINDS names.
+"""The registry of job kinds: the modules TASKLEASE_KINDS names, and nothing else.
+
+There are no built-in kinds: the demos (``app.demos``) are loaded like any user's kinds,
+by naming them (``TASKLEASE_KINDS=app.demos``; ``make run`` does that for you).
 
 A module is searched for the ``Kind`` objects ``@kind`` returned; importing it is
 all it takes to define them, so the registry imports its kinds and never the other
@@ -12,32 +15,30 @@ import importlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from app import config, errors
+from app import errors
 from app.kinds.kind import Kind
-
-BUILTIN = ("app.kinds.demo", "app.kinds.triage", "app.kinds.research", "app.kinds.writer")
+from app.settings import config
 
 AnyKind = Kind[Any, Any, Any]
 
 
 class Registry(Mapping[str, AnyKind]):
-    """Kinds by name. Reading it loads the built-ins and TASKLEASE_KINDS on first use."""
+    """Kinds by name. Reading it loads TASKLEASE_KINDS on first use."""
 
-    def __init__(self, builtin: Iterable[str] = BUILTIN) -> None:
-        self._builtin = tuple(builtin)
+    def __init__(self) -> None:
         self._kinds: dict[str, AnyKind] = {}
         self._origin: dict[str, str] = {}
         self._modules: set[str] = set()
         self._ready = False
 
     def load(self, modules: Iterable[str] = ()) -> None:
-        """Import the built-ins and ``modules`` (once each) and register their kinds."""
+        """Import ``modules`` (once each) and register their kinds."""
         self._ready = True
-        for name in (*self._builtin, *modules):
+        for name in modules:
             if name in self._modules:
                 continue
             found = _kinds_of(name)
-            if not found and name not in self._builtin:
+            if not found:
                 raise errors.ConfigError(f"TASKLEASE_KINDS: module {name!r} defines no job kind")
             for k in found:
                 # A module that imports another's kind holds the same object: one kind.
@@ -60,6 +61,11 @@ class Registry(Mapping[str, AnyKind]):
         try:
             return self[name]
         except KeyError:
+            if not self:
+                raise errors.BadRequest(
+                    f"unknown job kind {name!r}: this deployment has no job kinds "
+                    "(TASKLEASE_KINDS names none)"
+                ) from None
             known = ", ".join(sorted(self))
             raise errors.BadRequest(f"unknown job kind {name!r}; known kinds: {known}") from None
 

@@ -34,14 +34,15 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from app import config, errors
-from app.config import Settings
+from app import errors
 from app.kinds.context import JobContext
 from app.kinds.deps import close
 from app.kinds.generate import Usage
 from app.kinds.kind import Kind
 from app.kinds.output import Emitted
 from app.kinds.waits import CallbackStatus, ChildStatus, Wait
+from app.settings import config
+from app.settings.config import Settings
 
 D = TypeVar("D")
 R = TypeVar("R")

@@ -30,9 +30,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app import bounds, errors, store
+from app import errors, store
 from app.services import server_secret
 from app.services.auth_throttle import AuthThrottle
+from app.settings import bounds
 
 log = logging.getLogger(__name__)
 

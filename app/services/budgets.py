@@ -19,9 +19,9 @@ import weakref
 from dataclasses import dataclass
 
 from app import errors, metrics, store
-from app.config import Settings
 from app.kinds.generate import Usage
 from app.kinds.waits import Wait
+from app.settings.config import Settings
 
 TENANT_FLAG_SECONDS = 30.0
 # The wait for the next minute is stretched by up to this much, so waiters spread out.

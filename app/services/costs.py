@@ -9,9 +9,9 @@ import uuid
 from typing import Any
 
 from app import errors, metrics, store
-from app.config import Settings
 from app.kinds.generate import Usage
-from app.model_settings import ModelPrice
+from app.settings.config import Settings
+from app.settings.models import ModelPrice
 
 MAX_DAYS = 366
 

@@ -22,7 +22,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from app import bounds, errors
+from app import errors
+from app.settings import bounds
 
 FIELDS = "minute hour day-of-month month day-of-week"
 # Debian cron's nicknames, as the five fields they stand for (@reboot has no slot).

@@ -12,8 +12,9 @@ import json
 import uuid
 from typing import Any
 
-from app import bounds, errors, store
+from app import errors, store
 from app.services import server_secret
+from app.settings import bounds
 from app.states import JobState
 from app.store.records import Job
 

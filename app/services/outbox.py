@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from app import aws_limits, batching, store
+from app import batching, store
 from app.priorities import Priority, Route
+from app.settings import aws_limits
 from app.store.records import OutboxRow
 from app.transport import Transport
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 
 from app import crashpoints, errors, metrics, store
-from app.config import Settings
 from app.services import outbox
+from app.settings.config import Settings
 from app.transport import Transport
 
 # Tenants with parked jobs one sweep releases for.

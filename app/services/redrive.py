@@ -30,9 +30,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app import aws_limits, errors, metrics, store
-from app.config import Settings
+from app import errors, metrics, store
 from app.services import jobs, outbox
+from app.settings import aws_limits
+from app.settings.config import Settings
 from app.states import JobState
 from app.store.records import Job, OutboxRow
 from app.transport import Message, Transport, codec

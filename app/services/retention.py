@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app import crashpoints, metrics, store
-from app.config import Settings
+from app.settings.config import Settings
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from app import bounds, crashpoints, errors, store
-from app.config import Settings
+from app import crashpoints, errors, store
 from app.services import submit
 from app.services.cron import Cron
+from app.settings import bounds
+from app.settings.config import Settings
 from app.store.records import OutboxRow, Schedule
 from app.transport import Transport
 

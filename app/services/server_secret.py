@@ -22,7 +22,8 @@ import hmac
 import weakref
 from dataclasses import dataclass
 
-from app import config, store
+from app import store
+from app.settings import config
 
 KEY_HASH = b"tasklease/api-key-hash/v1"
 CURSOR = b"tasklease/cursor/v1"

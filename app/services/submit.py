@@ -17,10 +17,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from app import bounds, crashpoints, errors, kinds, metrics, store
-from app.config import Settings
+from app import crashpoints, errors, kinds, metrics, store
 from app.priorities import Priority
 from app.services import auth, outbox, wakeups
+from app.settings import bounds
+from app.settings.config import Settings
 from app.store.jobs import NewRow
 from app.store.records import Admission, OutboxRow
 from app.transport import Transport

@@ -13,9 +13,10 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 
-from app import aws_limits, errors, metrics, store
-from app.config import Settings
+from app import errors, metrics, store
 from app.services import outbox, parking, retention, schedules, wakeups
+from app.settings import aws_limits
+from app.settings.config import Settings
 from app.states import JobState
 from app.store.records import Job
 from app.transport import Message, Transport, codec

@@ -11,8 +11,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from app import crashpoints, metrics, store
-from app.config import Settings
 from app.priorities import Route
+from app.settings.config import Settings
 from app.transport import Transport
 
 log = logging.getLogger(__name__)

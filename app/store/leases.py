@@ -10,8 +10,8 @@ from typing import Any, TypedDict, Unpack
 
 from psycopg.types.json import Jsonb
 
-from app.config import Settings
 from app.priorities import Route
+from app.settings.config import Settings
 from app.states import JobState
 from app.store.pool import Database, q
 from app.store.records import Job, OutboxRow

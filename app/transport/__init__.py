@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from app.config import Settings
+from app.settings.config import Settings
 from app.transport.base import Message, QueueUrls, Transport
 
 __all__ = ["Message", "QueueUrls", "Transport", "connect", "create"]

@@ -14,8 +14,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from app.config import Settings
 from app.priorities import ORDER, Priority
+from app.settings.config import Settings
 
 # Receipt handles remembered at most: a handle leaves when its message is deleted or its
 # batch is done; this bounds what a process that never says so (Lambda) keeps.

@@ -16,7 +16,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from app import errors, metrics
-from app.config import Settings
+from app.settings.config import Settings
 from app.transport import redis_scripts
 from app.transport.base import Message
 from app.transport.queues import QueueSet

@@ -30,9 +30,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app import aws_limits as limits
 from app import errors, metrics
 from app.priorities import ORDER, Priority, Route
+from app.settings import aws_limits as limits
 from app.transport import codec
 from app.transport import sqs_shapes as shapes
 from app.transport.base import Message, QueueUrls

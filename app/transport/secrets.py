@@ -10,7 +10,7 @@ import functools
 import json
 
 from app import errors
-from app.config import Settings
+from app.settings.config import Settings
 
 
 @functools.cache

@@ -16,10 +16,10 @@ import botocore.exceptions
 from aiobotocore.session import get_session
 from botocore.config import Config
 
-from app import aws_limits as limits
 from app import errors, metrics
-from app.config import Settings
 from app.priorities import ORDER, Priority, Route
+from app.settings import aws_limits as limits
+from app.settings.config import Settings
 from app.transport import codec, sqs_create
 from app.transport import sqs_shapes as shapes
 from app.transport.base import Message, QueueUrls

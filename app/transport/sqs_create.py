@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from app import aws_limits as limits
 from app import errors
 from app.priorities import ORDER, Priority
+from app.settings import aws_limits as limits
 from app.transport.base import QueueUrls
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from app import aws_limits as limits
+from app.settings import aws_limits as limits
 from app.transport import codec
 
 ATTR_KEYS = {"DataType", "StringValue", "BinaryValue"}

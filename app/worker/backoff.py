@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from app import aws_limits as limits
+from app.settings import aws_limits as limits
 
 
 def full_jitter(

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from app import batching, crashpoints, errors, kinds, metrics, store, tracing, transport
-from app.config import Settings
 from app.services import outbox, parking
+from app.settings.config import Settings
 from app.states import JobState
 from app.store import Database
 from app.store.records import Job

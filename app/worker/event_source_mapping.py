@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from app import crashpoints, errors
-from app.config import Settings
 from app.priorities import Priority, Turns
+from app.settings.config import Settings
 from app.worker.engine import Engine
 
 log = logging.getLogger(__name__)

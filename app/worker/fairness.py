@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app import batching, errors, metrics
-from app.config import Settings
+from app.settings.config import Settings
 from app.states import JobState
 from app.store.leases import Verdict
 from app.transport import Transport, codec

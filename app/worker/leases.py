@@ -13,9 +13,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from app import aws_limits, errors, metrics, store
-from app.config import Settings
+from app import errors, metrics, store
 from app.priorities import Route
+from app.settings import aws_limits
+from app.settings.config import Settings
 from app.transport import Transport
 
 log = logging.getLogger(__name__)

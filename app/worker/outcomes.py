@@ -8,10 +8,11 @@ import contextlib
 import logging
 from typing import Unpack
 
-from app import aws_limits, crashpoints, errors, metrics, store
-from app.config import Settings
+from app import crashpoints, errors, metrics, store
 from app.kinds.waits import Wait
 from app.services import outbox, wakeups
+from app.settings import aws_limits
+from app.settings.config import Settings
 from app.states import JobState
 from app.store.records import Job
 from app.transport import Transport

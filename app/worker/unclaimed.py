@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from app import errors, metrics, store
-from app.config import Settings
 from app.services import wakeups
+from app.settings.config import Settings
 from app.states import FINAL_FOR_NOW, JobState
 from app.store import Database
 from app.store.records import Job, OutboxRow

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.config import Settings
-from app.kinds import JobContext, PermanentError, Retry, kind
+from tasklease import JobContext, PermanentError, Retry, Settings, kind
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 

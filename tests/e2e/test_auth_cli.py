@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from app.services import auth
-from app.stack import embedded
+from app.tools.stack import embedded
 from tests import carrier
 from tests.conftest import ROOT, Stack, bearer
 

@@ -23,8 +23,8 @@ import uuid
 
 import pytest
 
-from app.chaos import EXIT_UNAVAILABLE
-from app.stack import embedded
+from app.tools.chaos import EXIT_UNAVAILABLE
+from app.tools.stack import embedded
 from tests.conftest import ROOT, _sqs_targets, unavailable
 
 pytestmark = pytest.mark.e2e

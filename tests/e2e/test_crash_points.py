@@ -19,8 +19,8 @@ import pytest
 
 from app.crashpoints import Point
 from app.services.schedules import slot_key
-from app.stack import embedded
 from app.states import JobState
+from app.tools.stack import embedded
 from tests import carrier, helpers
 from tests.conftest import Stack, job_row, wait_for
 from tests.e2e.test_auth_cli import cli

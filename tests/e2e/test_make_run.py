@@ -31,8 +31,8 @@ import httpx
 import pytest
 
 from app import errors
-from app.stack import embedded
-from app.stack.stack import ROOT
+from app.tools.stack import embedded
+from app.tools.stack.stack import ROOT
 from tests.conftest import Stack, wait_for
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from app.crashpoints import Point
-from app.kinds.triage.writing import fake_text
+from app.demos.triage.writing import fake_text
 from app.states import JobState
 from tests.conftest import Stack
 from tests.e2e.test_auth_cli import cli

@@ -111,7 +111,8 @@ async def test_a_sweeper_killed_after_marking_a_wake_up_sent_sends_it_again_late
 
 ANSWER = """
 import asyncio, sys, uuid
-from app import config, store, transport
+from app import store, transport
+from app.settings import config
 from app.services import callbacks
 
 async def main() -> None:

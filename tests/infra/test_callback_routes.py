@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app import config
 from app.api import create_app
+from app.settings import config
 from tests.infra import tfconfig
 
 pytestmark = pytest.mark.unit

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from app.cli import cost_base as cost_model
-from app.cli import cost_fixed
+from app.cost import base as cost_model
+from app.cost import fixed as cost_fixed
 from tests.infra import tfconfig
 
 pytestmark = pytest.mark.unit
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(cost_model.TERRAFORM_DEFAULTS))
 def test_the_cost_defaults_are_terraforms(name: str) -> None:
     assert tfconfig.variables()[name]["default"] == cost_model.TERRAFORM_DEFAULTS[name], (
-        f"infra/variables.tf's {name} default changed: update app/cli/cost_model.py's TERRAFORM_DEFAULTS"
+        f"infra/variables.tf's {name} default changed: update app/cost/model.py's TERRAFORM_DEFAULTS"
     )
 
 

@@ -71,7 +71,7 @@ def test_compose_file_is_yaml_with_localstack_and_postgres() -> None:
     assert env["LOCALSTACK_HOST"].endswith(":4566")
     volumes = " ".join(services["localstack"]["volumes"])
     assert "./init/ready.d:/etc/localstack/init/ready.d" in volumes
-    assert "../app/shared_settings.json:" + env["TASKLEASE_SHARED_SETTINGS"] in volumes
+    assert "../app/settings/shared_settings.json:" + env["TASKLEASE_SHARED_SETTINGS"] in volumes
     # Same pin as the host-mode runner.
     pinned = (tfconfig.ROOT / "localstack" / "requirements.txt").read_text()
     version = services["localstack"]["image"].rsplit(":", 1)[1]
@@ -116,7 +116,7 @@ def test_init_hook_creates_queues_with_the_terraform_values(
     proc = run_hook()
     assert proc.returncode == 0, proc.stderr
 
-    # Then the queues carry app/shared_settings.json's values, as infra/sqs.tf sets them
+    # Then the queues carry app/settings/shared_settings.json's values, as infra/sqs.tf sets them
     shared = tfconfig.shared_settings()
     src = sqs.get_queue_url(QueueName=name)["QueueUrl"]
     dlq = sqs.get_queue_url(QueueName=f"{name}-dlq")["QueueUrl"]

@@ -155,13 +155,15 @@ def test_package_holds_the_code_and_no_dev_or_optional_dependencies(
         names = zf.namelist()
     tops = {n.split("/", 1)[0] for n in names}
     assert {"app", "handlers", "mangum", "psycopg", "psycopg_binary", "aiobotocore"} <= tops
-    assert "app/shared_settings.json" in names
+    # The public package ships too: the kinds you ship beside app/ import it.
+    assert {"tasklease/__init__.py", "tasklease/py.typed"} <= set(names)
+    assert "app/settings/shared_settings.json" in names
     assert "app/store/sql/queries/jobs.sql" in names
     # The web view's files, served at /ui by the API (also on Lambda).
     assert {f"app/api/ui/{f}" for f in ("index.html", "app.js", "app.css")} <= set(names)
     assert "app/worker/engine.py" in names and "app/api/__init__.py" in names
     # The local stack and the chaos harness are tools beside the runtime: never shipped.
-    tools = [n for n in names if n.startswith(("app/stack/", "app/chaos/"))]
+    tools = [n for n in names if n.startswith("app/tools/")]
     assert tools == []
     assert "examples/summarize/__init__.py" in names  # --with: a user's kinds beside app/
     # /docs and /redoc serve these from the API itself (issue 13 item 10): no CDN.

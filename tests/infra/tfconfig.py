@@ -13,7 +13,7 @@ import hcl2
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
-SHARED_SETTINGS = ROOT / "app" / "shared_settings.json"
+SHARED_SETTINGS = ROOT / "app" / "settings" / "shared_settings.json"
 
 # `aws_sqs_queue.source`, `data.aws_iam_policy_document.api`, `aws_lambda_function.fn["api"]`
 REF = re.compile(r"(?<![\w.])(data\.)?(aws_[a-z0-9_]+)\.([a-z0-9_]+)")

@@ -17,7 +17,7 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from app.api import create_app
-from app.config import Settings
+from app.settings.config import Settings
 from app.states import JobState
 from tests import carrier
 from tests.conftest import Stack, bearer, job_row, run

@@ -15,9 +15,10 @@ from unittest import mock
 import httpx
 import pytest
 
-from app import config, errors
+from app import errors
 from app.api import create_app
 from app.services import auth
+from app.settings import config
 from tests.conftest import Stack, bearer
 from tests.integration.conftest import retry_after
 

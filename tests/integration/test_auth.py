@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from app import config, errors, store
+from app import errors, store
 from app.api import create_app
 from app.services import auth
+from app.settings import config
 from app.states import JobState
 from tests import carrier
 from tests.conftest import Stack, bearer, job_row, wait_for

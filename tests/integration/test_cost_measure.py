@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import cost_base, cost_model
-from app.cli.cost_prices import load_prices
+from app.cost import base as cost_base
+from app.cost import model as cost_model
+from app.cost.prices import load_prices
 
 pytestmark = [pytest.mark.integration, pytest.mark.sqs_only]
 

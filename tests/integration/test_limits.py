@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from app import aws_limits as limits
-from app import bounds
+from app.settings import aws_limits as limits
+from app.settings import bounds
 from tests.conftest import Stack, bearer
 from tests.helpers import queue_depth
 from tests.integration.conftest import TRICKLE, retry_after, written

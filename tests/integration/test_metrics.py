@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.services import redrive, sweeper
-from app.stack import embedded
+from app.tools.stack import embedded
 from tests.conftest import Stack, job_row, run
 from tests.helpers import drain, engine_for, submit
 

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from app import config, errors
+from app import errors
+from app.demos.triage import TriageDeps, providers
+from app.demos.writer import write
 from app.kinds.generate import Usage
 from app.kinds.testing import EffectStore, run_kind
-from app.kinds.triage import TriageDeps, providers
-from app.kinds.writer import write
+from app.settings import config
 from tests.helpers import serving
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_env")]

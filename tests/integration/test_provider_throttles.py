@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from app import config, errors
-from app.kinds.triage import providers
+from app import errors
+from app.demos.triage import providers
+from app.settings import config
 from tests.helpers import serving
 from tests.integration.test_openai_stream import FakeOpenAI
 

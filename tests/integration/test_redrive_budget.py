@@ -178,7 +178,7 @@ def test_a_bad_redrive_budget_stops_start_up_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Issue 13 item 1: the budget's settings are checked at start-up."""
-    from app import config
+    from app.settings import config
 
     for var, value in (
         ("TASKLEASE_REDRIVE_BUDGET", "-1"),

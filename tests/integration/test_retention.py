@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from app import store
-from app.config import Settings
 from app.services import retention
+from app.settings.config import Settings
 from tests.retention_data import counts_by_scan, counts_maintained, old_job, rows_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]

@@ -25,9 +25,9 @@ import pytest
 import schemathesis
 
 from app import api
-from app.config import Settings
-from app.stack import embedded
+from app.settings.config import Settings
 from app.states import JobState
+from app.tools.stack import embedded
 from app.transport import codec
 from app.worker import event_source_mapping as eventsource
 from tests import carrier

@@ -49,10 +49,10 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from app.api import create_app
-from app.config import Settings
 from app.services import sweeper
-from app.stack.stack import create_queues
+from app.settings.config import Settings
 from app.states import JobState
+from app.tools.stack.stack import create_queues
 from app.transport import codec
 from app.worker import event_source_mapping as eventsource
 from app.worker.engine import Engine

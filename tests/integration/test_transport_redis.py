@@ -21,9 +21,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from app import errors, transport
-from app.config import Settings
 from app.priorities import Priority, Route
-from app.stack import stack as stack_mod
+from app.settings.config import Settings
+from app.tools.stack import stack as stack_mod
 from app.transport import codec
 from app.transport.redis_streams import GROUP
 from tests.conftest import unavailable

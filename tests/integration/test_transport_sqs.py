@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from app import errors, transport
-from app.config import Settings
 from app.priorities import Route
+from app.settings.config import Settings
 from app.transport import Transport, codec
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.kinds.triage.writing import fake_text
+from app.demos.triage.writing import fake_text
 from tests.conftest import Stack, bearer, run
 from tests.integration.test_api_waits import drain, submit
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from app import aws_limits as limits
+from app.settings import aws_limits as limits
 from app.worker import backoff
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""The bounds are defined once (app/bounds.py): the SQL CHECKs, the settings and the
+"""The bounds are defined once (app/settings/bounds.py): the SQL CHECKs, the settings and the
 API's OpenAPI schema agree with them."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ import re
 
 import pytest
 
-from app import bounds, config, errors
+from app import errors
 from app.api import create_app
 from app.kinds import kind
+from app.settings import bounds, config
 from app.states import FINAL_FOR_NOW, TERMINAL, JobState
 from app.store import sql
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.chaos.checker import check, violated
+from app.tools.chaos.checker import check, violated
 
 pytestmark = pytest.mark.unit
 
@@ -177,7 +177,7 @@ def test_a_second_answer_accepted_and_a_nap_woken_early_are_unexpected() -> None
 
 def streamed(pieces: list[str], calls: int = 2, lost: int | None = None) -> dict[str, Any]:
     """A demo.write job killed mid-answer once and continued: ``pieces`` are its chunks."""
-    from app.kinds.triage.writing import fake_pieces, fake_text
+    from app.demos.triage.writing import fake_pieces, fake_text
 
     text = fake_text("p", 8)
     assert "".join(fake_pieces(text, 0)) == text
@@ -199,7 +199,7 @@ def streamed(pieces: list[str], calls: int = 2, lost: int | None = None) -> dict
 
 
 def test_the_checker_sees_a_streamed_answer_with_a_gap_a_wrong_text_or_a_restart() -> None:
-    from app.kinds.triage.writing import fake_pieces, fake_text
+    from app.demos.triage.writing import fake_pieces, fake_text
 
     pieces = fake_pieces(fake_text("p", 8), 0)
     assert check(**streamed(pieces))["unexpected_jobs"] == []

@@ -1,4 +1,4 @@
-"""The chaos report's count of leases held at once (app/chaos/leases.py)."""
+"""The chaos report's count of leases held at once (app/tools/chaos/leases.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from app.chaos.leases import most_live_leases
+from app.tools.chaos.leases import most_live_leases
 
 pytestmark = pytest.mark.unit
 

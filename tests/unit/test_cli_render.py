@@ -13,10 +13,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app import config, errors
-from app.chaos import report as chaos
+from app import errors
 from app.cli import render, runner
+from app.settings import config
 from app.store.records import TenantUsage
+from app.tools.chaos import report as chaos
 
 pytestmark = pytest.mark.unit
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from app import config
 from app.api import create_app
 from app.client import models
+from app.settings import config
 
 pytestmark = pytest.mark.unit
 

@@ -1,28 +1,41 @@
-"""app.config.load(): bad values fail at start-up, naming the TASKLEASE_* variable and the limit."""
+"""app.settings.config.load(): bad values fail at start-up, naming the TASKLEASE_* variable and the limit."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from app import aws_limits as limits
-from app import config, errors
+from app import errors
+from app.demos.triage import settings as triage_settings
+from app.settings import aws_limits as limits
+from app.settings import config
 
 pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("clean_env")]
 
 
-def load_error(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
+def load_error(
+    monkeypatch: pytest.MonkeyPatch, load: Callable[[], object] = config.load, **env: str
+) -> str:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(errors.ConfigError) as caught:
-        config.load()
+        load()
     return str(caught.value)
+
+
+def test_the_demos_settings_are_not_tasklease_s() -> None:
+    """The triage demo's model and webhook settings live with the demo."""
+    assert not {"model_provider", "openai_base_url", "fake_model_latency_ms", "webhook_url"} & set(
+        config.Settings.model_fields
+    )
+    assert "fake_model_latency_ms" in triage_settings.TriageSettings.model_fields
 
 
 def test_defaults_load_and_keep_the_redrive_backstop_above_the_attempt_budget() -> None:
     s = config.load()
     assert s.max_receive_count > s.max_attempts
     assert 1 <= s.batch_size <= limits.MAX_BATCH
-    assert s.model_provider == "fake"
 
 
 def test_environment_values_are_read_with_the_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,7 +97,7 @@ def test_max_receive_count_just_above_max_attempts_is_accepted(
 
 
 def test_the_openai_provider_without_a_base_url_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    message = load_error(monkeypatch, TASKLEASE_MODEL_PROVIDER="openai")
+    message = load_error(monkeypatch, triage_settings.load, TASKLEASE_MODEL_PROVIDER="openai")
     assert "TASKLEASE_OPENAI_BASE_URL" in message
     assert "TASKLEASE_MODEL_PROVIDER" in message
 
@@ -92,13 +105,13 @@ def test_the_openai_provider_without_a_base_url_is_refused(monkeypatch: pytest.M
 def test_the_openai_provider_with_a_base_url_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TASKLEASE_MODEL_PROVIDER", "openai")
     monkeypatch.setenv("TASKLEASE_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    assert config.load().openai_base_url == "http://127.0.0.1:9/v1"
+    assert triage_settings.load().openai_base_url == "http://127.0.0.1:9/v1"
 
 
 def test_an_unknown_model_provider_is_refused_naming_the_choices(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    message = load_error(monkeypatch, TASKLEASE_MODEL_PROVIDER="anthropic")
+    message = load_error(monkeypatch, triage_settings.load, TASKLEASE_MODEL_PROVIDER="anthropic")
     assert "TASKLEASE_MODEL_PROVIDER" in message
     assert "'fake'" in message
     assert "'openai'" in message
@@ -164,6 +177,6 @@ def test_the_openai_api_key_is_kept_out_of_the_settings_repr(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("TASKLEASE_OPENAI_API_KEY", "sk-do-not-print")
-    s = config.load()
+    s = triage_settings.load()
     assert s.openai_api_key == "sk-do-not-print"
     assert "sk-do-not-print" not in repr(s)

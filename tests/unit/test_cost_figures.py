@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from app import errors
-from app.cli.cost_figures import load_figures, parse_figures
+from app.cost.figures import load_figures, parse_figures
 from tests.unit.test_cost_model import FIGURES
 
 pytestmark = pytest.mark.unit

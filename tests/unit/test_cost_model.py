@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from app import errors
-from app.cli import cost_base as cb
-from app.cli import cost_durable as cd
-from app.cli import cost_fixed as cf
-from app.cli import cost_model as cm
-from app.cli.cost_prices import REQUIRED_PRICES, PriceTable, load_prices, parse_prices
+from app.cost import base as cb
+from app.cost import durable as cd
+from app.cost import fixed as cf
+from app.cost import model as cm
+from app.cost.prices import REQUIRED_PRICES, PriceTable, load_prices, parse_prices
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from app import errors
-from app.cli.cost_prices import load_prices, parse_prices
+from app.cost.prices import load_prices, parse_prices
 from tests.unit.test_cost_model import price_doc
 
 pytestmark = pytest.mark.unit

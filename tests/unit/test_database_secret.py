@@ -10,7 +10,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from app import config, errors
+from app import errors
+from app.settings import config
 from app.transport import secrets
 
 pytestmark = pytest.mark.unit

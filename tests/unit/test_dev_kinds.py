@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from app import config
-from app.stack import dev
+from app.settings import config
+from app.tools.stack import dev
 
 pytestmark = pytest.mark.unit
 
@@ -35,7 +35,7 @@ def test_a_kinds_module_that_does_not_import_stops_make_run_naming_it(
 def test_the_demo_table_shows_markup_looking_ticket_text_as_text() -> None:
     """Issue 13 item 4 (in make run's table): a ticket id or an error that looks like rich
     markup is shown as written, never interpreted (nor a MarkupError)."""
-    from app.stack import demo
+    from app.tools.stack import demo
 
     job = {
         "id": "0b7c2a4e-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
@@ -57,7 +57,7 @@ def test_the_demo_table_shows_markup_looking_ticket_text_as_text() -> None:
 def test_a_deployment_named_in_the_environment_wins_over_the_state_file(tmp_path: Path) -> None:
     """Issue 13 item 6: the running make run's settings are used only when the environment
     names no database or queue of its own; its SQS endpoint comes with its queues."""
-    from app.stack import state
+    from app.tools.stack import state
 
     data = tmp_path / ".tasklease"
     saved = {
@@ -87,7 +87,7 @@ def test_the_approval_lines_are_pasteable_and_printed_as_written(
 ) -> None:
     """Issue 14: the lines that approve the demo's research job come from the webhook's
     notice (outside text): printed whole and escaped, quoted for a shell."""
-    from app.stack import demo
+    from app.tools.stack import demo
 
     url = "http://127.0.0.1:8000/v1/callbacks/tlcb_abc-_1"
     curl, cli = demo.approve_lines(url, "tlcb_abc-_1")

@@ -12,14 +12,16 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from app import config, errors
+from app import errors
+from app.demos.triage import TriageDeps, providers
+from app.demos.triage import settings as triage_settings
+from app.demos.triage.writing import fake_text
+from app.demos.writer import write
 from app.kinds import JobContext, kind
 from app.kinds.generate import Usage
 from app.kinds.testing import EffectStore, run_kind
-from app.kinds.triage import TriageDeps, providers
-from app.kinds.triage.writing import fake_text
-from app.kinds.writer import write
 from app.services import costs
+from app.settings import config
 
 pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("clean_env")]
 
@@ -27,7 +29,7 @@ PAYLOAD = {"prompt": "tell me about leases", "words": 12}
 
 
 def deps(log: Path) -> TriageDeps:
-    settings = config.load(fake_model_chunk_ms=0, fake_model_log=str(log))
+    settings = triage_settings.load(fake_model_chunk_ms=0, fake_model_log=str(log))
     return TriageDeps(providers.FakeProvider(settings), httpx.AsyncClient(), None)
 
 
@@ -104,11 +106,11 @@ def test_a_produce_that_reports_no_usage_is_a_bug() -> None:
 
 
 def test_triage_records_its_usage(tmp_path: Path) -> None:
-    from app.kinds.triage import triage
+    from app.demos.triage import triage
 
     store = EffectStore()
     ticket = {"ticket_id": "T-1", "subject": "Refund please", "body": "I was charged twice."}
-    settings = config.load(fake_model_latency_ms=0)
+    settings = triage_settings.load(fake_model_latency_ms=0)
     d = TriageDeps(providers.FakeProvider(settings), httpx.AsyncClient(), None)
     asyncio.run(run_kind(triage, ticket, deps=d, store=store))
     usage = store.usage["triage"]
@@ -155,7 +157,7 @@ def test_a_model_call_is_a_chat_span_with_the_genai_attributes(
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from app.kinds.triage import writing
+    from app.demos.triage import writing
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

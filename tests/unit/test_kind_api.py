@@ -1,5 +1,5 @@
-"""The public API for job kinds: ``@kind``, the registry and TASKLEASE_KINDS, typed
-deps built once and closed, JobContext's effects, and app.kinds.testing."""
+"""The job-kind API: ``@kind``, the registry and TASKLEASE_KINDS, typed deps built once
+and closed, JobContext's effects, and the in-memory runner (tasklease.testing)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from app import config, errors
+from app import errors
 from app.kinds import JobContext, Kind, PermanentError, Registry, Retry, kind
 from app.kinds.deps import Deps
 from app.kinds.testing import EffectStore, run_kind
+from app.settings import config
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.unit
@@ -129,16 +130,17 @@ def test_kinds_are_found_in_the_modules_tasklease_kinds_names(
     monkeypatch.setenv("TASKLEASE_KINDS", " kinds_one, kinds_two,kinds_again,")
     assert config.load().kind_modules == ("kinds_one", "kinds_two", "kinds_again")
     registry = Registry()
-    assert {"user.one", "user.two", "demo.noop", "support.triage"} <= set(registry)
+    # Those modules' kinds and no others: the demos are not built in.
+    assert set(registry) == {"user.one", "user.two"}
     assert registry.get_kind("user.two").parse({"n": 2}).n == 2
 
 
 def test_a_kinds_module_that_does_not_import_stops_start_up_naming_it(modules: Path) -> None:
     write_module(modules, "kinds_broken", "raise RuntimeError('boom')\n")
     with pytest.raises(errors.ConfigError, match=r"'kinds_broken' does not import.*boom"):
-        Registry(builtin=()).load(["kinds_broken"])
+        Registry().load(["kinds_broken"])
     with pytest.raises(errors.ConfigError, match="'kinds_nowhere' does not import"):
-        Registry(builtin=()).load(["kinds_nowhere"])
+        Registry().load(["kinds_nowhere"])
 
 
 def test_a_kind_name_defined_twice_stops_start_up_naming_it_and_both_modules(
@@ -149,30 +151,54 @@ def test_a_kind_name_defined_twice_stops_start_up_naming_it_and_both_modules(
     with pytest.raises(
         errors.ConfigError, match=r"'user.same' is registered twice.*kinds_a.*kinds_b"
     ):
-        Registry(builtin=()).load(["kinds_a", "kinds_b"])
+        Registry().load(["kinds_a", "kinds_b"])
 
 
 def test_a_kinds_module_without_a_kind_is_a_config_error(modules: Path) -> None:
     write_module(modules, "kinds_empty", "X = 1\n")
     with pytest.raises(errors.ConfigError, match="'kinds_empty' defines no job kind"):
-        Registry(builtin=()).load(["kinds_empty"])
+        Registry().load(["kinds_empty"])
 
 
-def test_a_user_kind_may_not_take_a_built_in_name(modules: Path) -> None:
+def test_a_user_kind_may_not_take_a_demo_kinds_name_when_both_are_named(modules: Path) -> None:
     write_module(modules, "kinds_demo_clash", ECHO_MODULE.format(name="demo.noop"))
-    with pytest.raises(errors.ConfigError, match=r"'demo.noop' is registered twice"):
-        Registry().load(["kinds_demo_clash"])
+    with pytest.raises(errors.ConfigError, match=r"'demo.noop' is registered twice.*app.demos"):
+        Registry().load(["app.demos", "kinds_demo_clash"])
 
 
 def test_importing_the_kinds_api_imports_no_kind() -> None:
     """The registry imports its kinds, never the other way round: no import cycle."""
     code = (
         "import sys, app.kinds\n"
-        "assert 'app.kinds.demo' not in sys.modules and 'app.kinds.triage' not in sys.modules\n"
-        "import app.kinds.demo\n"
+        "assert not [m for m in sys.modules if m.startswith('app.demos')]\n"
+        "app.kinds.REGISTRY.load(['app.demos'])\n"
         "assert 'demo.sleep' in app.kinds.REGISTRY\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, env={**os.environ})
+
+
+def test_without_tasklease_kinds_a_process_has_no_kinds_and_says_so() -> None:
+    """No built-in kinds: a deployment that names none has none, logs so at start-up, and
+    refuses a submission naming the variable."""
+    code = (
+        "import logging; logging.basicConfig(level=logging.INFO)\n"
+        "from app import errors, kinds\n"
+        "from app.settings import config\n"
+        "kinds.load(config.load())\n"
+        "print('kinds:', len(kinds.REGISTRY))\n"
+        "try:\n"
+        "    kinds.get('demo.noop')\n"
+        "except errors.BadRequest as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TASKLEASE_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    assert "kinds: 0" in done.stdout
+    assert "no job kinds: TASKLEASE_KINDS is empty" in done.stderr
+    assert "refused: unknown job kind 'demo.noop'" in done.stdout
+    assert "TASKLEASE_KINDS" in done.stdout.split("refused:")[1]
 
 
 # --- deps ---------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The built-in job kinds: the registry, payload validation, the deterministic fake
-model, and each kind run in memory with app.kinds.testing."""
+"""The demo kinds (app.demos): the registry, payload validation, the deterministic fake
+model, and each kind run in memory with tasklease.testing."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from typing import Any
 import httpx
 import pytest
 
-from app import config, errors, kinds
+from app import errors, kinds
+from app.demos.triage import TriageDeps, TriageResult, WebhookError, providers
+from app.demos.triage import settings as triage_settings
+from app.demos.triage import triage as triage_kind
 from app.kinds.testing import run_kind
-from app.kinds.triage import TriageDeps, TriageResult, WebhookError, providers
-from app.kinds.triage import triage as triage_kind
+from app.settings import config
 
 pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("clean_env")]
 
@@ -25,7 +27,7 @@ TICKET = {"ticket_id": "T-1", "subject": "Refund please", "body": "I was charged
 
 
 def fake(log: Path | None = None, **overrides: Any) -> providers.FakeProvider:
-    settings = config.load(
+    settings = triage_settings.load(
         fake_model_latency_ms=0, fake_model_log=str(log) if log else None, **overrides
     )
     return providers.FakeProvider(settings)
@@ -43,7 +45,7 @@ def triage(
 # --- the registry -----------------------------------------------------------------
 
 
-def test_the_builtin_kinds_are_registered() -> None:
+def test_the_demo_kinds_are_registered() -> None:
     assert {"support.triage", "demo.sleep", "demo.flaky", "demo.noop"} <= set(kinds.REGISTRY)
     for name, kind in kinds.REGISTRY.items():
         assert kind.name == name
@@ -65,7 +67,7 @@ def test_registering_a_kind_twice_is_refused() -> None:
 
 
 def test_triage_has_a_timeout_within_the_visibility_cap() -> None:
-    from app import aws_limits as limits
+    from app.settings import aws_limits as limits
 
     timeout = kinds.get("support.triage").timeout_seconds
     assert timeout is not None
@@ -210,9 +212,9 @@ def test_injected_rates_fail_every_call_at_rate_one() -> None:
 
 
 def test_build_picks_the_fake_by_default_and_openai_when_asked() -> None:
-    assert isinstance(providers.build(config.load()), providers.FakeProvider)
+    assert isinstance(providers.build(triage_settings.load()), providers.FakeProvider)
     openai = providers.build(
-        config.load(model_provider="openai", openai_base_url="http://127.0.0.1:9/v1/")
+        triage_settings.load(model_provider="openai", openai_base_url="http://127.0.0.1:9/v1/")
     )
     assert isinstance(openai, providers.OpenAICompatibleProvider)
     assert openai.base_url == "http://127.0.0.1:9/v1"
@@ -300,8 +302,11 @@ def test_triage_sorts_webhook_answers_into_permanent_and_retryable(
         asyncio.run(run_kind(triage_kind, TICKET, deps=deps))
 
 
-def test_triage_builds_its_own_deps_from_the_settings() -> None:
-    deps = asyncio.run(triage_kind.build_deps(config.load(webhook_url="http://hook.test/h")))
+def test_triage_builds_its_own_deps_from_its_own_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TASKLEASE_WEBHOOK_URL", "http://hook.test/h")
+    deps = asyncio.run(triage_kind.build_deps(config.load()))
     assert isinstance(deps, TriageDeps)
     assert isinstance(deps.model, providers.FakeProvider)
     assert deps.webhook_url == "http://hook.test/h"

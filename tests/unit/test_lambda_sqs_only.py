@@ -44,7 +44,7 @@ def test_a_redis_url_that_is_not_one_is_refused(
 def test_the_streams_are_named_after_the_queue_name(
     clean_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app import config
+    from app.settings import config
 
     s = config.load(transport="redis", redis_url="redis://h:6379/0", queue_name="jobs")
     assert (s.queue, s.dlq, s.queue_url_high, s.dlq_url_low) == (

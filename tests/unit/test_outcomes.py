@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from app import aws_limits, config, errors
+from app import errors
+from app.settings import aws_limits, config
 from app.worker import outcomes
 from app.worker.leases import Lease, time_to_hand_back
 

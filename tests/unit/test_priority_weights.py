@@ -7,8 +7,9 @@ import itertools
 
 import pytest
 
-from app import config, errors
+from app import errors
 from app.priorities import DEFAULT_WEIGHTS, Priority, Turns, parse_weights
+from app.settings import config
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,10 @@ import datetime as dt
 
 import pytest
 
-from app import config, errors
-from app.kinds.triage.throttling import retry_after
+from app import errors
+from app.demos import triage
+from app.demos.triage.throttling import retry_after
+from app.settings import config
 
 pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("clean_env")]
 
@@ -26,8 +28,6 @@ pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("clean_env")]
         ("TASKLEASE_MAX_THROTTLE_DELAY_SECONDS", "999999", "less than"),
         ("TASKLEASE_TENANT_DAILY_TOKENS", "0", "greater than"),
         ("TASKLEASE_TENANT_BUDGET_POLICY", "sometimes", "'wait' or 'fail'"),
-        ("TASKLEASE_FAKE_MODEL_THROTTLE_RATE", "1.5", "less than"),
-        ("TASKLEASE_FAKE_MODEL_RETRY_AFTER_SECONDS", "-1", "greater than"),
     ],
 )
 def test_a_bad_provider_setting_is_refused_at_start_up_naming_the_variable(
@@ -36,6 +36,25 @@ def test_a_bad_provider_setting_is_refused_at_start_up_naming_the_variable(
     monkeypatch.setenv(variable, value)
     with pytest.raises(errors.ConfigError) as caught:
         config.load()
+    assert variable in str(caught.value)
+    assert says in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("TASKLEASE_FAKE_MODEL_THROTTLE_RATE", "1.5", "less than"),
+        ("TASKLEASE_FAKE_MODEL_RETRY_AFTER_SECONDS", "-1", "greater than"),
+    ],
+)
+def test_a_bad_demo_model_setting_is_refused_when_its_deps_are_built_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, says: str
+) -> None:
+    """The fake model's settings are the triage demo's own (app/demos/triage/settings.py),
+    read when a worker builds the demo's deps at start-up."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(errors.ConfigError) as caught:
+        triage.build_deps(config.load())
     assert variable in str(caught.value)
     assert says in str(caught.value)
 

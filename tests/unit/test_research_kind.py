@@ -15,10 +15,11 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from app import config, errors, kinds
-from app.kinds.research import ResearchRequest, ResearchResult, research, subquery
+from app import errors, kinds
+from app.demos.research import ResearchRequest, ResearchResult, research, subquery
+from app.demos.triage import TriageDeps, providers
+from app.demos.triage import settings as triage_settings
 from app.kinds.testing import EffectStore, KindRun, run_kind
-from app.kinds.triage import TriageDeps, providers
 from app.kinds.waits import Wait
 
 pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("clean_env")]
@@ -46,7 +47,7 @@ class Job:
             self.posts.append((key, json.loads(request.content)))
             return httpx.Response(200, json={"ok": True})
 
-        settings = config.load(fake_model_latency_ms=0)
+        settings = triage_settings.load(fake_model_latency_ms=0)
         self.deps = TriageDeps(
             model=providers.FakeProvider(settings),
             http=httpx.AsyncClient(transport=httpx.MockTransport(hook)),

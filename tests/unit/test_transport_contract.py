@@ -11,7 +11,8 @@ import inspect
 
 import pytest
 
-from app import config, errors, transport
+from app import errors, transport
+from app.settings import config
 from app.transport import base
 from app.transport.sqs import SqsTransport
 

@@ -13,8 +13,8 @@ import pytest
 from pydantic import BaseModel
 
 from app import errors
+from app.demos.basic import approval, fanout, nap
 from app.kinds import JobContext, kind
-from app.kinds.demo import approval, fanout, nap
 from app.kinds.testing import EffectStore, KindSuspended, run_kind
 from app.kinds.waits import Rule
 

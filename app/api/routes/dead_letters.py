@@ -7,7 +7,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app import bounds
 from app.api.deps import Db, JobQueue, Settings
 from app.api.errors import COMMON, UNPARSEABLE
 from app.api.schemas import (
@@ -20,6 +19,7 @@ from app.api.schemas import (
 )
 from app.api.security import Admin, Caller
 from app.services import auth, redrive
+from app.settings import bounds
 
 router = APIRouter()
 

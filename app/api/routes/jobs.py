@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request, Response
 from opentelemetry.trace import Span
 
-from app import bounds, tracing
+from app import tracing
 from app.api.deps import Db, JobQueue, Settings
 from app.api.errors import COMMON, CONFLICT, SUBMIT
 from app.api.schemas import (
@@ -31,6 +31,7 @@ from app.api.schemas import (
 from app.api.security import Caller, Submitter, verify_deferred
 from app.services import auth, costs, jobs, redrive
 from app.services import submit as service
+from app.settings import bounds
 from app.states import JobState
 
 router = APIRouter()

@@ -9,13 +9,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from app import bounds
 from app.api.deps import Db, Settings
 from app.api.errors import COMMON, UNPARSEABLE
 from app.api.schedule_schemas import ScheduleCreate, SchedulePublic
 from app.api.schemas import TENANT_PATTERN, Problem
 from app.api.security import Caller
 from app.services import auth, schedules
+from app.settings import bounds
 
 router = APIRouter()
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # LocalStack init hook (ready.d): create the tasklease queues with the values the
-# Terraform uses, read from app/shared_settings.json (mounted by docker-compose.yml).
+# Terraform uses, read from app/settings/shared_settings.json (mounted by docker-compose.yml).
 #
 # Same shape as infra/sqs.tf and app/transport/sqs_create.py: per priority (NAME,
 # NAME-high, NAME-low) a DLQ, a source queue whose redrive policy points at it, and a

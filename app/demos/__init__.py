@@ -1,0 +1,38 @@
+"""The demo kinds, loaded like any user's kinds: ``TASKLEASE_KINDS=app.demos`` (``make
+run``, the chaos gate, the bench and the tests name it). They are examples of what a
+kind can do, not part of tasklease: a deployment that does not name them has none of
+them.
+
+- ``app.demos.basic``: demo.noop, demo.sleep, demo.flaky, demo.nap, demo.fanout,
+  demo.approval (timers, callbacks, children);
+- ``app.demos.triage``: support.triage (a model call and a webhook, two effects);
+- ``app.demos.research``: agent.research and agent.subquery (an agent that fans out,
+  waits for a person and a timer);
+- ``app.demos.writer``: demo.write (streamed model output, continued after a crash).
+"""
+
+# The kinds by value (the registry finds Kind objects among a module's names); the
+# submodules keep their own names, so ``app.demos.triage`` stays the module.
+from app.demos import basic, research, triage, writer
+from app.demos.basic import approval, fanout, flaky, nap, noop, sleep
+from app.demos.research import research as research_kind
+from app.demos.research import subquery
+from app.demos.triage import triage as triage_kind
+from app.demos.writer import write
+
+__all__ = [
+    "approval",
+    "basic",
+    "fanout",
+    "flaky",
+    "nap",
+    "noop",
+    "research",
+    "research_kind",
+    "sleep",
+    "subquery",
+    "triage",
+    "triage_kind",
+    "write",
+    "writer",
+]

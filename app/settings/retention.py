@@ -1,0 +1,54 @@
+"""How long finished jobs are kept (README "Retention"): the settings, and the rule that
+a dead letter outlives its message in the DLQ. A part of ``app.settings.config.Settings``."""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings
+
+DAY = 86_400
+# Ten years: "keep" is 0 (forever), not a huge number.
+MAX_KEEP_SECONDS = 3650 * DAY
+
+
+class RetentionSettings(BaseSettings):
+    """Seconds a job is kept after it finished, by state; 0 keeps it forever. A job goes
+    with its events, effects, output, outbox rows and callbacks."""
+
+    retain_succeeded_seconds: int = Field(30 * DAY, ge=0, le=MAX_KEEP_SECONDS)
+    retain_cancelled_seconds: int = Field(30 * DAY, ge=0, le=MAX_KEEP_SECONDS)
+    # Kept until redriven or past this; never less than the DLQ keeps its message
+    # (TASKLEASE_DLQ_RETENTION_SECONDS), so no dead letter outlives its job.
+    retain_dead_lettered_seconds: int = Field(30 * DAY, ge=0, le=MAX_KEEP_SECONDS)
+    # A job with an Idempotency-Key is kept at least this long after it was made, so a
+    # replay within it always answers that job. A replay of a pruned job's key makes a
+    # new job.
+    idempotency_window_seconds: int = Field(DAY, ge=0, le=MAX_KEEP_SECONDS)
+    # Jobs one prune statement deletes at most (with their rows): its time and locks.
+    prune_batch_size: int = Field(500, ge=1, le=10_000)
+    # Batches of each state the sweeper runs per pass (0: the sweeper never prunes;
+    # `tasklease prune` still does).
+    prune_batches_per_sweep: int = Field(10, ge=0, le=10_000)
+
+    @model_validator(mode="after")
+    def _dead_letters_outlive_their_messages(self) -> Self:
+        keep = self.retain_dead_lettered_seconds
+        dlq = getattr(self, "dlq_retention_seconds", 0)
+        if 0 < keep < dlq:
+            raise ValueError(
+                f"TASKLEASE_RETAIN_DEAD_LETTERED_SECONDS ({keep}) must be 0 (forever) or at "
+                f"least TASKLEASE_DLQ_RETENTION_SECONDS ({dlq}): a dead letter's job is kept "
+                "as long as its message may still be in the DLQ"
+            )
+        return self
+
+    def retention(self) -> dict[str, float]:
+        """State -> seconds kept, for the states that are pruned (not kept forever)."""
+        keeps = {
+            "succeeded": self.retain_succeeded_seconds,
+            "cancelled": self.retain_cancelled_seconds,
+            "dead_lettered": self.retain_dead_lettered_seconds,
+        }
+        return {state: float(keep) for state, keep in keeps.items() if keep > 0}

@@ -1,0 +1,364 @@
+"""The invariant checker (DESIGN.md "Invariants"), used by ``tasklease chaos`` and by the
+tests (tests/invariants.py): pure functions from the witnesses (the store's rows, the
+fake model's call log, the webhook's deliveries) to what was violated.
+
+``check`` is Jepsen's queue checker over a whole chaos run; ``job_violations`` checks
+one job's row, timeline and effects, as the crash-point tests do after each fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.states import FINAL_FOR_NOW, TERMINAL, JobState
+from app.tools.chaos.per_kind import (
+    FINAL,
+    TRIAGE,
+    World,
+    cause,
+    kind_oddities,
+    odd_of_kind,
+    ref_of_job,
+    stuck_wait,
+    wait_stats,
+)
+from app.tools.chaos.repeats import delivery_repeats, model_call_stats, throttle_counts, when
+
+
+def check(
+    *,
+    submitted: int,
+    acked: dict[str, str],
+    tags: dict[str, str],
+    redriven: list[str],
+    jobs: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    effects: list[dict[str, Any]],
+    duplicated_effect_rows: int,
+    model_calls: list[dict[str, Any]],
+    deliveries: list[dict[str, Any]],
+    kills: list[dict[str, Any]],
+    callbacks: Sequence[Mapping[str, Any]] = (),
+    chunks: Sequence[Mapping[str, Any]] = (),
+    plans: Mapping[str, str] | None = None,
+    answers: Mapping[str, Mapping[str, Any]] | None = None,
+    now: dt.datetime | None = None,
+    grace: float = 0.0,
+    delay_cap: float | None = None,
+) -> dict[str, Any]:
+    """Jepsen's queue checker, for tasklease's invariants. Pure: facts in, report out.
+
+    Every job is checked, the submitted ones and the children they spawned: none lost
+    (finished, or waiting for a condition not met yet), none completed twice, no effect
+    twice, no wait left stuck (its callback answered, its gather decided or its time
+    overdue by more than ``grace`` seconds at ``now``), and what each kind should have
+    done, done (``plans``: ref -> what the harness did with an approval; ``answers``:
+    what its answers met). Past a screen on purpose: index, one pass and report read
+    best as one."""
+    plans, answers = plans or {}, answers or {}
+    by_id = {j["id"]: j for j in jobs}
+    ref_of = {job_id: ref for ref, job_id in acked.items()}
+    events_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        events_of[e["job_id"]].append(e)
+    effects_of: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for f in effects:
+        effects_of[f["job_id"]][f["key"]] = f
+    calls_of: dict[str, Counter[str]] = defaultdict(Counter)
+    for c in model_calls:
+        calls_of[str(c["key"])][str(c["outcome"])] += 1
+    delivered: dict[str, list[dt.datetime]] = defaultdict(list)
+    for d in deliveries:
+        delivered[str(d["idempotency_key"])].append(when(d["at"]))
+    callbacks_of: dict[str, dict[str, Mapping[str, Any]]] = defaultdict(dict)
+    for cb in callbacks:
+        callbacks_of[str(cb["job_id"])][str(cb["key"])] = cb
+    children_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for j in jobs:
+        if j.get("parent_id"):
+            children_of[j["parent_id"]].append(j)
+    chunks_of: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for ch in chunks:
+        chunks_of[f"{ch['job_id']}:{ch['key']}"].append((int(ch["seq"]), str(ch["text"])))
+    world = World(by_id, effects_of, events_of, callbacks_of, children_of, set(redriven), chunks_of)
+
+    states: Counter[str] = Counter()
+    by_kind: dict[str, Counter[str]] = defaultdict(Counter)
+    lost: list[dict[str, Any]] = []
+    stuck: list[dict[str, Any]] = []
+    unexpected: list[dict[str, str]] = []
+
+    def odd(job_id: str, why: str) -> None:
+        unexpected.append({"job_id": job_id, "ref": ref_of_job(job_id, ref_of, by_id), "why": why})
+
+    for job_id in acked.values():
+        if job_id not in by_id:
+            lost.append({"job_id": job_id, "state": None})
+    for job in jobs:
+        job_id, state = job["id"], job["state"]
+        kind = job.get("kind") or TRIAGE
+        by_kind[kind + (" (child)" if job.get("parent_id") else "")][state] += 1
+        if job_id in ref_of:
+            states[state] += 1
+        elif not job.get("parent_id"):
+            odd(job_id, "in the store, but neither acknowledged to a client nor spawned")
+        if state not in {s.value for s in JobState}:
+            odd(job_id, f"unknown state {state!r}")
+        elif state == JobState.WAITING:
+            why = stuck_wait(job, world, now, grace)
+            if why:
+                stuck.append({"job_id": job_id, "why": why})
+        elif state not in FINAL:
+            lost.append({"job_id": job_id, "state": state})
+        ref = ref_of.get(job_id, "")
+        found = kind_oddities(job, world) + odd_of_kind(
+            job, world, tags.get(ref, ""), plans.get(ref, ""), answers.get(ref), delivered, calls_of
+        )
+        for why in found:
+            odd(job_id, why)
+
+    completions = Counter(e["job_id"] for e in events if e["to_state"] == JobState.SUCCEEDED)
+    duplicated_completions = sorted(j for j, n in completions.items() if n > 1)
+
+    window, duplicated, window_causes, duplicated_keys = delivery_repeats(
+        delivered, effects_of, events_of, kills
+    )
+    succeeded = [
+        j
+        for j in acked.values()
+        if by_id.get(j, {}).get("state") == JobState.SUCCEEDED
+        and by_id[j].get("kind", TRIAGE) == TRIAGE
+    ]
+    report: dict[str, Any] = {
+        "submitted": submitted,
+        "acknowledged": len(acked),
+        "succeeded": states[JobState.SUCCEEDED],
+        "dead_lettered": states[JobState.DEAD_LETTERED],
+        "cancelled": states[JobState.CANCELLED],
+        "waiting": states[JobState.WAITING],
+        "lost": len(lost),
+        "duplicated_effects": duplicated_effect_rows + duplicated,
+        "duplicated_completions": len(duplicated_completions),
+        "stuck_waits": len(stuck),
+        "unexpected": len(unexpected),
+        "effect_window_repeats": window,
+        "duplicated_effect_rows": duplicated_effect_rows,
+        "duplicated_deliveries": duplicated,
+        "redriven": len(redriven),
+        "waits": wait_stats(jobs, events, effects, callbacks, answers, delay_cap),
+        "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
+        "model_calls": model_call_stats(model_calls, calls_of, succeeded, kills),
+        "throttles": throttle_counts(model_calls, events),
+        "effect_window_repeats_by_cause": dict(window_causes),
+        "dead_lettered_by_cause": dict(
+            Counter(cause(j["last_error"]) for j in jobs if j["state"] == JobState.DEAD_LETTERED)
+        ),
+        "lost_jobs": lost[:50],
+        "stuck_wait_jobs": stuck[:50],
+        "unexpected_jobs": unexpected[:50],
+        "duplicated_completion_jobs": duplicated_completions[:50],
+        "duplicated_delivery_keys": duplicated_keys[:50],
+    }
+    return report
+
+
+def violated(report: dict[str, Any]) -> bool:
+    keys = ("lost", "duplicated_effects", "duplicated_completions", "stuck_waits", "unexpected")
+    retention = (report.get("retention") or {}).get("problems")
+    return (
+        any(report.get(k) for k in keys)
+        or bool(retention)
+        or report["acknowledged"] < report["submitted"]
+    )
+
+
+# --- one job at a time (the crash-point and e2e tests) ---------------------------
+
+ON_ITS_WAY = frozenset(
+    {JobState.QUEUED, JobState.LEASED, JobState.RUNNING, JobState.RETRYING, JobState.STALLED}
+)
+Row = Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Outside:
+    """What the outside systems saw: the model's 'ok' answers and the webhook's deliveries
+    per idempotency key, and how many of each one key may have (2 inside the window)."""
+
+    ok_calls: Mapping[str, int]
+    delivered: Mapping[str, int]
+    limit: int = 1
+    webhook: bool = True  # a receiver was running, so a delivery it did not get is a loss
+
+
+def job_violations(
+    job_id: Any,
+    row: Row | None,
+    events: Sequence[Row],
+    effects: Sequence[Row],
+    outbox_rows: int,
+    outside: Outside,
+    *,
+    settled: bool = True,
+) -> list[str]:
+    """Invariants 1, 2, 3 and 5 for one job, each broken one as a line naming its number.
+
+    ``settled``: every job must be final; with False one still on its way passes.
+    """
+    if row is None:
+        return ["1: the job was accepted but its row is gone (lost)"]
+    return [
+        *_never_lost(row, settled),
+        *_once(job_id, row, events, effects, outside),
+        *_zombies_change_nothing(row, events, effects),
+        *_nothing_half_written(row, events, outbox_rows),
+    ]
+
+
+def delivery_violations(outside: Outside) -> list[tuple[str, str]]:
+    """Invariant 2 on the webhook: (key, what) for each key delivered too often."""
+    return [
+        (key, f"2: the webhook got {n} deliveries for key {key}")
+        for key, n in sorted(outside.delivered.items())
+        if n > outside.limit
+    ]
+
+
+def _never_lost(row: Row, settled: bool) -> list[str]:
+    found = []
+    state = JobState(row["state"])
+    allowed = FINAL_FOR_NOW if settled else FINAL_FOR_NOW | ON_ITS_WAY
+    if state not in allowed:
+        found.append(f"1: state {state} after the drain; expected one of {sorted(allowed)}")
+    if state == JobState.SUCCEEDED and (row["result"] is None or row["finished_at"] is None):
+        found.append("1: succeeded without a result or finished_at")
+    if state == JobState.DEAD_LETTERED and (
+        not row["last_error"] or row["dead_lettered_by"] not in ("engine", "sweeper")
+    ):
+        found.append(
+            f"1: dead_lettered without a reason or a dead_lettered_by "
+            f"({row['last_error']!r}, {row['dead_lettered_by']!r})"
+        )
+    if state in FINAL_FOR_NOW and row["lease_token"] is not None:
+        found.append(f"1: {state} but still holds a lease token")
+    if state in (JobState.LEASED, JobState.RUNNING) and row["lease_expires_at"] is None:
+        found.append(f"1: {state} with no lease expiry: nothing would ever rescue it")
+    return found
+
+
+def _once(
+    job_id: Any, row: Row, events: Sequence[Row], effects: Sequence[Row], outside: Outside
+) -> list[str]:
+    found = []
+    state = JobState(row["state"])
+    succeeded = [e for e in events if e["to_state"] == JobState.SUCCEEDED]
+    if len(succeeded) > 1:
+        found.append(f"2: completed {len(succeeded)} times (events {[e['id'] for e in succeeded]})")
+    if state == JobState.SUCCEEDED and not succeeded:
+        found.append("2: succeeded with no 'succeeded' event")
+    keys = [f["key"] for f in effects]
+    dupes = sorted(k for k, n in Counter(keys).items() if n > 1)
+    if dupes:  # the primary key forbids it; a schema change must not lose that
+        found.append(f"2: effects recorded twice: {dupes}")
+    if row["kind"] != TRIAGE:
+        return found
+    key = f"{job_id}:triage"
+    n_ok = outside.ok_calls.get(key, 0)
+    if n_ok > outside.limit:
+        found.append(f"2: the model answered {n_ok} times for {key} (at most {outside.limit})")
+    if "triage" in keys and n_ok == 0:
+        found.append("2: a triage effect is recorded but the model never answered 'ok'")
+    if state == JobState.SUCCEEDED and "triage" not in keys:
+        found.append("2: succeeded without its triage effect")
+    post = next((f for f in effects if f["key"] == "post"), None)
+    if (
+        post is not None
+        and post["result"].get("delivered")
+        and outside.webhook
+        and outside.delivered.get(f"{job_id}:post", 0) == 0
+    ):
+        found.append("2: the post effect says delivered but the webhook never got it")
+    return found
+
+
+def _zombies_change_nothing(row: Row, events: Sequence[Row], effects: Sequence[Row]) -> list[str]:
+    found = []
+    claims = [e for e in events if e["to_state"] == JobState.LEASED]
+    for f in effects:
+        before = [c for c in claims if c["at"] <= f["recorded_at"]]
+        holder = before[-1] if before else None
+        if holder is None or (holder["attempt"], holder["worker"]) != (f["attempt"], f["worker"]):
+            found.append(
+                f"3: effect {f['key']!r} written by attempt {f['attempt']} ({f['worker']}) "
+                f"while the claim in force was "
+                + (f"attempt {holder['attempt']} ({holder['worker']})" if holder else "none")
+            )
+    # Against the highest attempt ever claimed, not the row's: a lease handed back
+    # returns its attempt (the row goes back to attempt 0 with step-0 recorded).
+    claimed = max((c["attempt"] for c in claims), default=0)
+    late = [f["key"] for f in effects if f["attempt"] > claimed]
+    if late:
+        found.append(f"3: effects {late} carry an attempt above any claimed ({claimed})")
+    return found + _after_the_end(row, events, effects)
+
+
+def _after_the_end(row: Row, events: Sequence[Row], effects: Sequence[Row]) -> list[str]:
+    """Invariant 3 on the timeline: nothing written after the job ended, no stale view."""
+    found = []
+    succeeded = [e for e in events if e["to_state"] == JobState.SUCCEEDED]
+    if succeeded:
+        last = succeeded[-1]
+        if last["attempt"] != row["attempt"]:
+            found.append(
+                f"3: the 'succeeded' event is attempt {last['attempt']}, the row attempt "
+                f"{row['attempt']}"
+            )
+        if last["worker"] != row["lease_owner"]:
+            found.append(
+                f"3: completed by {last['worker']} but the row's lease owner is "
+                f"{row['lease_owner']}"
+            )
+        after = [f["key"] for f in effects if f["recorded_at"] > last["at"]]
+        if after:
+            found.append(f"3: effects {after} recorded after the job had succeeded")
+    cancelled = [e for e in events if e["to_state"] == JobState.CANCELLED]
+    if cancelled:
+        after = [f["key"] for f in effects if f["recorded_at"] > cancelled[0]["at"]]
+        if after:
+            found.append(f"3: effects {after} recorded after the job was cancelled")
+    for prev, ev in itertools.pairwise(events):
+        if prev["to_state"] in TERMINAL:
+            found.append(
+                f"3: event #{ev['id']} ({ev['from_state']} -> {ev['to_state']} by "
+                f"{ev['worker']}) after the job was {prev['to_state']}"
+            )
+        if ev["from_state"] is not None and ev["from_state"] != prev["to_state"]:
+            found.append(
+                f"3: event #{ev['id']} goes {ev['from_state']} -> {ev['to_state']} but the "
+                f"job was {prev['to_state']}: a write from a stale view"
+            )
+    return found
+
+
+def _nothing_half_written(row: Row, events: Sequence[Row], outbox_rows: int) -> list[str]:
+    found = [
+        f"5: the row has no {c}" for c in ("kind", "payload", "request_hash") if row[c] is None
+    ]
+    # A delayed submission (run_at / delay_seconds) is accepted waiting on its timer, with
+    # no outbox row: the sweeper sends a wake-up nobody marked sent (wake_sent_at).
+    delayed = bool(events) and (events[0]["from_state"], events[0]["to_state"]) == (
+        None,
+        "waiting",
+    )
+    if outbox_rows < 1 and not delayed:
+        found.append("5: no outbox row: a failed first send would never be retried")
+    if not events or (
+        (events[0]["from_state"], events[0]["to_state"]) != (None, "queued") and not delayed
+    ):
+        found.append("5: the timeline does not start with the job's acceptance (-> queued)")
+    return found

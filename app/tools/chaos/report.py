@@ -1,0 +1,130 @@
+"""The chaos run's verdict as a table for the terminal. Every value is ``Text``, never rich
+markup: a lost job's state or an unexpected job's reason (which may quote a ticket's
+``[permanent]`` tag) is shown as written. Besides Jepsen's counts, the waits: how many
+suspensions, wake-ups, callbacks answered / refused / timed out, children spawned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from app.tools.chaos.checker import violated
+
+
+def render(report: dict[str, Any]) -> Table:
+    ok = not violated(report)
+    table = Table(
+        "check",
+        "value",
+        title=Text.assemble("tasklease chaos: ", ("valid", "green") if ok else ("INVALID", "red")),
+        title_justify="left",
+    )
+
+    def row(name: str, value: Any, bad: bool = False) -> None:
+        table.add_row(Text(name), Text(str(value), style="red" if bad else ""))
+
+    for name in ("submitted", "acknowledged", "succeeded", "dead_lettered", "cancelled"):
+        row(name, report[name])
+    for name in ("lost", "duplicated_effects", "duplicated_completions", "stuck_waits"):
+        row(name, report[name], bad=bool(report[name]))
+    row("unexpected", report["unexpected"], bad=bool(report["unexpected"]))
+    row("  effect rows recorded twice", report["duplicated_effect_rows"])
+    row("  webhook deliveries duplicated", report["duplicated_deliveries"])
+    row("effect window repeats (documented)", report["effect_window_repeats"])
+    mc = report["model_calls"]
+    row(
+        "model calls per effect (ok) mean/max",
+        f"{mc['ok_per_effect_mean']} / {mc['ok_per_effect_max']}",
+    )
+    row(
+        "model calls per effect (all) mean/max",
+        f"{mc['calls_per_effect_mean']} / {mc['calls_per_effect_max']}",
+    )
+    row("model calls by outcome", mc["by_outcome"])
+    th = report.get("throttles", {})
+    row(
+        "throttles (429): answered / retried without an attempt",
+        f"{th.get('answered', 0)} / {th.get('retried_without_an_attempt', 0)}",
+    )
+    row(
+        "repeated model answers: after a kill / other",
+        f"{mc['ok_repeats_after_a_kill']} / {mc['ok_repeats_otherwise']}",
+        bad=bool(mc["ok_repeats_otherwise"]),
+    )
+    w = report["waits"]
+    row("waits (suspensions)", w["suspensions"])
+    row(
+        "wake-ups: when due / by an answer or children (at once)",
+        f"{w['woken_when_due']} / {w['woken_by_answer_or_children']} ({w.get('woken_at_once', 0)})",
+    )
+    row(
+        "timers / past the delay cap (sweeper's)",
+        f"{w.get('timers', 0)} / {w.get('timers_past_the_delay_cap')}",
+    )
+    row(
+        "callbacks answered / duplicates refused / timed out",
+        f"{w['callbacks_answered']} / {w['duplicate_answers_refused']} / "
+        f"{w['callbacks_timed_out']}",
+    )
+    if w["duplicate_answers_accepted"]:
+        row("  duplicate answers accepted", w["duplicate_answers_accepted"], bad=True)
+    row("children spawned", w["children_spawned"])
+    row("jobs by kind and state", report["by_kind"])
+    if "running_cap" in report:
+        cap = report["running_cap"]
+        row(
+            "most jobs leased at once (tenant's running cap)",
+            f"{cap['most_live_leases']} ({cap['cap']})",
+        )
+    if "retention" in report:
+        kept = report["retention"]
+        row(
+            "history pruned while faulted (seeded / left / partial)",
+            f"{kept['seeded']} / {kept['left']} / {kept['partial']}",
+            bad=bool(kept["problems"]),
+        )
+        for problem in kept["problems"]:
+            row("  retention", problem, bad=True)
+    row("dead letters after first drain", report["dead_letters_after_first_drain"])
+    row(
+        "redriven, then",
+        f"{report['redriven']}  → final dead letters {report['dead_lettered_by_cause']}",
+    )
+    f = report["faults"]
+    carrier = "redis" if f.get("redis_restarts") else "sqs"
+    restarts = f.get("redis_restarts") or f["sqs_restarts"]
+    row(
+        "faults",
+        f"kills {f['kills']}, {carrier} restarts {restarts}, pg restarts {f['pg_restarts']}",
+    )
+    for r in f.get("carrier_restarts", []):
+        if "lost" not in r:
+            row(f"  {r['carrier']} restart at {r['at']} s", f"back in {r['took']} s")
+            continue
+        made_good = (
+            f"{len(r['unrecovered'])} NOT made good"
+            if "unrecovered" in r
+            else f"made good {r['recovered_in']} s after"
+            if r["lost"]
+            else "nothing to make good"
+        )
+        row(
+            f"  {r['carrier']} restart at {r['at']} s",
+            f"back in {r['took']} s; of {r['needed']} messages needed, lost {r['lost']}, "
+            f"{made_good}",
+            bad="unrecovered" in r,
+        )
+    if f["unbidden_exits"]:
+        row("processes that exited unbidden", ", ".join(f["unbidden_exits"]), bad=True)
+    t = report["timings"]
+    row("time to drain after the last fault", f"{t.get('time_to_drain_after_last_fault', '?')} s")
+    row("total", f"{t.get('total', '?')} s")
+    for u in report["unexpected_jobs"][:10]:
+        row("  unexpected", f"{u['ref']} {u['job_id']}: {u['why']}", bad=True)
+    for lost in report["lost_jobs"][:10]:
+        row("  lost", f"{lost['job_id']} ({lost['state']})", bad=True)
+    for s in report["stuck_wait_jobs"][:10]:
+        row("  stuck wait", f"{s['job_id']}: {s['why']}", bad=True)
+    return table

@@ -1,0 +1,166 @@
+"""The chaos run's workload: the tickets (some tagged to fail), the waiting work mixed in
+(naps, approvals the harness answers or leaves to time out, fan-outs), and the clients
+that submit them through the API, each retried with its Idempotency-Key until a 202."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import random
+import time
+from typing import Any
+
+import httpx
+
+from app.tools.chaos.config import Config, Run
+from app.tools.chaos.stack import ChaosStack
+
+SUBJECTS = [
+    ("Charged twice for my invoice", "My card was charged twice this month, please refund."),
+    ("App crashes on login", "Since the update the app crashes with an error at sign in."),
+    ("Password reset email never arrives", "I asked for a reset of my account password."),
+    ("Please add dark mode", "It would be nice to have a dark theme. Feature request."),
+    ("Site down, urgent", "Nothing loads since this morning: an outage? Please help asap."),
+    ("Question about my plan", "Which plan fits a team of five?"),
+]
+
+
+TRIAGE = "support.triage"
+# The waiting work, in turn: naps (one short, several in a row, one longer than the
+# run's delay cap, so the sweeper sends its wake-up), approvals (answered once, answered
+# twice, left to time out and escalate), fan-outs (children failing for good within
+# what the rule tolerates). (kind, payload, plan); the plan tells the harness and the
+# checker what should happen.
+NAPS = [
+    {"seconds": 1.0, "naps": 1},
+    {"seconds": 0.5, "naps": 3},
+    {"seconds": 4.0, "naps": 1},  # past TASKLEASE_MAX_MESSAGE_DELAY_SECONDS (stack.py)
+]
+ANSWERED_TIMEOUT = 120.0  # long enough for an answer to get through the faults
+UNANSWERED_TIMEOUT = 3.0
+APPROVALS = [
+    ({"timeout_seconds": ANSWERED_TIMEOUT, "on_timeout": "escalate"}, "answer"),
+    ({"timeout_seconds": ANSWERED_TIMEOUT, "on_timeout": "escalate"}, "answer twice"),
+    ({"timeout_seconds": UNANSWERED_TIMEOUT, "on_timeout": "escalate"}, "time out"),
+]
+# Each rule tolerates one failure more than it plans: a child dead-lettered by the
+# faults (its attempts used up by kills) must not fail its parent's gather.
+FANOUTS = [
+    {"children": 4, "at_least": 2, "fail": [1], "child_seconds": 0.5},
+    {"children": 3, "at_least": 2, "fail": [], "child_seconds": 0.0},
+    {"children": 5, "at_least": 2, "fail": [1, 3], "child_seconds": 1.0},
+    {"children": 3, "tolerate": 1, "fail": [], "child_seconds": 0.5},  # all, tolerating 1
+]
+# Streamed answers (ctx.generate): a worker killed mid-answer leaves the next to continue.
+WRITES = [
+    {"prompt": "Explain leases in a paragraph", "words": 40},
+    {"prompt": "Why record effects?", "words": 80},
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    """One job to submit: its client-side id (the Idempotency-Key's tail), kind, payload,
+    and for waiting work what the harness does with it (``answer``, ``answer twice``,
+    ``time out``) or ``""``."""
+
+    ref: str
+    kind: str
+    payload: dict[str, Any]
+    plan: str = ""
+
+
+def waiting_work(cfg: Config, rng: random.Random) -> list[Item]:
+    """``cfg.waiting`` of the jobs: naps, approvals, fan-outs and streamed answers in turn."""
+    n = round(cfg.waiting * cfg.jobs)
+    items = []
+    for i in range(n):
+        ref = f"W-{i}"
+        which, variant = i % 4, (i // 4) % 4
+        if which == 3:
+            items.append(Item(ref, "demo.write", WRITES[variant % len(WRITES)]))
+        elif which == 0:
+            items.append(Item(ref, "demo.nap", NAPS[variant % len(NAPS)]))
+        elif which == 1:
+            payload, plan = APPROVALS[variant % len(APPROVALS)]
+            items.append(Item(ref, "demo.approval", payload, plan))
+        else:
+            items.append(Item(ref, "demo.fanout", FANOUTS[variant]))
+    rng.shuffle(items)
+    return items
+
+
+def workload(cfg: Config) -> tuple[list[Item], dict[str, str]]:
+    """The tickets and the waiting work, mixed (deterministic by --seed), and the tag
+    each tagged ticket carries."""
+    payloads, tags = tickets(cfg, cfg.jobs - round(cfg.waiting * cfg.jobs))
+    rng = random.Random(cfg.seed + 2)  # noqa: S311 - reproducible test data, not secrets
+    waits = waiting_work(cfg, rng)
+    items = [Item(p["ticket_id"], TRIAGE, p) for p in payloads]
+    # Spread the waiting work through the submissions, so it meets every fault.
+    spread = len(items)
+    for k, item in enumerate(waits):
+        items.insert((k * spread) // len(waits) + k, item)
+    return items, tags
+
+
+def tickets(cfg: Config, count: int | None = None) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The payloads, and the tag each tagged ticket carries (deterministic by --seed)."""
+    rng = random.Random(cfg.seed)  # noqa: S311 - reproducible test data, not secrets
+    jobs = cfg.jobs if count is None else count
+    tagged = min(jobs // 2, math.ceil(cfg.tagged_rate * jobs)) if cfg.tagged_rate else 0
+    picks = rng.sample(range(jobs), 2 * tagged)
+    tags = {f"C-{i}": "[permanent]" for i in picks[:tagged]}
+    # Fails as many calls as the attempt budget: dead-lettered, then succeeds once redriven.
+    tags |= {f"C-{i}": f"[transient:{cfg.max_attempts}]" for i in picks[tagged:]}
+    out = []
+    for i in range(jobs):
+        subject, body = SUBJECTS[rng.randrange(len(SUBJECTS))]
+        tid = f"C-{i}"
+        tag = tags.get(tid)
+        out.append(
+            {
+                "ticket_id": tid,
+                "subject": f"{tag} {subject}" if tag else subject,
+                "body": body,
+                "customer_email": f"c{i}@example.com",
+            }
+        )
+    return out, tags
+
+
+async def submit_all(cfg: Config, stack: ChaosStack, run: Run, items: list[Item]) -> None:
+    """Concurrent clients; each job retried with its Idempotency-Key until a 202."""
+    todo: asyncio.Queue[Item] = asyncio.Queue()
+    for item in items:
+        todo.put_nowait(item)
+
+    async def client_loop(client: httpx.AsyncClient) -> None:
+        while not todo.empty():
+            item = todo.get_nowait()
+            ref = item.ref
+            body = {"kind": item.kind, "payload": item.payload, "max_attempts": cfg.max_attempts}
+            headers = {"Idempotency-Key": f"chaos-{ref}"}
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    resp = await client.post("/v1/jobs", json=body, headers=headers)
+                except httpx.HTTPError:
+                    resp = None
+                if resp is not None and resp.status_code == 202:
+                    run.acked[ref] = resp.json()["id"]
+                    break
+                if resp is not None and 400 <= resp.status_code < 500:
+                    run.rejected.append(f"{ref}: {resp.status_code} {resp.text}")
+                    break
+                if time.monotonic() > deadline:
+                    run.rejected.append(f"{ref}: no 202 within 120 s")
+                    break
+                run.submit_retries += 1
+                await asyncio.sleep(0.3)
+
+    async with httpx.AsyncClient(
+        base_url=stack.api_url, timeout=10, headers=stack.api_headers
+    ) as client:
+        await asyncio.gather(*(client_loop(client) for _ in range(cfg.clients)))
