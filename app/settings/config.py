@@ -72,7 +72,8 @@ class Settings(RetentionSettings, BaseSettings):
         None, description="the database's name, with TASKLEASE_DATABASE_SECRET_ARN"
     )
     database_sslmode: Literal["disable", "prefer", "require", "verify-ca", "verify-full"] = Field(
-        "prefer", description="libpq's sslmode for the URL built from TASKLEASE_DATABASE_SECRET_ARN"
+        "prefer",
+        description="the sslmode libpq connects with, for the URL built from TASKLEASE_DATABASE_SECRET_ARN",
     )
     queue_url: str | None = Field(
         None,
