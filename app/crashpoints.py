@@ -38,7 +38,7 @@ class Point(enum.StrEnum):
     AFTER_REDRIVE_REFUSED = "after_redrive_refused"
     # API: job committed, message not sent (a delayed job: its wake-up not marked nor sent)
     AFTER_OUTBOX_COMMIT = "after_outbox_commit"
-    # Waits (README "Jobs that wait"):
+    # Waits (docs/explain/design.md#waits):
     AFTER_SUSPEND = "after_suspend"  # the row says waiting; wake-up not sent, message not deleted
     AFTER_WAKE_MARKED = "after_wake_marked"  # sweeper: wake-up marked sent, not sent yet
     AFTER_CALLBACK_ANSWER = "after_callback_answer"  # API: answer committed, job's message not sent

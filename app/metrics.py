@@ -91,8 +91,9 @@ OUTBOX_RELAYED = Counter(
 SWEEPER_PASSES = Counter("tasklease_sweeper_passes", "Sweeper passes completed.")
 PRUNED = Counter(
     "tasklease_pruned_rows",
-    'Rows the retention prune deleted (README "Retention"), by table (jobs, job_events, '
-    "job_output, effects, outbox, callbacks) and the state of the jobs they belonged to.",
+    "Rows the retention prune deleted (docs/explain/design.md#retention), by table "
+    "(jobs, job_events, job_output, effects, outbox, callbacks) and the state of the jobs "
+    "they belonged to.",
     ["table", "state"],
 )
 EFFECTS = Counter(

@@ -39,7 +39,7 @@ from bench.stack import BenchStack, Unavailable
 err = Console(stderr=True)
 out = Console()
 
-# moto's server scans the whole queue on every call (DESIGN.md): 2,000 jobs there take
+# moto's server scans the whole queue on every call (docs/explain/design.md#local): 2,000 jobs there take
 # minutes, so moto's default is smaller. LocalStack's is the 2,000.
 DEFAULT_JOBS = {"moto": 500, "localstack": 2000, "redis": 2000}
 # On Redis the flood's drain at tenant A's cap (~10 jobs/s of demo.noop) is most of the

@@ -45,7 +45,7 @@ def load_settings() -> config.Settings:
         raise errors.ConfigError(
             f"TASKLEASE_TRANSPORT={settings.transport}: the Lambda handlers run on SQS only; "
             "run `tasklease worker` and `tasklease sweep` for the Redis carrier "
-            '(README "Redis Streams")'
+            "(docs/explain/design.md#redis)"
         )
     logs.setup(settings.log_level)
     return settings

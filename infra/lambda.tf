@@ -47,7 +47,7 @@ locals {
       timeout     = var.sweeper_timeout_seconds
       memory      = var.sweeper_memory_mb
       # The sweeper releases parked jobs no lease's end released, and prunes finished
-      # jobs past their retention (README "Retention").
+      # jobs past their retention (docs/explain/design.md#retention).
       env = {
         TASKLEASE_MAX_RUNNING_PER_TENANT       = tostring(var.tenant_max_running)
         TASKLEASE_QUEUE_WINDOW_PER_SLOT        = tostring(var.tenant_queue_window_per_slot)

@@ -18,7 +18,7 @@ locals {
   queue_name = "${var.name}-jobs"
   dlq_name   = "${var.name}-jobs-dlq"
 
-  # One source queue and DLQ per priority (README "Priorities"); each has its own event
+  # One source queue and DLQ per priority (docs/explain/design.md#priorities); each has its own event
   # source mapping, whose maximum concurrency is its weight's share of
   # worker_maximum_concurrency (at least 2, AWS's minimum).
   priorities = {

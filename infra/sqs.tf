@@ -1,6 +1,6 @@
 # The source queues (one per priority: high, normal, low) and their dead-letter
 # queues, each DLQ paired with its source. The message is a wake-up call (the job
-# row is the truth, DESIGN.md), so the queues hold nothing worth a customer key:
+# row is the truth, docs/explain/design.md#truth), so the queues hold nothing worth a customer key:
 # SQS-managed SSE encrypts them at rest. Every message tasklease sends carries the
 # job's tenant as its MessageGroupId: on these standard queues that makes them fair
 # queues (AWS serves a quiet tenant first while another's burst is queued).
@@ -23,7 +23,7 @@ resource "aws_sqs_queue" "source" {
   sqs_managed_sse_enabled   = true
 
   # The last backstop only: attempts are counted in the database at claim time,
-  # so maxReceiveCount sits well above the attempt budget (DESIGN.md).
+  # so maxReceiveCount sits well above the attempt budget (docs/explain/design.md#leases).
   redrive_policy = jsonencode({
     deadLetterTargetArn = aws_sqs_queue.dlq[each.key].arn
     maxReceiveCount     = local.max_receive_count

@@ -660,7 +660,7 @@ variable "oldest_message_alarm_seconds" {
   }
 }
 
-# --- retention (README "Retention"): the sweeper prunes finished jobs past these -------
+# --- retention (docs/explain/design.md#retention): the sweeper prunes finished jobs past these -------
 
 variable "retain_succeeded_seconds" {
   description = "TASKLEASE_RETAIN_SUCCEEDED_SECONDS: how long a succeeded job is kept after it finished, with its events, effects, output, outbox rows and callbacks (0: forever)."

@@ -1,4 +1,4 @@
-"""DESIGN.md's invariants, checked from what the system left behind.
+"""The invariants (docs/explain/design.md#invariants), checked from what the system left behind.
 
 The database (jobs, job_events, effects, outbox), the fake model's own call log
 (one JSON line per call, shared by every process) and the webhook receiver's
@@ -12,7 +12,7 @@ a job ends with ``redrive_and_check`` (invariant 4).
    (its callback answered, its gather decided): then nothing would ever wake it.
 2. No effect recorded twice; no job completed twice; the model asked once per
    triage; the webhook delivered once per idempotency key. The one documented
-   window (DESIGN.md "Effects" 4: the outside call returned, the process died
+   window (docs/explain/design.md#effects, point 4: the outside call returned, the process died
    before the insert) allows a second outside call when ``allow_effect_window``.
 3. A zombie's late write changes nothing: every effect was written by the holder
    of the claim in force at that moment, nothing is written after the job ended,

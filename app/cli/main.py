@@ -11,6 +11,7 @@ from app.cli import (
     dead_letters,
     jobs,
     keys,
+    kinds,
     limits,
     prune,
     queues,
@@ -31,6 +32,7 @@ cli.command("webhook-receiver")(serve.webhook_receiver)
 cli.command()(serve.dev)
 cli.command()(serve.env)
 cli.command()(jobs.submit)
+cli.command()(kinds.kinds)
 cli.command()(dead_letters.redrive)
 cli.command()(prune.prune)
 cli.command()(serve.chaos)

@@ -1,5 +1,5 @@
 """``tasklease prune [--dry-run]``: delete finished jobs past their retention with their
-rows, in batches (README "Retention"), showing each batch as it goes."""
+rows, in batches (docs/explain/design.md#retention), showing each batch as it goes."""
 
 from __future__ import annotations
 

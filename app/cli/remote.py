@@ -26,7 +26,9 @@ API_URL = "TASKLEASE_API_URL"
 API_KEY = "TASKLEASE_API_KEY"
 
 
-def connection_or_exit(api_url: str | None, api_key: str | None) -> tuple[str, str]:
+def connection_or_exit(
+    api_url: str | None, api_key: str | None, why: str = "--wait submits through the API"
+) -> tuple[str, str]:
     """The API's URL and key: the options, else the environment, else a running
     ``make run``'s (``.tasklease/dev.json``); exit 2 naming what is missing."""
     note = state.apply(os.environ)
@@ -41,7 +43,7 @@ def connection_or_exit(api_url: str | None, api_key: str | None) -> tuple[str, s
         for name, option, value in ((API_URL, "--api-url", url), (API_KEY, "--api-key", key))
         if not value
     ]
-    err.print(f"[red]--wait submits through the API: set {' and '.join(missing)}[/]")
+    err.print(f"[red]{escape(why)}: set {' and '.join(missing)}[/]")
     raise typer.Exit(2)
 
 

@@ -113,6 +113,13 @@ def submit_many(
     )
 
 
+def kinds() -> Call[list[models.KindInfo]]:
+    def parse(doc: Any) -> list[models.KindInfo]:
+        return [models.KindInfo.model_validate(k) for k in doc["kinds"]]
+
+    return Call("GET", "/v1/kinds", parse)
+
+
 def get(job_id: JobId) -> Call[models.JobDetail]:
     return Call("GET", job_path(job_id), _model(models.JobDetail))
 

@@ -98,6 +98,10 @@ class Client:
         """Submit up to 100 jobs, all or none; the jobs in the same order."""
         return self.send(calls.submit_many(items))
 
+    def kinds(self) -> list[models.KindInfo]:
+        """The job kinds the deployment runs, each with its payload's JSON schema."""
+        return self.send(calls.kinds())
+
     def get(self, job_id: JobId) -> models.JobDetail:
         return self.send(calls.get(job_id))
 
@@ -232,6 +236,10 @@ class AsyncClient:
         self, items: Iterable[models.JobRequest | Mapping[str, Any]]
     ) -> list[models.Job]:
         return await self.send(calls.submit_many(items))
+
+    async def kinds(self) -> list[models.KindInfo]:
+        """The job kinds the deployment runs, each with its payload's JSON schema."""
+        return await self.send(calls.kinds())
 
     async def get(self, job_id: JobId) -> models.JobDetail:
         return await self.send(calls.get(job_id))

@@ -46,6 +46,17 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+class KindInfo(_Model):
+    """KindPublic: a job kind the deployment runs (GET /v1/kinds)."""
+
+    name: str
+    description: str
+    timeout_seconds: int
+    max_attempts: int
+    payload_schema: dict[str, Any]
+    result_schema: dict[str, Any]
+
+
 class WaitRule(_Model):
     """WaitRule: a gather's rule."""
 

@@ -69,7 +69,7 @@ async def noop(ctx: JobContext[None], p: NoopPayload) -> dict[str, Any]:
     return {"ok": True}
 
 
-# --- waits (README "Jobs that wait") ---------------------------------------------------
+# --- waits (docs/explain/design.md#waits) ---------------------------------------------------
 
 
 class NapPayload(BaseModel):

@@ -104,7 +104,7 @@ class JobContext(abc.ABC, Generic[D]):
 
         ``budget`` ("provider/model") and ``tokens`` (its estimate): the call first
         reserves them under the model's and the tenant's budgets, and its usage settles
-        them after (README "Provider budgets"); over a budget the job waits."""
+        them after (docs/explain/design.md#throttles); over a budget the job waits."""
         if budget is None:
             return await self._spanned(key, fn)
 

@@ -4,7 +4,7 @@ Over ``TASKLEASE_AUTH_FAILURE_LIMIT`` (a moving window, default 20 a minute) a k
 an address is answered 429 with Retry-After, without looking the key up, until the
 oldest failure leaves the window. Only failures count: a key this process has verified
 is never refused by the throttle (see KeyVerifier). The counts live in this process's
-memory (README "Who may do what" says why not in PostgreSQL).
+memory (docs/explain/design.md#api-keys says why not in PostgreSQL).
 """
 
 from __future__ import annotations

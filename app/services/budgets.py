@@ -1,4 +1,4 @@
-"""Provider budgets (README "Provider budgets"): before a model call goes out it reserves
+"""Provider budgets (docs/explain/design.md#throttles): before a model call goes out it reserves
 a request and its estimated tokens under its model's shared budget (TASKLEASE_MODEL_BUDGETS,
 per calendar minute, across every worker and Lambda) and under its tenant's daily token
 budget; after, the reported usage settles the estimate. Over a model budget the job waits

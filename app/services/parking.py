@@ -1,4 +1,4 @@
-"""Parked jobs (README "Who may do what"): a job submitted past its tenant's window on
+"""Parked jobs (docs/explain/design.md#parking): a job submitted past its tenant's window on
 the queue, or delivered while its tenant was at its running cap, waits in PostgreSQL with
 no message; as the tenant's leases end, one goes out for each free slot. The worker
 releases when a lease of a tenant with parked jobs ends; the sweeper releases for every

@@ -1,4 +1,4 @@
-"""Retention (README "Retention"): terminal jobs past their state's retention deleted with
+"""Retention (docs/explain/design.md#retention): terminal jobs past their state's retention deleted with
 their rows, in batches of TASKLEASE_PRUNE_BATCH_SIZE, one statement each (bounded time and
 locks, no long transaction, no table rewrite). The sweeper runs a few batches per pass;
 ``tasklease prune`` runs until nothing is left."""

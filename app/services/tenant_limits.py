@@ -30,7 +30,7 @@ async def set_limits(
 
 
 async def set_daily_tokens(db: store.Database, tenant: str, daily_tokens: int) -> None:
-    """The tenant's model tokens per UTC day (README "Provider budgets")."""
+    """The tenant's model tokens per UTC day (docs/explain/design.md#throttles)."""
     await store.model_limits.set_tenant_daily_tokens(db, tenant, daily_tokens)
 
 

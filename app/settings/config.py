@@ -82,7 +82,7 @@ class Settings(RetentionSettings, BaseSettings):
     dlq_url: str | None = Field(
         None, description="the dead-letter queue paired with TASKLEASE_QUEUE_URL"
     )
-    # Priorities (README "Priorities"): the high and low queues and their DLQs, beside the
+    # Priorities (docs/explain/design.md#priorities): the high and low queues and their DLQs, beside the
     # normal one above. All four or none: with none, every priority shares the one queue
     # (a job's priority is kept, but orders nothing); with only some, a worker or an API
     # would send a priority's messages where no worker polls, so start-up refuses it.
@@ -108,7 +108,7 @@ class Settings(RetentionSettings, BaseSettings):
         description="the queues' base name (`tasklease queues create`, and the Redis stream keys when the URLs are unset)",
     )
     # Which carrier moves the job wake-ups (app/transport): one module per value. On
-    # redis (README "Redis Streams") the queue "URLs" are stream keys, made from
+    # redis (docs/explain/design.md#redis) the queue "URLs" are stream keys, made from
     # TASKLEASE_QUEUE_NAME when unset, and TASKLEASE_REDIS_URL says where Redis is.
     transport: Literal["sqs", "redis"] = Field(
         "sqs", description="the carrier that moves the job wake-ups: SQS, or Redis Streams"
@@ -146,7 +146,7 @@ class Settings(RetentionSettings, BaseSettings):
         le=bounds.MAX_ATTEMPTS,
         description="attempts a job gets by default, counted in the database when it is claimed (a kind or a job may set its own)",
     )
-    # The queue's redrive policy; well above max_attempts (see DESIGN.md).
+    # The queue's redrive policy; well above max_attempts (docs/explain/design.md#leases).
     max_receive_count: int = Field(
         SHARED["max_receive_count"],
         ge=1,
@@ -191,7 +191,7 @@ class Settings(RetentionSettings, BaseSettings):
         description="how long the dead-letter queue keeps a message; at least TASKLEASE_MESSAGE_RETENTION_SECONDS",
     )
 
-    # Who may call the API (README "Who may do what"): our own API keys, or the identity
+    # Who may call the API (docs/explain/design.md#tenants): our own API keys, or the identity
     # API Gateway's authorizer put in the request context (dotted paths under
     # requestContext.authorizer).
     auth_mode: Literal["api_key", "authorizer"] = Field(
@@ -240,7 +240,7 @@ class Settings(RetentionSettings, BaseSettings):
     # What one tenant may run at once: jobs holding a live lease (leased or running),
     # checked by the worker's claim. A message over the cap goes back, no attempt used,
     # for about running_cap_delay_seconds times (the tenant's backlog / its cap), at most
-    # 30 times that (README "Who may do what").
+    # 30 times that (docs/explain/design.md#parking).
     max_running_per_tenant: int = Field(
         100,
         ge=1,
@@ -324,15 +324,15 @@ class Settings(RetentionSettings, BaseSettings):
         description="a queued, retrying or stalled job that saw no change for this long gets a new message",
     )
     # Look into the DLQ (receive its messages) at most this often across all sweepers, and
-    # only when it holds messages the database does not account for (README "The sweeper
-    # and the dead-letter queue").
+    # only when it holds messages the database does not account for (
+    # docs/explain/design.md#dead-letters).
     dlq_scan_interval_seconds: float = Field(
         300.0,
         ge=1,
         le=86_400,
         description="the DLQ is received from at most this often across all sweepers, and only when it holds messages the database does not account for",
     )
-    # Waits (README "Jobs that wait"): a wake-up due within this many seconds is sent
+    # Waits (docs/explain/design.md#timers): a wake-up due within this many seconds is sent
     # with SQS's DelaySeconds (at most 15 minutes); a later one is sent by the sweeper
     # once it is that close. Tests shorten it to cross the cap without waiting 15 min.
     max_message_delay_seconds: int = Field(

@@ -1,4 +1,4 @@
-"""How long finished jobs are kept (README "Retention"): the settings, and the rule that
+"""How long finished jobs are kept (docs/explain/design.md#retention): the settings, and the rule that
 a dead letter outlives its message in the DLQ. A part of ``app.settings.config.Settings``."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Model providers' limits in the database: a throttle that uses no attempt, the shared
 budget per provider and model (requests and tokens of a calendar minute, across every
-worker and Lambda) and a tenant's tokens of a UTC day (README "Provider budgets")."""
+worker and Lambda) and a tenant's tokens of a UTC day (docs/explain/design.md#throttles)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Retention in the database: one batch of a state's oldest finished jobs deleted with
 their rows in every other table, in one statement, and what a prune would delete now
-(README "Retention")."""
+(docs/explain/design.md#retention)."""
 
 from __future__ import annotations
 

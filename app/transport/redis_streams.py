@@ -1,5 +1,4 @@
-"""The Redis Streams carrier: the same claim checks as on SQS, on streams (README "Redis
-Streams").
+"""The Redis Streams carrier: the same claim checks as on SQS, on streams (docs/explain/design.md#redis).
 
 The mapping (each step is one Lua script in redis_scripts, so atomic):
 
@@ -18,7 +17,7 @@ The mapping (each step is one Lua script in redis_scripts, so atomic):
   remembered between a receive and a delete.
 
 The database stays the truth: a message is only a wake-up call, and a message lost with a
-Redis that kept nothing on disk is sent again by the sweeper (README).
+Redis that kept nothing on disk is sent again by the sweeper (docs/explain/design.md#redis).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def group(tenant: str | None) -> dict[str, str]:
     """SQS fair queues: the tenant as the message group of a standard queue, so AWS
     serves a quiet tenant's messages first while another's burst is queued. (moto's
     server and LocalStack accept it and give it back on ReceiveMessage, and schedule
-    nothing by it: README "Priorities".)"""
+    nothing by it: docs/explain/design.md#priorities.)"""
     return {"MessageGroupId": tenant[:128]} if tenant else {}
 
 

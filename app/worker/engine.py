@@ -135,8 +135,8 @@ class Engine:
             return True
 
         token = uuid.uuid4()
-        asked = time.time()  # before the claim: the database's clock is read after this
         verdict = await self._claims.submit(Claim(job_id, token, codec.redrive_generation(record)))
+        answered = time.time()  # after the claim: the database's clock was read before this
         if verdict is None:
             return await self._not_claimed(job_id, record, body)
         job = verdict.job
@@ -155,7 +155,9 @@ class Engine:
         try:
             with traces.attempt(record, job, self.owner, verdict.from_state):
                 await self.claim_exports.export()
-                return await self._claimed(record, job, token, asked, context, verdict.from_state)
+                return await self._claimed(
+                    record, job, token, answered, context, verdict.from_state
+                )
         finally:
             # The lease ended (or moved on): the tenant's window may have room for one of
             # its parked jobs (as the claim saw it, or the completion).
@@ -168,7 +170,7 @@ class Engine:
         record: Mapping[str, Any],
         job: Job,
         token: uuid.UUID,
-        asked: float,
+        answered: float,
         context: LambdaContext | None,
         from_state: str | None,
     ) -> bool:
@@ -197,9 +199,13 @@ class Engine:
             received_at=time.time(),
             generation=job.redrives,
             fields=fields,
-            # The database's clock minus ours, measured from before the claim so never
-            # under-estimated: a timer the claim found due is due for the kind's code too.
-            clock_offset=job.updated_at.timestamp() - asked,
+            # The database's clock minus ours, from the claim's now() (updated_at) and the
+            # time its answer arrived, so the kind's clock starts at the claim's database
+            # time and never runs ahead of the database: a timer the claim found due is due
+            # for the kind's code too, and one not yet due cannot pass early by the claim's
+            # latency (measured from before the claim, a slow claim pushed the clock ahead
+            # by as long as it took, and a redelivered nap woke ~100 ms early).
+            clock_offset=job.updated_at.timestamp() - answered,
             traceparent=codec.attribute(record, codec.ATTR_TRACEPARENT) or job.trace_context,
             route=job.route,
         )

@@ -1,6 +1,6 @@
 """A delivery's lease while its job runs: the heartbeat that extends the row and the
 message's visibility together, and the hand-back before Lambda's 15 minutes or SQS's
-12-hour visibility cap run out (DESIGN.md "Leases and fencing")."""
+12-hour visibility cap run out (docs/explain/design.md#leases)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The CLI reference (docs/reference/cli.md, generated at build): every command, argument
+"""The CLI reference (the site's reference/cli.md, generated at build): every command, argument
 and option of the `tasklease` Typer app, rendered by Typer's own documented generator
 (`typer MODULE utils docs`), the same text `tasklease COMMAND --help` prints."""
 

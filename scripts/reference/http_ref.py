@@ -1,4 +1,4 @@
-"""The HTTP API reference (docs/reference/http-api.md, generated at build): every path and
+"""The HTTP API reference (the site's reference/http-api.md, generated at build): every path and
 method of the API's OpenAPI document, with its parameters, request body and answers, and
 every schema they name, as Markdown tables. The document is the one the API serves at
 /openapi.json, built from the app itself, so the page cannot drift from the routes."""

@@ -1,4 +1,4 @@
-"""The settings reference (docs/reference/settings.md, generated at build): every field of
+"""The settings reference (the site's reference/settings.md, generated at build): every field of
 the settings model with its environment variable, type, default, bounds and description,
 read from the model itself so the page cannot drift from the code."""
 

@@ -1,4 +1,4 @@
-"""Every crash point of DESIGN.md, one real SIGKILL each, then every invariant.
+"""Every crash point (docs/explain/design.md#crash-points), one real SIGKILL each, then every invariant.
 
 A process armed with ``TASKLEASE_CRASH_AT=<point>`` kills itself there (a real
 SIGKILL, returncode -9); a healthy worker (and, for the unsent outbox row, one

@@ -310,7 +310,7 @@ def test_hatchet_552_a_step_done_before_a_crash_is_not_run_again(stack: Stack, s
 def test_a_job_longer_than_the_lambda_time_limit_completes_over_several_invocations(
     stack: Stack, sql: Any
 ) -> None:
-    """Lambda stops a function at 15 minutes (DESIGN.md, "Leases and fencing"): when the
+    """Lambda stops a function at 15 minutes (docs/explain/design.md#leases): when the
     invocation's time runs short the engine hands the lease back without using an
     attempt, and the next invocation replays the recorded steps and goes on.
 

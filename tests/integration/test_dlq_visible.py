@@ -244,7 +244,7 @@ async def test_a_move_task_started_while_the_sweeper_runs_moves_every_dead_lette
             task = wait_for_move(stack, arn(stack.settings.dlq))
             swept_during_the_move = len(sweeps)
             # The dead letters are back on the source queue: the jobs run again, each with
-            # a fresh attempt budget (README "When things fail"), while the sweeper runs.
+            # a fresh attempt budget (docs/explain/design.md#dead-letters), while the sweeper runs.
             rows = await settle(engine, sql, job_ids, {JobState.SUCCEEDED})
 
     assert task["Status"] == "COMPLETED", task

@@ -11,7 +11,7 @@ first-served would start the whole backlog ahead of it.
 
 The 2,000 normal jobs are written in one statement. Their messages go on the normal
 queue: all 2,000 on LocalStack; on moto's server, whose every call scans the whole queue
-(DESIGN.md, 2,000 sends take about 30 s there), the first BACKLOG_ON_MOTO of them, which
+(docs/explain/design.md#local: 2,000 sends take about 30 s there), the first BACKLOG_ON_MOTO of them, which
 keeps the worker busy for the whole test just the same."""
 
 from __future__ import annotations

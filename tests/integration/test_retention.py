@@ -1,4 +1,4 @@
-"""Retention against real PostgreSQL (README "Retention"): a prune deletes the finished
+"""Retention against real PostgreSQL (docs/explain/design.md#retention): a prune deletes the finished
 jobs past their state's retention with every row of theirs, and touches nothing
 unfinished, recent or still referenced; the counts by state stay equal to a scan."""
 

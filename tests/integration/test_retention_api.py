@@ -1,4 +1,4 @@
-"""Retention seen from outside (README "Retention"): a replay of a pruned job's
+"""Retention seen from outside (docs/explain/design.md#retention): a replay of a pruned job's
 Idempotency-Key makes a new job; the sweeper prunes in its pass, says so in its report
 and counts it in the metrics."""
 

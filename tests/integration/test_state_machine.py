@@ -1,5 +1,5 @@
 """A stateful test: random sequences of API calls, deliveries, duplicates, failures and
-redrives against the real stack, with DESIGN.md's invariants checked after every step.
+redrives against the real stack, with the invariants (docs/explain/design.md#invariants) checked after every step.
 
 Hypothesis drives a ``RuleBasedStateMachine``. Each example gets a fresh pair of queues
 on the SQS server (moto over HTTP, or LocalStack), emptied tables in the test's own

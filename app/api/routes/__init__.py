@@ -7,6 +7,7 @@ from app.api.routes import (
     dead_letters,
     health,
     jobs,
+    kinds,
     me,
     metrics,
     schedules,
@@ -17,6 +18,7 @@ from app.api.routes import (
 
 ROUTERS = (
     jobs.router,
+    kinds.router,
     streams.router,
     callbacks.router,
     dead_letters.router,

@@ -4,7 +4,7 @@ text and the OpenAI-compatible streaming call, each inside a GenAI span.
 A call with a ``partial`` continues it: the fake from ``len(partial)`` of its text (a
 partial that is not a prefix of its text is a bug, refused); the OpenAI-compatible
 provider sends the partial as a trailing assistant message, which servers that support
-prefill continue (README "Streamed model output").
+prefill continue (docs/explain/design.md#streams).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``tasklease chaos``: the chaos gate (issue 3, DESIGN.md "Invariants").
+"""``tasklease chaos``: the chaos gate (issue 3, docs/explain/design.md#invariants).
 
 Starts a stack of its own in a fresh data directory (embedded PostgreSQL, moto's
 SQS server or LocalStack, or an embedded Redis with --transport redis, webhook

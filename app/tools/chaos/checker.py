@@ -1,4 +1,4 @@
-"""The invariant checker (DESIGN.md "Invariants"), used by ``tasklease chaos`` and by the
+"""The invariant checker (docs/explain/design.md#invariants), used by ``tasklease chaos`` and by the
 tests (tests/invariants.py): pure functions from the witnesses (the store's rows, the
 fake model's call log, the webhook's deliveries) to what was violated.
 

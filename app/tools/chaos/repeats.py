@@ -1,4 +1,4 @@
-"""Telling a documented repeat from a duplicate: DESIGN.md "Effects" 4 allows one more
+"""Telling a documented repeat from a duplicate: docs/explain/design.md#effects (point 4) allows one more
 outside call when a process dies between the call and the insert that records it."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def classify_repeats(
 
     Each attempt runs from its ``running`` event to the job's next event. A delivery
     made by an attempt that never recorded the effect, one per attempt and with no
-    other attempt running at the same time, is DESIGN.md's documented window (the
+    other attempt running at the same time, is the documented window (docs/explain/design.md#effects: the
     outside call happened, the insert did not). Anything else is a duplicate.
     """
     extra = len(deliveries) - 1

@@ -174,6 +174,9 @@ class DevStack(Stack):
             **aws,
             "TASKLEASE_API_URL": self.api_url,
             "TASKLEASE_API_KEY": self.api_key,
+            # The kinds the stack runs and where they were imported from: a second shell's
+            # `tasklease submit my.kind` validates the payload with the same code.
+            **state.kinds_env(os.environ),
         }
         written = state.write(self.data_dir, self.state_env)
         console.print(

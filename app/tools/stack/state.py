@@ -13,6 +13,8 @@ import contextlib
 import json
 import os
 import shlex
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +92,18 @@ def remove(data_dir: Path) -> None:
         running.path.unlink(missing_ok=True)
 
 
+def kinds_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """TASKLEASE_KINDS and PYTHONPATH (its entries made absolute) as this process has them:
+    what a second shell needs to import the same kinds."""
+    found = {}
+    if environ.get("TASKLEASE_KINDS"):
+        found["TASKLEASE_KINDS"] = environ["TASKLEASE_KINDS"]
+    if environ.get("PYTHONPATH"):
+        entries = [str(Path(e).resolve()) for e in environ["PYTHONPATH"].split(os.pathsep) if e]
+        found["PYTHONPATH"] = os.pathsep.join(entries)
+    return found
+
+
 def export_lines(env: dict[str, str]) -> str:
     """``export NAME=value`` lines, quoted for a POSIX shell, one per setting."""
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
@@ -112,4 +126,9 @@ def apply(environ: dict[str, str] | os._Environ[str], data_dir: Path = DATA_DIR)
         # The stack's SQS endpoint, region and credentials belong with its queue URLs.
         if name.startswith("AWS_") or not environ.get(name):
             environ[name] = value
+    # The folders the stack imported its kinds from: importable here too (PYTHONPATH in
+    # the environment is read only when an interpreter starts).
+    for entry in reversed(running.env.get("PYTHONPATH", "").split(os.pathsep)):
+        if entry and entry not in sys.path:
+            sys.path.insert(0, entry)
     return f"using the running `make run` stack's settings from {running.path}"

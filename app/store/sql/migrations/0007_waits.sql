@@ -1,4 +1,4 @@
--- Waiting without a worker (DESIGN.md): what a waiting job waits for, callbacks, child
+-- Waiting without a worker (docs/explain/design.md#waits): what a waiting job waits for, callbacks, child
 -- jobs, and the functions that wake a job in the transaction that meets its condition.
 
 ALTER TABLE jobs

@@ -1,5 +1,5 @@
 -- Schedules: a cron expression in a time zone that makes a job of a kind, with a payload,
--- at each of its slots (README "Schedules"). The sweeper makes each due slot's job through
+-- at each of its slots (docs/explain/design.md#schedules). The sweeper makes each due slot's job through
 -- the submit path, with the idempotency key 'schedule:<id>:<slot>', in the transaction
 -- that moves next_slot on: exactly one job per slot, however many sweepers run.
 CREATE TABLE schedules (

@@ -1,4 +1,4 @@
--- Cost (README "Cost"): a model effect records the model that answered and the tokens
+-- Cost (docs/explain/design.md#throttles): a model effect records the model that answered and the tokens
 -- it reported, in the same fenced insert that records the effect. Nullable and without
 -- a default: ADD COLUMN rewrites nothing, and a plain effect leaves them NULL.
 ALTER TABLE effects ADD COLUMN model text;

@@ -1,4 +1,4 @@
--- Per-tenant concurrency while running (README "Who may do what"): at most N of a
+-- Per-tenant concurrency while running (docs/explain/design.md#parking): at most N of a
 -- tenant's jobs hold a live lease at once; TASKLEASE_MAX_RUNNING_PER_TENANT is the
 -- default, this column a tenant's override (NULL: the default). The claim counts them
 -- in its own statement, from the partial index below: no counter row, nothing locked.

@@ -1,4 +1,4 @@
--- Model providers (README "Who may do what", provider budgets): throttles that use no
+-- Model providers (docs/explain/design.md#throttles): throttles that use no
 -- attempt, a shared budget per provider and model, and a per-tenant token budget a day.
 
 -- How often the job's provider throttled it (429, 503 with Retry-After): a throttle gives

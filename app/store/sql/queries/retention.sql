@@ -1,4 +1,4 @@
--- Retention (README "Retention"): terminal jobs past their state's retention are deleted
+-- Retention (docs/explain/design.md#retention): terminal jobs past their state's retention are deleted
 -- with their rows in every other table, a batch at a time.
 -- Named queries of app/store/retention.py. Each starts with "-- name: NAME"; app/store/sql
 -- loads every file of this folder. Parameters are always bound (%(name)s), never
