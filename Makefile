@@ -7,7 +7,7 @@ VENV := .venv
 export UV  # localstack/run.sh installs LocalStack's venv with it
 STAMP := $(VENV)/.synced
 
-.PHONY: help run test test-unit test-ui test-localstack test-redis test-runtime lint typecheck imports check sweep clean localstack-start localstack-stop infra-check package plan plan-all bench bench-scale cost
+.PHONY: help run test test-unit test-ui test-localstack test-redis test-runtime lint typecheck imports check docs docs-serve sweep clean localstack-start localstack-stop infra-check package plan plan-all bench bench-scale cost
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -85,23 +85,36 @@ test-runtime: $(STAMP) ## the unit tests and the Lambda handlers' tests on the f
 	  echo "test-runtime: NOT RUN: no Python 3.13 found (set LOCALSTACK_PYTHON=/path/to/python3.13); CI=true makes this a failure"; \
 	  if [ "$${CI:-}" = "true" ]; then exit 1; else exit 0; fi; }; \
 	echo "test-runtime: on $$py"; \
-	UV_PROJECT_ENVIRONMENT=$(RUNTIME_VENV) $(UV) sync --locked --all-extras --quiet --compile-bytecode --python "$$py" || exit $$?; \
+	UV_PROJECT_ENVIRONMENT=$(RUNTIME_VENV) $(UV) sync --locked --all-extras --no-group docs --quiet --compile-bytecode --python "$$py" || exit $$?; \
 	$(RUNTIME_VENV)/bin/python -m compileall -q -j 0 tasklease app handlers tests >/dev/null; \
 	TASKLEASE_TEST_CARRIERS=moto $(RUNTIME_VENV)/bin/python -m pytest -p no:cacheprovider -q \
 	  $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile) \
 	  -m "unit or integration" tests/unit tests/integration/test_handlers.py tests/integration/test_migrate_handler.py $(ARGS)
 
 lint: $(STAMP) ## ruff
-	@$(UV) run --no-sync ruff check tasklease app handlers tests bench examples
-	@$(UV) run --no-sync ruff format --check tasklease app handlers tests bench examples
+	@$(UV) run --no-sync ruff check tasklease app handlers tests bench examples scripts/reference
+	@$(UV) run --no-sync ruff format --check tasklease app handlers tests bench examples scripts/reference
 
 typecheck: $(STAMP) ## mypy --strict
 	@$(UV) run --no-sync mypy
+	@$(UV) run --no-sync mypy scripts/reference
 
 imports: $(STAMP) ## the import contract (.importlinter): the layers, only the store runs SQL, only the transport talks to AWS
 	@$(UV) run --no-sync lint-imports --no-cache
 
 check: lint typecheck imports ## lint, type-check and the import contract
+
+# The documentation site (mkdocs.yml, docs/): --strict fails on a broken link or anchor, a
+# missing page or one left out of the nav. The reference pages are generated from the code
+# as it builds (scripts/reference/). Offline: no web fonts, no plugin that downloads. Not
+# --quiet: it drops the warnings before --strict counts them, and the build passes.
+MKDOCS = NO_MKDOCS_2_WARNING=1 $(UV) run --no-sync mkdocs
+docs: $(STAMP) ## build the documentation site into site/ (mkdocs --strict; open site/index.html)
+	@$(MKDOCS) build --strict --site-dir site
+	@echo "docs: built site/ (open site/index.html)"
+
+docs-serve: $(STAMP) ## serve the documentation site on 127.0.0.1:8001, rebuilt on every change
+	@$(MKDOCS) serve --strict --dev-addr 127.0.0.1:8001
 
 localstack-start: ## start LocalStack in host mode (no Docker) on 127.0.0.1:4566
 	@bash localstack/run.sh start
@@ -110,7 +123,7 @@ localstack-stop: ## stop it
 	@bash localstack/run.sh stop
 
 clean: ## remove the virtual environment and local data (.tasklease/, .localstack/)
-	rm -rf $(VENV) $(RUNTIME_VENV) .tasklease .localstack .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(RUNTIME_VENV) .tasklease .localstack .pytest_cache .mypy_cache .ruff_cache site
 
 # --- cloud parity: infra/ checks, the Lambda package, a plan against LocalStack -----
 # (infra/README.md). checkov and tflocal live in their own venvs under .tools/.

@@ -50,162 +50,387 @@ class Settings(RetentionSettings, BaseSettings):
     model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore", frozen=True)
 
     # Endpoints. Optional here; each command asks for the ones it needs with need().
-    database_url: str | None = None
+    database_url: str | None = Field(
+        None,
+        description="the PostgreSQL URL (postgresql://user:password@host:port/name); or, on AWS, the secret and host below",
+    )
     # On AWS: the RDS-managed secret ({"username", "password"}) and where the server is.
-    database_secret_arn: str | None = None
-    database_host: str | None = None
-    database_port: int = Field(5432, ge=1, le=65535)
-    database_name: str | None = None
-    database_sslmode: Literal["disable", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
-    queue_url: str | None = None
-    dlq_url: str | None = None
+    database_secret_arn: str | None = Field(
+        None,
+        description='on AWS: the RDS-managed secret ({"username", "password"}) to build the database URL from, with TASKLEASE_DATABASE_HOST and TASKLEASE_DATABASE_NAME',
+    )
+    database_host: str | None = Field(
+        None, description="the database server's host name, with TASKLEASE_DATABASE_SECRET_ARN"
+    )
+    database_port: int = Field(
+        5432,
+        ge=1,
+        le=65535,
+        description="the database server's port, with TASKLEASE_DATABASE_SECRET_ARN",
+    )
+    database_name: str | None = Field(
+        None, description="the database's name, with TASKLEASE_DATABASE_SECRET_ARN"
+    )
+    database_sslmode: Literal["disable", "prefer", "require", "verify-ca", "verify-full"] = Field(
+        "prefer",
+        description="the sslmode libpq connects with, for the URL built from TASKLEASE_DATABASE_SECRET_ARN",
+    )
+    queue_url: str | None = Field(
+        None,
+        description="the SQS queue jobs are sent to (normal priority, or every priority without priority queues); on redis, a stream key made from TASKLEASE_QUEUE_NAME when unset",
+    )
+    dlq_url: str | None = Field(
+        None, description="the dead-letter queue paired with TASKLEASE_QUEUE_URL"
+    )
     # Priorities (docs/explain/design.md#priorities): the high and low queues and their DLQs, beside the
     # normal one above. All four or none: with none, every priority shares the one queue
     # (a job's priority is kept, but orders nothing); with only some, a worker or an API
     # would send a priority's messages where no worker polls, so start-up refuses it.
-    queue_url_high: str | None = None
-    dlq_url_high: str | None = None
-    queue_url_low: str | None = None
-    dlq_url_low: str | None = None
+    queue_url_high: str | None = Field(
+        None,
+        description="the high-priority queue; set all four priority queues or none (none: every priority shares TASKLEASE_QUEUE_URL)",
+    )
+    dlq_url_high: str | None = Field(
+        None, description="the high-priority queue's dead-letter queue"
+    )
+    queue_url_low: str | None = Field(
+        None, description="the low-priority queue; set all four priority queues or none"
+    )
+    dlq_url_low: str | None = Field(None, description="the low-priority queue's dead-letter queue")
     # How the local event source shares its polls among the three queues; on AWS each
     # queue's event source mapping's maximum concurrency follows the same weights (infra/).
-    priority_weights: str = priorities.DEFAULT_WEIGHTS
-    queue_name: str = "tasklease-jobs"
+    priority_weights: str = Field(
+        priorities.DEFAULT_WEIGHTS,
+        description="how the local event source shares its polls among the high, normal and low queues; on AWS each event source mapping's maximum concurrency follows the same weights",
+    )
+    queue_name: str = Field(
+        "tasklease-jobs",
+        description="the queues' base name (`tasklease queues create`, and the Redis stream keys when the URLs are unset)",
+    )
     # Which carrier moves the job wake-ups (app/transport): one module per value. On
     # redis (docs/explain/design.md#redis) the queue "URLs" are stream keys, made from
     # TASKLEASE_QUEUE_NAME when unset, and TASKLEASE_REDIS_URL says where Redis is.
-    transport: Literal["sqs", "redis"] = "sqs"
-    redis_url: str | None = None
+    transport: Literal["sqs", "redis"] = Field(
+        "sqs", description="the carrier that moves the job wake-ups: SQS, or Redis Streams"
+    )
+    redis_url: str | None = Field(
+        None,
+        description="where Redis is (redis://host:port/db); required when TASKLEASE_TRANSPORT is redis",
+    )
     region: str = Field(
         default_factory=lambda: (
             os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-        )
+        ),
+        description="the AWS region; unset: AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1",
     )
 
     # Leases. The lease is the message's visibility timeout, mirrored in the row.
-    visibility_timeout_seconds: int = Field(30, ge=1, le=limits.MAX_VISIBILITY_SECONDS)
+    visibility_timeout_seconds: int = Field(
+        30,
+        ge=1,
+        le=limits.MAX_VISIBILITY_SECONDS,
+        description="a lease's length: the message's visibility timeout, mirrored in the job's row",
+    )
     # Heartbeat this many times per lease (every visibility/N seconds).
-    heartbeats_per_lease: int = Field(3, ge=2, le=10)
+    heartbeats_per_lease: int = Field(
+        3,
+        ge=2,
+        le=10,
+        description="a running job's lease is extended this many times per lease (every visibility timeout / N seconds)",
+    )
 
     # Retries. Attempts are counted in the database at claim time.
     max_attempts: int = Field(
-        SHARED["max_attempts"], ge=bounds.MIN_ATTEMPTS, le=bounds.MAX_ATTEMPTS
+        SHARED["max_attempts"],
+        ge=bounds.MIN_ATTEMPTS,
+        le=bounds.MAX_ATTEMPTS,
+        description="attempts a job gets by default, counted in the database when it is claimed (a kind or a job may set its own)",
     )
     # The queue's redrive policy; well above max_attempts (docs/explain/design.md#leases).
-    max_receive_count: int = Field(SHARED["max_receive_count"], ge=1, le=limits.MAX_RECEIVE_COUNT)
+    max_receive_count: int = Field(
+        SHARED["max_receive_count"],
+        ge=1,
+        le=limits.MAX_RECEIVE_COUNT,
+        description="the queue's redrive policy: receives before SQS moves a message to the DLQ; above TASKLEASE_MAX_ATTEMPTS, only a last backstop",
+    )
     # The redrive budget: a job is redriven at most this many times within the window
     # (by any path: the CLI, the API, a move task, a tool copying the DLQ back); past it a
     # redriven message is deleted unrun and the job stays dead-lettered. An operator's
     # `tasklease redrive --job ID --force` (or the API's admin ?force=true) still redrives.
-    redrive_budget: int = Field(3, ge=0, le=1000)
-    redrive_window_seconds: int = Field(86_400, ge=1, le=366 * 86_400)
-    backoff_base_seconds: float = Field(2.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
-    backoff_cap_seconds: float = Field(300.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
+    redrive_budget: int = Field(
+        3,
+        ge=0,
+        le=1000,
+        description="a job is redriven at most this many times within TASKLEASE_REDRIVE_WINDOW_SECONDS, by any path; past it a redriven message is deleted unrun (`tasklease redrive --force` still redrives)",
+    )
+    redrive_window_seconds: int = Field(
+        86_400, ge=1, le=366 * 86_400, description="the window the redrive budget counts in"
+    )
+    backoff_base_seconds: float = Field(
+        2.0,
+        gt=0,
+        le=limits.MAX_VISIBILITY_SECONDS,
+        description="the retry backoff: exponential from this base, with full jitter, up to TASKLEASE_BACKOFF_CAP_SECONDS (unless the kind raised Retry with a delay)",
+    )
+    backoff_cap_seconds: float = Field(
+        300.0,
+        gt=0,
+        le=limits.MAX_VISIBILITY_SECONDS,
+        description="the longest delay between retries",
+    )
     message_retention_seconds: int = Field(
         SHARED["message_retention_seconds"],
         ge=limits.MIN_RETENTION_SECONDS,
         le=limits.MAX_RETENTION_SECONDS,
+        description="how long the queue keeps a message (SQS MessageRetentionPeriod)",
     )
     dlq_retention_seconds: int = Field(
         SHARED["dlq_retention_seconds"],
         ge=limits.MIN_RETENTION_SECONDS,
         le=limits.MAX_RETENTION_SECONDS,
+        description="how long the dead-letter queue keeps a message; at least TASKLEASE_MESSAGE_RETENTION_SECONDS",
     )
 
     # Who may call the API (docs/explain/design.md#tenants): our own API keys, or the identity
     # API Gateway's authorizer put in the request context (dotted paths under
     # requestContext.authorizer).
-    auth_mode: Literal["api_key", "authorizer"] = "api_key"
-    authorizer_tenant_field: str = Field("lambda.tenant", min_length=1)
-    authorizer_admin_field: str | None = "lambda.admin"
+    auth_mode: Literal["api_key", "authorizer"] = Field(
+        "api_key",
+        description="who may call the API: tasklease's own API keys, or the identity API Gateway's authorizer put in the request context",
+    )
+    authorizer_tenant_field: str = Field(
+        "lambda.tenant",
+        min_length=1,
+        description="authorizer mode: the dotted path under requestContext.authorizer that holds the caller's tenant",
+    )
+    authorizer_admin_field: str | None = Field(
+        "lambda.admin",
+        description="authorizer mode: the dotted path of a boolean that makes the caller an admin (unset: no admin callers)",
+    )
     # The server-side secret API keys are hashed with (HMAC-SHA-256) and pagination
     # cursors signed with. Unset: a random one migration 0005 made and PostgreSQL keeps.
-    key_hash_secret: SecretStr | None = Field(default=None, repr=False)
+    key_hash_secret: SecretStr | None = Field(
+        default=None,
+        repr=False,
+        description="the server-side secret API keys are hashed with (HMAC-SHA-256) and cursors signed with, 32 characters or more; unset: a random one kept in PostgreSQL",
+    )
     # Failed key checks allowed per key id and per client address, in one API process,
     # before it answers 429 without checking (a `limits` rate: "20/minute;200/hour").
-    auth_failure_limit: str = "20/minute"
+    auth_failure_limit: str = Field(
+        "20/minute",
+        description="failed key checks allowed per key id and per client address in one API process before it answers 429 without checking (a rate such as 20/minute;200/hour)",
+    )
 
     # What one tenant may ask of the API. Per-tenant overrides: `tasklease limits set`.
-    rate_limit_per_second: float = Field(50.0, gt=0, le=100_000)
-    rate_limit_burst: int = Field(100, ge=1, le=1_000_000)
-    max_jobs_in_flight: int = Field(10_000, ge=1, le=100_000_000)
+    rate_limit_per_second: float = Field(
+        50.0,
+        gt=0,
+        le=100_000,
+        description="a tenant's sustained API request rate (per-tenant overrides: `tasklease limits set`)",
+    )
+    rate_limit_burst: int = Field(
+        100, ge=1, le=1_000_000, description="the requests a tenant may make at once above its rate"
+    )
+    max_jobs_in_flight: int = Field(
+        10_000,
+        ge=1,
+        le=100_000_000,
+        description="a tenant's unfinished jobs at most; a submission past it is answered 429",
+    )
     # What one tenant may run at once: jobs holding a live lease (leased or running),
     # checked by the worker's claim. A message over the cap goes back, no attempt used,
     # for about running_cap_delay_seconds times (the tenant's backlog / its cap), at most
     # 30 times that (docs/explain/design.md#parking).
-    max_running_per_tenant: int = Field(100, ge=1, le=1_000_000)
-    running_cap_delay_seconds: float = Field(1.0, gt=0, le=60)
+    max_running_per_tenant: int = Field(
+        100,
+        ge=1,
+        le=1_000_000,
+        description="a tenant's jobs holding a live lease (leased or running) at once; a message over the cap goes back without using an attempt",
+    )
+    running_cap_delay_seconds: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="how long a message over the running cap is put back for, times the tenant's backlog over its cap (at most 30 times this)",
+    )
     # A tenant's window on the queue: its running cap times this many of its jobs have a
     # message or a lease at once; the rest wait parked in PostgreSQL, released one by one
     # as its leases end (a flood waits in the database, not ahead of other tenants).
-    queue_window_per_slot: int = Field(2, ge=1, le=1000)
+    queue_window_per_slot: int = Field(
+        2,
+        ge=1,
+        le=1000,
+        description="a tenant's window on the queue: its running cap times this many of its jobs have a message or a lease at once; the rest wait parked in PostgreSQL",
+    )
     # Request bodies above this are refused with 413 before they are parsed.
-    max_body_bytes: int = Field(256 * 1024, ge=1024, le=limits.MAX_API_GATEWAY_PAYLOAD_BYTES)
+    max_body_bytes: int = Field(
+        256 * 1024,
+        ge=1024,
+        le=limits.MAX_API_GATEWAY_PAYLOAD_BYTES,
+        description="request bodies above this are refused with 413 before they are parsed",
+    )
 
     # Jobs.
     default_job_timeout_seconds: int = Field(
-        600, ge=bounds.MIN_TIMEOUT_SECONDS, le=bounds.MAX_TIMEOUT_SECONDS
+        600,
+        ge=bounds.MIN_TIMEOUT_SECONDS,
+        le=bounds.MAX_TIMEOUT_SECONDS,
+        description="how long one attempt of a job may run, unless its kind or the job says otherwise",
     )
 
     # The local event source (what Lambda's event source mapping does on AWS).
-    batch_size: int = Field(SHARED["batch_size"], ge=1, le=limits.MAX_BATCH)
-    wait_time_seconds: int = Field(20, ge=0, le=limits.MAX_WAIT_SECONDS)
-    function_timeout_seconds: int = Field(900, ge=1, le=limits.MAX_LAMBDA_TIMEOUT_SECONDS)
+    batch_size: int = Field(
+        SHARED["batch_size"],
+        ge=1,
+        le=limits.MAX_BATCH,
+        description="messages a worker receives and runs per batch (the event source mapping's batch size on AWS)",
+    )
+    wait_time_seconds: int = Field(
+        20,
+        ge=0,
+        le=limits.MAX_WAIT_SECONDS,
+        description="the local event source's long poll on an empty queue",
+    )
+    function_timeout_seconds: int = Field(
+        900,
+        ge=1,
+        le=limits.MAX_LAMBDA_TIMEOUT_SECONDS,
+        description="how long one worker invocation may run (the Lambda function's timeout on AWS)",
+    )
     # Hand the lease back when less than this is left of the invocation.
-    handback_margin_seconds: float = Field(10.0, ge=0)
-    worker_id: str = Field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    handback_margin_seconds: float = Field(
+        10.0,
+        ge=0,
+        description="a running job hands its lease back when less than this is left of the invocation",
+    )
+    worker_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}",
+        description="the worker's name in leases and events; unset: host name and process id",
+    )
 
     # Outbox relay and sweeper.
-    outbox_grace_seconds: float = Field(5.0, ge=0)
-    sweep_interval_seconds: float = Field(5.0, gt=0)
+    outbox_grace_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="an outbox row unsent this long after its commit is sent by the sweeper",
+    )
+    sweep_interval_seconds: float = Field(
+        5.0, gt=0, description="the sweeper's pause between passes"
+    )
     # A queued/retrying/stalled job that saw no change for this long gets a new message.
-    lost_message_seconds: float = Field(900.0, gt=0)
+    lost_message_seconds: float = Field(
+        900.0,
+        gt=0,
+        description="a queued, retrying or stalled job that saw no change for this long gets a new message",
+    )
     # Look into the DLQ (receive its messages) at most this often across all sweepers, and
     # only when it holds messages the database does not account for (
     # docs/explain/design.md#dead-letters).
-    dlq_scan_interval_seconds: float = Field(300.0, ge=1, le=86_400)
+    dlq_scan_interval_seconds: float = Field(
+        300.0,
+        ge=1,
+        le=86_400,
+        description="the DLQ is received from at most this often across all sweepers, and only when it holds messages the database does not account for",
+    )
     # Waits (docs/explain/design.md#timers): a wake-up due within this many seconds is sent
     # with SQS's DelaySeconds (at most 15 minutes); a later one is sent by the sweeper
     # once it is that close. Tests shorten it to cross the cap without waiting 15 min.
     max_message_delay_seconds: int = Field(
-        limits.MAX_DELAY_SECONDS, ge=0, le=limits.MAX_DELAY_SECONDS
+        limits.MAX_DELAY_SECONDS,
+        ge=0,
+        le=limits.MAX_DELAY_SECONDS,
+        description="a wake-up due within this many seconds is sent with the queue's delay (SQS: 15 minutes at most); a later one is sent by the sweeper once it is that close",
     )
     # A wake-up still not acted on this long after it was due is presumed lost: re-sent.
-    wake_grace_seconds: float = Field(60.0, gt=0, le=86_400)
+    wake_grace_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="a wake-up not acted on this long after it was due is presumed lost and sent again",
+    )
 
     # Database pool.
-    pool_min_size: int = Field(1, ge=0, le=100)
-    pool_max_size: int = Field(10, ge=1, le=100)
+    pool_min_size: int = Field(
+        1, ge=0, le=100, description="database connections each process keeps open"
+    )
+    pool_max_size: int = Field(
+        10, ge=1, le=100, description="database connections each process opens at most"
+    )
 
     # A throttle (429, 503 with Retry-After) retries after the provider's delay without
     # using an attempt; past this many throttles of one job it is dead-lettered.
-    max_throttles: int = Field(20, ge=1, le=100_000)
+    max_throttles: int = Field(
+        20,
+        ge=1,
+        le=100_000,
+        description="a throttled model call (429, or 503 with Retry-After) retries after the provider's delay without using an attempt; past this many throttles of one job it is dead-lettered",
+    )
     # The delay when the provider gives none (jittered), and the most a provider may ask.
-    throttle_delay_seconds: float = Field(5.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
-    max_throttle_delay_seconds: float = Field(300.0, gt=0, le=limits.MAX_VISIBILITY_SECONDS)
+    throttle_delay_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=limits.MAX_VISIBILITY_SECONDS,
+        description="the delay after a throttle when the provider gives none (jittered)",
+    )
+    max_throttle_delay_seconds: float = Field(
+        300.0,
+        gt=0,
+        le=limits.MAX_VISIBILITY_SECONDS,
+        description="the longest delay a provider may ask for",
+    )
     # Shared budgets per "provider/model" (JSON: {"openai/gpt-4o-mini": {"rpm": 500,
     # "tpm": 200000}}): a call over it waits. None set: no reservation round trip.
-    model_budgets: Annotated[dict[str, ModelBudget], NoDecode] = Field(default_factory=dict)
+    model_budgets: Annotated[dict[str, ModelBudget], NoDecode] = Field(
+        default_factory=dict,
+        description='shared budgets per "provider/model", as JSON ({"openai/gpt-4o-mini": {"rpm": 500, "tpm": 200000}}): a call over it waits; none set: no reservation round trip',
+    )
     # A tenant's model tokens per UTC day (default; `tasklease limits set --daily-tokens`
     # per tenant). Unset: no daily budget unless a tenant has one.
-    tenant_daily_tokens: int | None = Field(None, ge=1, le=10**15)
+    tenant_daily_tokens: int | None = Field(
+        None,
+        ge=1,
+        le=10**15,
+        description="a tenant's model tokens per UTC day (per-tenant: `tasklease limits set --daily-tokens`); unset: no daily budget unless a tenant has one",
+    )
     # Past a tenant's daily budget its model calls wait for the next UTC day, or fail.
-    tenant_budget_policy: Literal["wait", "fail"] = "wait"
+    tenant_budget_policy: Literal["wait", "fail"] = Field(
+        "wait",
+        description="past a tenant's daily budget, its model calls wait for the next UTC day, or fail",
+    )
     # US dollars per million tokens, by model (JSON), over DEFAULT_MODEL_PRICES.
-    model_prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(default_factory=dict)
+    model_prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(
+        default_factory=dict,
+        description="US dollars per million tokens, by model, as JSON, over the built-in prices (usage and cost estimates)",
+    )
 
     # The modules that define the job kinds, comma-separated; there are no built-in kinds
     # (app.demos: the demos). Empty: no kinds, and the process says so at start-up.
-    kinds: str = ""
+    kinds: str = Field(
+        "",
+        description="the modules that define the job kinds, comma-separated (app.demos: the demos); empty: no kinds, and the process says so at start-up",
+    )
 
     # A file the worker touches once it polls the queue (the local stack waits for it).
-    worker_ready_file: str | None = None
+    worker_ready_file: str | None = Field(
+        None,
+        description="a file the worker touches once it polls the queue (the local stack waits for it)",
+    )
     # `tasklease worker` serves GET /metrics (Prometheus) on this port; 0: it does not.
-    metrics_port: int = Field(0, ge=0, le=65535)
+    metrics_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="`tasklease worker` serves GET /metrics (Prometheus) on this port; 0: it does not",
+    )
     # The address it listens on (0.0.0.0 for a Prometheus on another machine or container).
-    metrics_host: str = "127.0.0.1"
+    metrics_host: str = Field(
+        "127.0.0.1",
+        description="the address the worker's metrics listen on (0.0.0.0 for a Prometheus on another machine)",
+    )
 
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="the least severe log lines written"
+    )
 
     @field_validator("model_prices", mode="before")
     @classmethod

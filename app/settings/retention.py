@@ -17,20 +17,50 @@ class RetentionSettings(BaseSettings):
     """Seconds a job is kept after it finished, by state; 0 keeps it forever. A job goes
     with its events, effects, output, outbox rows and callbacks."""
 
-    retain_succeeded_seconds: int = Field(30 * DAY, ge=0, le=MAX_KEEP_SECONDS)
-    retain_cancelled_seconds: int = Field(30 * DAY, ge=0, le=MAX_KEEP_SECONDS)
+    retain_succeeded_seconds: int = Field(
+        30 * DAY,
+        ge=0,
+        le=MAX_KEEP_SECONDS,
+        description="how long a succeeded job is kept after it finished (0: forever), with its events, effects, output and callbacks",
+    )
+    retain_cancelled_seconds: int = Field(
+        30 * DAY,
+        ge=0,
+        le=MAX_KEEP_SECONDS,
+        description="how long a cancelled job is kept after it finished (0: forever)",
+    )
     # Kept until redriven or past this; never less than the DLQ keeps its message
     # (TASKLEASE_DLQ_RETENTION_SECONDS), so no dead letter outlives its job.
-    retain_dead_lettered_seconds: int = Field(30 * DAY, ge=0, le=MAX_KEEP_SECONDS)
+    retain_dead_lettered_seconds: int = Field(
+        30 * DAY,
+        ge=0,
+        le=MAX_KEEP_SECONDS,
+        description="how long a dead-lettered job is kept unless redriven (0: forever); never less than TASKLEASE_DLQ_RETENTION_SECONDS, so no dead letter outlives its job",
+    )
     # A job with an Idempotency-Key is kept at least this long after it was made, so a
     # replay within it always answers that job. A replay of a pruned job's key makes a
     # new job.
-    idempotency_window_seconds: int = Field(DAY, ge=0, le=MAX_KEEP_SECONDS)
+    idempotency_window_seconds: int = Field(
+        DAY,
+        ge=0,
+        le=MAX_KEEP_SECONDS,
+        description="a job with an Idempotency-Key is kept at least this long after it was made, so a replay within it answers that job; a replay of a pruned job's key makes a new job",
+    )
     # Jobs one prune statement deletes at most (with their rows): its time and locks.
-    prune_batch_size: int = Field(500, ge=1, le=10_000)
+    prune_batch_size: int = Field(
+        500,
+        ge=1,
+        le=10_000,
+        description="jobs one prune statement deletes at most, with their rows (bounds its time and locks)",
+    )
     # Batches of each state the sweeper runs per pass (0: the sweeper never prunes;
     # `tasklease prune` still does).
-    prune_batches_per_sweep: int = Field(10, ge=0, le=10_000)
+    prune_batches_per_sweep: int = Field(
+        10,
+        ge=0,
+        le=10_000,
+        description="prune batches of each state the sweeper runs per pass (0: the sweeper never prunes; `tasklease prune` still does)",
+    )
 
     @model_validator(mode="after")
     def _dead_letters_outlive_their_messages(self) -> Self:
