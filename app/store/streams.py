@@ -162,20 +162,46 @@ async def output_of(
     return await db.fetch(q("job_output"), {"job": job_id, "type": type_, "key": key})
 
 
+# A LISTEN connection only reads, so a connection dropped without a word (a NAT's idle
+# timeout, a failover) would look like a quiet channel for ever. TCP keepalives keep a
+# NAT's mapping alive and let the kernel notice a dead peer; and every PING_SECONDS the
+# connection is asked a SELECT 1, and taken for dead (StoreError: the caller reconnects)
+# when no answer comes within PING_TIMEOUT_SECONDS, whatever the kernel thinks.
+KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 30, 10, 3  # s, s, probes
+PING_SECONDS = 30.0
+PING_TIMEOUT_SECONDS = 10.0
+
+
 async def listen(
     url: str, ready: asyncio.Event | None = None, *, channel: str = CHANNEL
 ) -> AsyncIterator[str]:
     """The payloads notified on ``channel`` (the streams' by default; job ids), from a
     connection of its own, until the caller stops iterating; ``ready`` is set once the
-    LISTEN took. Raises StoreError when the connection fails (the caller reconnects and
-    reads the tables to catch up)."""
+    LISTEN took. Raises StoreError when the connection fails or stops answering (the
+    caller reconnects and reads the tables to catch up)."""
     try:
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        async with await psycopg.AsyncConnection.connect(
+            url,
+            autocommit=True,
+            keepalives=1,
+            keepalives_idle=KEEPALIVE_IDLE,
+            keepalives_interval=KEEPALIVE_INTERVAL,
+            keepalives_count=KEEPALIVE_COUNT,
+        ) as conn:
             await conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
             if ready is not None:
                 ready.set()
-            async for note in conn.notifies():
-                yield note.payload
+            while True:
+                async for note in conn.notifies(timeout=PING_SECONDS):
+                    yield note.payload
+                try:
+                    async with asyncio.timeout(PING_TIMEOUT_SECONDS):
+                        await conn.execute("SELECT 1 AS ok")
+                except TimeoutError:
+                    raise errors.StoreError(
+                        f"PostgreSQL ({channel} listener): no answer to a ping in "
+                        f"{PING_TIMEOUT_SECONDS:g} s; the connection is taken for lost"
+                    ) from None
     except psycopg.Error as exc:
         raise errors.StoreError(f"PostgreSQL ({channel} listener): {exc}") from exc
 
