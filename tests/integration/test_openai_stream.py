@@ -15,10 +15,10 @@ import pytest
 
 from app import errors
 from app.demos.triage import TriageDeps, providers
+from app.demos.triage import settings as triage_settings
 from app.demos.writer import write
 from app.kinds.generate import Usage
 from app.kinds.testing import EffectStore, run_kind
-from app.settings import config
 from tests.helpers import serving
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_env")]
@@ -80,7 +80,7 @@ def server() -> Iterator[FakeOpenAI]:
 
 
 def provider(server: FakeOpenAI, prefill: str = "assistant") -> providers.OpenAICompatibleProvider:
-    settings = config.load(
+    settings = triage_settings.load(
         openai_prefill=prefill,
         model_provider="openai",
         openai_base_url=server.url,

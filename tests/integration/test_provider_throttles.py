@@ -15,7 +15,7 @@ import pytest
 
 from app import errors
 from app.demos.triage import providers
-from app.settings import config
+from app.demos.triage import settings as triage_settings
 from tests.helpers import serving
 from tests.integration.test_openai_stream import FakeOpenAI
 
@@ -30,7 +30,7 @@ def server() -> Iterator[FakeOpenAI]:
 
 
 def provider(server: FakeOpenAI) -> providers.OpenAICompatibleProvider:
-    settings = config.load(
+    settings = triage_settings.load(
         model_provider="openai", openai_base_url=server.url, openai_model="asked-1"
     )
     return providers.OpenAICompatibleProvider(settings)
