@@ -200,11 +200,12 @@ class Stack:
 
     def process_env(self, urls: QueueUrls, queue_name: str, endpoint: str) -> dict[str, str]:
         """The environment that points a tasklease process at this stack: the caller's,
-        less its own TASKLEASE_* settings, plus the stack's database, queues and an SQS
-        endpoint (the server's, or a proxy in front of it)."""
+        less its own TASKLEASE_* settings but for the kinds it names, plus the stack's
+        database, queues and an SQS endpoint (the server's, or a proxy in front of it)."""
         base = {k: v for k, v in os.environ.items() if not k.startswith("TASKLEASE_")}
         return {
             **base,
+            "TASKLEASE_KINDS": os.environ.get("TASKLEASE_KINDS", ""),
             **embedded.local_aws_env(endpoint),
             "TASKLEASE_DATABASE_URL": self.database_url,
             **urls.env(),
