@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -208,6 +209,25 @@ def test_the_examples_import_tasklease_never_app() -> None:
             for name in names:
                 top = name.split(".")[0]
                 assert top not in {"app", "handlers"}, f"{path}:{node.lineno} imports {name}"
+
+
+# An import of the internal packages in a page a user copies from (a line of code).
+INTERNAL_IMPORT = re.compile(r"^\s*(from|import)\s+(app|handlers)(\.|\s)", re.MULTILINE)
+
+
+def test_the_pages_users_copy_from_import_tasklease_never_app() -> None:
+    """The README, the docs and examples/ show imports a user may copy: public ones only
+    (examples/README.md showed ``from app.kinds import ...`` after the public package
+    came)."""
+    pages = [ROOT / "README.md", *(ROOT / "examples").rglob("*.md"), *(ROOT / "docs").rglob("*.md")]
+    pages += list((ROOT / "docs").rglob("*.py"))
+    assert len(pages) > 10
+    found = [
+        f"{path.relative_to(ROOT)}: {m.group(0).strip()}"
+        for path in pages
+        for m in INTERNAL_IMPORT.finditer(path.read_text())
+    ]
+    assert not found, found
 
 
 def test_a_kind_outside_the_repository_type_checks_strictly(tmp_path: Path) -> None:
