@@ -13,32 +13,28 @@ import os
 import socket
 import urllib.parse
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
-import limits as rate_limits
 from pydantic import (
     Field,
-    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app import errors, priorities
 from app.priorities import Priority
 from app.settings import aws_limits as limits
 from app.settings import bounds
-from app.settings import models as model_settings
 from app.settings import queues as queue_settings
-from app.settings.models import ModelBudget, ModelPrice
+from app.settings.access import AccessSettings
+from app.settings.models import ModelCallSettings
 from app.settings.queues import PRIORITY_QUEUE_FIELDS
 from app.settings.retention import RetentionSettings
 
 PREFIX = "TASKLEASE_"
 S = TypeVar("S", bound=BaseSettings)
-# TASKLEASE_KEY_HASH_SECRET: 32 characters at least (hex of 16 random bytes and up).
-MIN_KEY_HASH_SECRET = 32
 
 # Settings the code and the deployment share; infra/*.tf reads the same file and
 # tests/infra/test_drift.py fails on any drift. Visibility and the function timeout
@@ -46,7 +42,7 @@ MIN_KEY_HASH_SECRET = 32
 SHARED: dict[str, Any] = json.loads(Path(__file__).with_name("shared_settings.json").read_text())
 
 
-class Settings(RetentionSettings, BaseSettings):
+class Settings(AccessSettings, ModelCallSettings, RetentionSettings, BaseSettings):
     model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore", frozen=True)
 
     # Endpoints. Optional here; each command asks for the ones it needs with need().
@@ -191,85 +187,6 @@ class Settings(RetentionSettings, BaseSettings):
         description="how long the dead-letter queue keeps a message; at least TASKLEASE_MESSAGE_RETENTION_SECONDS",
     )
 
-    # Who may call the API (docs/explain/design.md#tenants): our own API keys, or the identity
-    # API Gateway's authorizer put in the request context (dotted paths under
-    # requestContext.authorizer).
-    auth_mode: Literal["api_key", "authorizer"] = Field(
-        "api_key",
-        description="who may call the API: tasklease's own API keys, or the identity API Gateway's authorizer put in the request context",
-    )
-    authorizer_tenant_field: str = Field(
-        "lambda.tenant",
-        min_length=1,
-        description="authorizer mode: the dotted path under requestContext.authorizer that holds the caller's tenant",
-    )
-    authorizer_admin_field: str | None = Field(
-        "lambda.admin",
-        description="authorizer mode: the dotted path of a boolean that makes the caller an admin (unset: no admin callers)",
-    )
-    # The server-side secret API keys are hashed with (HMAC-SHA-256) and pagination
-    # cursors signed with. Unset: a random one migration 0005 made and PostgreSQL keeps.
-    key_hash_secret: SecretStr | None = Field(
-        default=None,
-        repr=False,
-        description="the server-side secret API keys are hashed with (HMAC-SHA-256) and cursors signed with, 32 characters or more; unset: a random one kept in PostgreSQL",
-    )
-    # Failed key checks allowed per key id and per client address, in one API process,
-    # before it answers 429 without checking (a `limits` rate: "20/minute;200/hour").
-    auth_failure_limit: str = Field(
-        "20/minute",
-        description="failed key checks allowed per key id and per client address in one API process before it answers 429 without checking (a rate such as 20/minute;200/hour)",
-    )
-
-    # What one tenant may ask of the API. Per-tenant overrides: `tasklease limits set`.
-    rate_limit_per_second: float = Field(
-        50.0,
-        gt=0,
-        le=100_000,
-        description="a tenant's sustained API request rate (per-tenant overrides: `tasklease limits set`)",
-    )
-    rate_limit_burst: int = Field(
-        100, ge=1, le=1_000_000, description="the requests a tenant may make at once above its rate"
-    )
-    max_jobs_in_flight: int = Field(
-        10_000,
-        ge=1,
-        le=100_000_000,
-        description="a tenant's unfinished jobs at most; a submission past it is answered 429",
-    )
-    # What one tenant may run at once: jobs holding a live lease (leased or running),
-    # checked by the worker's claim. A message over the cap goes back, no attempt used,
-    # for about running_cap_delay_seconds times (the tenant's backlog / its cap), at most
-    # 30 times that (docs/explain/design.md#parking).
-    max_running_per_tenant: int = Field(
-        100,
-        ge=1,
-        le=1_000_000,
-        description="a tenant's jobs holding a live lease (leased or running) at once; a message over the cap goes back without using an attempt",
-    )
-    running_cap_delay_seconds: float = Field(
-        1.0,
-        gt=0,
-        le=60,
-        description="how long a message over the running cap is put back for, times the tenant's backlog over its cap (at most 30 times this)",
-    )
-    # A tenant's window on the queue: its running cap times this many of its jobs have a
-    # message or a lease at once; the rest wait parked in PostgreSQL, released one by one
-    # as its leases end (a flood waits in the database, not ahead of other tenants).
-    queue_window_per_slot: int = Field(
-        2,
-        ge=1,
-        le=1000,
-        description="a tenant's window on the queue: its running cap times this many of its jobs have a message or a lease at once; the rest wait parked in PostgreSQL",
-    )
-    # Request bodies above this are refused with 413 before they are parsed.
-    max_body_bytes: int = Field(
-        256 * 1024,
-        ge=1024,
-        le=limits.MAX_API_GATEWAY_PAYLOAD_BYTES,
-        description="request bodies above this are refused with 413 before they are parsed",
-    )
-
     # Jobs.
     default_job_timeout_seconds: int = Field(
         600,
@@ -357,52 +274,6 @@ class Settings(RetentionSettings, BaseSettings):
         10, ge=1, le=100, description="database connections each process opens at most"
     )
 
-    # A throttle (429, 503 with Retry-After) retries after the provider's delay without
-    # using an attempt; past this many throttles of one job it is dead-lettered.
-    max_throttles: int = Field(
-        20,
-        ge=1,
-        le=100_000,
-        description="a throttled model call (429, or 503 with Retry-After) retries after the provider's delay without using an attempt; past this many throttles of one job it is dead-lettered",
-    )
-    # The delay when the provider gives none (jittered), and the most a provider may ask.
-    throttle_delay_seconds: float = Field(
-        5.0,
-        gt=0,
-        le=limits.MAX_VISIBILITY_SECONDS,
-        description="the delay after a throttle when the provider gives none (jittered)",
-    )
-    max_throttle_delay_seconds: float = Field(
-        300.0,
-        gt=0,
-        le=limits.MAX_VISIBILITY_SECONDS,
-        description="the longest delay a provider may ask for",
-    )
-    # Shared budgets per "provider/model" (JSON: {"openai/gpt-4o-mini": {"rpm": 500,
-    # "tpm": 200000}}): a call over it waits. None set: no reservation round trip.
-    model_budgets: Annotated[dict[str, ModelBudget], NoDecode] = Field(
-        default_factory=dict,
-        description='shared budgets per "provider/model", as JSON ({"openai/gpt-4o-mini": {"rpm": 500, "tpm": 200000}}): a call over it waits; none set: no reservation round trip',
-    )
-    # A tenant's model tokens per UTC day (default; `tasklease limits set --daily-tokens`
-    # per tenant). Unset: no daily budget unless a tenant has one.
-    tenant_daily_tokens: int | None = Field(
-        None,
-        ge=1,
-        le=10**15,
-        description="a tenant's model tokens per UTC day (per-tenant: `tasklease limits set --daily-tokens`); unset: no daily budget unless a tenant has one",
-    )
-    # Past a tenant's daily budget its model calls wait for the next UTC day, or fail.
-    tenant_budget_policy: Literal["wait", "fail"] = Field(
-        "wait",
-        description="past a tenant's daily budget, its model calls wait for the next UTC day, or fail",
-    )
-    # US dollars per million tokens, by model (JSON), over DEFAULT_MODEL_PRICES.
-    model_prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(
-        default_factory=dict,
-        description="US dollars per million tokens, by model, as JSON, over the built-in prices (usage and cost estimates)",
-    )
-
     # The modules that define the job kinds, comma-separated; there are no built-in kinds
     # (app.demos: the demos). Empty: no kinds, and the process says so at start-up.
     kinds: str = Field(
@@ -432,46 +303,10 @@ class Settings(RetentionSettings, BaseSettings):
         "INFO", description="the least severe log lines written"
     )
 
-    @field_validator("model_prices", mode="before")
-    @classmethod
-    def _prices_json(cls, v: Any) -> Any:
-        return model_settings.prices_json(v)
-
-    @field_validator("model_budgets", mode="before")
-    @classmethod
-    def _budgets_json(cls, v: Any) -> Any:
-        return model_settings.budgets_json(v)
-
-    @field_validator("model_prices")
-    @classmethod
-    def _with_default_prices(cls, v: dict[str, ModelPrice]) -> dict[str, ModelPrice]:
-        return model_settings.with_default_prices(v)
-
-    @field_validator("key_hash_secret")
-    @classmethod
-    def _long_secret(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and len(value.get_secret_value()) < MIN_KEY_HASH_SECRET:
-            raise ValueError(
-                f"must be at least {MIN_KEY_HASH_SECRET} characters of a random secret "
-                "(e.g. `openssl rand -hex 32`), or unset to use the one kept in PostgreSQL"
-            )
-        return value
-
     @field_validator("priority_weights")
     @classmethod
     def _weights(cls, value: str) -> str:
         priorities.parse_weights(value)  # ValueError names what is wrong
-        return value
-
-    @field_validator("auth_failure_limit")
-    @classmethod
-    def _failure_rate(cls, value: str) -> str:
-        try:
-            rate_limits.parse_many(value)
-        except ValueError as exc:
-            raise ValueError(
-                f"{value!r} is not a rate such as '20/minute' or '20/minute;200/hour'"
-            ) from exc
         return value
 
     @model_validator(mode="before")
