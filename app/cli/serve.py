@@ -139,9 +139,29 @@ def dev(
             "else an embedded one)"
         ),
     ] = "",
+    new_key: Annotated[
+        bool,
+        typer.Option(
+            "--new-key",
+            help="make a new API key for the tenant demo and revoke the previous one (without "
+            "it, the key kept in DATA_DIR/api-key is used again, so an exported "
+            "TASKLEASE_API_KEY and open web-view tabs keep working across restarts)",
+        ),
+    ] = False,
+    reload: Annotated[
+        bool,
+        typer.Option(
+            "--reload",
+            help="restart the API, the workers and the sweeper when a .py file of the kinds "
+            "changes (the modules TASKLEASE_KINDS names, and the demos')",
+        ),
+    ] = False,
 ) -> None:
     """Run everything on this machine: PostgreSQL, the carrier (moto's SQS, LocalStack or
-    Redis), API, workers, sweeper, demo."""
+    Redis), API, workers, sweeper, demo.
+
+    The demo key is kept from run to run (--new-key replaces it); --reload restarts the
+    processes that load your kinds when you edit them: make run ARGS=--reload."""
     if sqs not in ("moto", "localstack"):
         err.print(f"[red]--sqs must be moto or localstack, not {escape(repr(sqs))}[/]")
         raise typer.Exit(2)
@@ -165,6 +185,8 @@ def dev(
         exit_when_done=exit_when_done,
         sqs=sqs,
         transport=transport or s.transport,
+        new_key=new_key,
+        reload_kinds=reload,
     )
     raise typer.Exit(code)
 

@@ -125,11 +125,25 @@ class NewKey:
 async def create_key(
     db: store.Database, tenant: str, *, name: str = "", admin: bool = False
 ) -> NewKey:
+    return await _insert_key(
+        db, secrets.token_hex(6), secrets.token_urlsafe(32), tenant, name=name, admin=admin
+    )
+
+
+async def restore_key(db: store.Database, key: str, tenant: str, *, name: str = "") -> NewKey:
+    """``key``, given in full (``make run`` keeps its demo key across restarts), stored in
+    a database that has no row for its id, hashed as a new key is: the same plaintext key
+    then works there."""
+    key_id, secret = split_key(key)
+    return await _insert_key(db, key_id, secret, tenant, name=name, admin=False)
+
+
+async def _insert_key(
+    db: store.Database, key_id: str, secret: str, tenant: str, *, name: str, admin: bool
+) -> NewKey:
     check_tenant(tenant)
     if len(name) > MAX_KEY_NAME:
         raise errors.BadRequest(f"key name must be at most {MAX_KEY_NAME} characters")
-    key_id = secrets.token_hex(6)
-    secret = secrets.token_urlsafe(32)
     server = await server_secret.of(db).load(db)
     made = await store.keys.create(
         db,

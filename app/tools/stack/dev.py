@@ -10,6 +10,9 @@ with TASKLEASE_DLQ_URL and AWS_ENDPOINT_URL_SQS) is used instead of the embedded
 Its ports are fixed (API 8000, moto 9324; a flag for each) and checked before anything
 starts; its settings go to ``.tasklease/dev.json`` for a second shell (state.py); its
 workers count as ready when they poll; Ctrl-C or SIGTERM stops it all and says so.
+Its API key is kept from run to run (dev_key.py; ``--new-key`` replaces it); with
+``--reload`` the processes that load the kinds restart when their files change
+(reload.py, dev_loop.py).
 """
 
 from __future__ import annotations
@@ -25,12 +28,11 @@ import httpx
 from rich.markup import escape
 
 from app import errors, kinds, store, transport
-from app.services import auth
 from app.settings.config import Settings
 from app.settings.queues import PRIORITY_QUEUE_FIELDS
-from app.tools.stack import embedded, state
-from app.tools.stack.demo import Approval, Follow, console, submit_demo, watch
-from app.tools.stack.stack import Stack
+from app.tools.stack import dev_key, dev_loop, embedded, reload, state
+from app.tools.stack.demo import console
+from app.tools.stack.stack import ROOT, Stack
 from app.transport import QueueUrls, secrets
 
 DEFAULT_SQS_PORT = 9324  # moto's SQS server: the same from run to run (--sqs-port)
@@ -38,9 +40,6 @@ DEFAULT_SQS_PORT = 9324  # moto's SQS server: the same from run to run (--sqs-po
 # server gets moto's and LocalStack's test pair, anything else the other shell's own.
 AWS_SETTINGS = ("AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION")
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
-
-DEMO_TENANT = "demo"
-DEMO_KEY_NAME = "make run"
 
 # Settings the demo uses unless the environment says otherwise: quick retries, short polls.
 DEMO_DEFAULTS = {
@@ -64,6 +63,7 @@ class DevStack(Stack):
         sqs: str = "moto",
         sqs_port: int = DEFAULT_SQS_PORT,
         transport: str = "sqs",
+        new_key: bool = False,
     ) -> None:
         super().__init__(data_dir.resolve() / "logs")
         self.settings = settings
@@ -72,7 +72,9 @@ class DevStack(Stack):
         self.workers = workers
         self.api_port = api_port
         self.sqs_port = sqs_port
+        self.new_key = new_key  # --new-key: not the key kept from the previous run
         self.api_key = ""
+        self.worker_ports: dict[str, int] = {}  # each worker's /metrics, the same after a reload
         self.hook_url = ""  # the local webhook receiver (its deliveries at /deliveries)
         self.runtime_settings = settings  # with this run's database and queues, once started
         self.state_env: dict[str, str] = {}  # what `tasklease env` prints
@@ -112,7 +114,8 @@ class DevStack(Stack):
             soft_wrap=True,
         )
         env["TASKLEASE_DATABASE_URL"] = database_url
-        self.api_key = asyncio.run(_demo_key(database_url))
+        found = dev_key.demo_key(database_url, self.data_dir, new=self.new_key)
+        self.api_key = found.key
         urls = self._queues(env)
         env.update(urls.env())
 
@@ -127,21 +130,25 @@ class DevStack(Stack):
         self.start_api(self.api_port)
         console.print(f"[green]✓[/] API         {self.api_url}   docs {self.api_url}/docs")
         console.print(
-            f"[green]✓[/] API key     tenant [bold]{DEMO_TENANT}[/]: "
+            f"[green]✓[/] API key     tenant [bold]{dev_key.DEMO_TENANT}[/]: "
             f"[bold]export TASKLEASE_API_KEY={escape(self.api_key)}[/]",
             soft_wrap=True,
         )
+        if found.note:
+            console.print(
+                f"              {found.note}"
+                + ("; make run ARGS=--new-key makes a new one" if found.kept else ""),
+                soft_wrap=True,
+                highlight=False,
+            )
         console.print(
             f"[green]✓[/] Web view    {self.api_url}/ui   (paste the API key above: "
             "the part after TASKLEASE_API_KEY=)",
             soft_wrap=True,
         )
-        metrics_urls = []
-        for i in range(self.workers):
-            port = embedded.free_port()
-            env_port = {"TASKLEASE_METRICS_PORT": str(port)}
-            self.start_worker(f"worker-{i + 1}", concurrency=2, env=env_port)
-            metrics_urls.append(f"http://127.0.0.1:{port}/metrics")
+        self.worker_ports = {f"worker-{i + 1}": embedded.free_port() for i in range(self.workers)}
+        self._start_workers()
+        metrics_urls = [f"http://127.0.0.1:{port}/metrics" for port in self.worker_ports.values()]
         console.print(
             f"[green]✓[/] metrics     {self.api_url}/metrics   workers: {' '.join(metrics_urls)}",
             soft_wrap=True,
@@ -162,6 +169,43 @@ class DevStack(Stack):
             console.print(
                 f"[yellow]↻[/] {resent} unfinished jobs from an earlier run sent to the new queue"
             )
+
+    def _start_workers(self) -> None:
+        for name, port in self.worker_ports.items():
+            self.start_worker(name, concurrency=2, env={"TASKLEASE_METRICS_PORT": str(port)})
+
+    def reload(self, changed: list[Path]) -> None:
+        """``--reload``: the API, the workers and the sweeper (each imports the kinds: the
+        API validates payloads with them) started again on the changed code, when it loads."""
+        names = ", ".join(p.name for p in changed[:3]) + (" …" if len(changed) > 3 else "")
+        problem = reload.load_error(self.env, ROOT)
+        if problem is not None:
+            console.print(
+                f"[red]✗[/] {escape(names)} changed, but the kinds do not load: {escape(problem)}"
+                " — the processes keep the previous code until the next change",
+                soft_wrap=True,
+            )
+            return
+        console.print(
+            f"[yellow]↻[/] {escape(names)} changed: restarting the API, {self.workers} workers "
+            "and the sweeper",
+            soft_wrap=True,
+        )
+        loaders = [
+            p for p in self.procs if p.name in ("api", "sweeper") or p.ready_path is not None
+        ]
+        self.stop_processes(loaders)
+        self.procs = [p for p in self.procs if p not in loaders]
+        self.start_api(self.api_port)
+        self._start_workers()
+        self.start_sweeper()
+        if self.wait_for_workers():
+            console.print(
+                f"[green]✓ reloaded[/]: the API answers, {self.workers} workers poll the queue"
+            )
+        elif not self.check():
+            ready, started = self.polling()
+            console.print(f"[yellow]reloaded, but {ready}/{started} workers poll the queue[/]")
 
     def _write_state(self, env: dict[str, str]) -> None:
         """The settings a second shell needs, in .tasklease/dev.json (state.py)."""
@@ -211,6 +255,8 @@ class DevStack(Stack):
         if self.postgres is not None:
             parts.append("PostgreSQL")
         kept = f"jobs and keys are kept in {self.data_dir / 'pgdata'}, " if self.postgres else ""
+        if self.api_key:
+            kept += f"the demo key (used again by the next run) in {dev_key.path(self.data_dir)}, "
         return (
             f"stopped {', '.join(parts) or 'before anything ran'}. {kept}logs in {self.logs_dir}; "
             "make run starts again where it stopped, make clean deletes it all."
@@ -269,15 +315,6 @@ class DevStack(Stack):
         return [p.name for p in self.exited()]
 
 
-async def _demo_key(database_url: str) -> str:
-    """A fresh key for this run's demo tenant; the previous runs' demo keys are revoked."""
-    async with store.connect(database_url, min_size=1, max_size=1) as database:
-        for row in await auth.list_keys(database, DEMO_TENANT):
-            if row["name"] == DEMO_KEY_NAME and row["revoked_at"] is None:
-                await auth.revoke_key(database, row["id"])
-        return (await auth.create_key(database, DEMO_TENANT, name=DEMO_KEY_NAME)).key
-
-
 async def _resend_waiting(s: Settings) -> int:
     """The messages of jobs an earlier run left waiting: its queue was moto's, now gone."""
     async with (
@@ -300,8 +337,11 @@ def main(
     sqs: str = "moto",
     sqs_port: int = DEFAULT_SQS_PORT,
     transport: str = "sqs",
+    new_key: bool = False,
+    reload_kinds: bool = False,
 ) -> int:
-    stack = DevStack(settings, data_dir, workers, api_port, sqs, sqs_port, transport)
+    stack = DevStack(settings, data_dir, workers, api_port, sqs, sqs_port, transport, new_key)
+    watcher: reload.KindWatcher | None = None
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a kill stops it as Ctrl-C does
     try:
         # The API and the workers would each refuse a bad TASKLEASE_KINDS into their own
@@ -309,7 +349,9 @@ def main(
         kinds.load(settings)
         stack.preflight()
         stack.start()
-        return _run(stack, demo=demo, exit_when_done=exit_when_done)
+        if reload_kinds:
+            watcher = _watch(settings)
+        return dev_loop.run(stack, demo=demo, exit_when_done=exit_when_done, watcher=watcher)
     except KeyboardInterrupt:
         console.print("\nstopping…")
         with contextlib.suppress(Exception):
@@ -327,70 +369,26 @@ def main(
         )
         return 1
     finally:
+        if watcher is not None:
+            watcher.stop()
         signal.signal(signal.SIGTERM, previous)
         with contextlib.suppress(Exception):
             stack.stop()
 
 
+def _watch(settings: Settings) -> reload.KindWatcher:
+    """--reload: watch the files the kinds were loaded from, and say which."""
+    where = reload.watched(settings.kind_modules)
+    watcher = reload.KindWatcher(where)
+    watcher.start()
+    console.print(
+        f"[green]✓[/] reload      watching {escape(where.describe())}: reloads the API, "
+        "the workers and the sweeper when a .py file changes",
+        soft_wrap=True,
+        highlight=False,
+    )
+    return watcher
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
-
-
-def _run(stack: DevStack, *, demo: bool, exit_when_done: bool) -> int:
-    approval: Approval | None = None
-    if demo:
-        ids, research = submit_demo(stack)
-        console.print(
-            f"submitted {len(ids)} support.triage jobs and 1 agent.research job "
-            "(it fans out 3 child jobs, then waits for approval) through POST /v1/jobs",
-            soft_wrap=True,
-        )
-        approval = Approval(stack, research, answer_it=exit_when_done)
-        if not watch(stack, [*ids, research], approval):
-            dead = stack.check()
-            console.print(
-                f"[red]the demo jobs did not settle[/]{' (exited: ' + ', '.join(dead) + ')' if dead else ''}"
-            )
-            return 1
-        console.print(
-            "[green]all demo jobs settled.[/] One retried after a transient model failure; "
-            "one was dead-lettered (see [bold]tasklease jobs list --state dead_lettered[/]); "
-            + (
-                "the research job was approved, slept until its quiet hour and posted."
-                if exit_when_done
-                else "the research job waits for approval (the lines above answer it)."
-            ),
-            soft_wrap=True,
-        )
-    elif stack.wait_for_workers():
-        console.print(f"[green]✓[/] {stack.workers} worker processes polling the queue")
-    elif not stack.check():
-        ready, started = stack.polling()
-        console.print(
-            f"[yellow]{ready}/{started} workers poll the queue after 120 s[/] "
-            f"(logs in {escape(str(stack.logs_dir))})"
-        )
-    if exit_when_done:
-        return 0
-    console.print(
-        f"\nAPI {stack.api_url}   OpenAPI docs {stack.api_url}/docs   — Ctrl-C to stop",
-        soft_wrap=True,
-    )
-    console.print(
-        'another shell:  eval "$(uv run tasklease env)"   then   uv run tasklease jobs list\n'
-        '                curl -s $TASKLEASE_API_URL/v1/jobs -H "Authorization: Bearer $TASKLEASE_API_KEY"',
-        highlight=False,
-        markup=False,
-        soft_wrap=True,
-    )
-    follow = Follow(stack, approval.job_id) if approval is not None else None
-    while True:
-        if follow is not None:
-            follow.poll()
-        dead = stack.check()
-        if dead:
-            console.print(
-                f"[red]exited unexpectedly: {', '.join(dead)}[/] (logs in {escape(str(stack.logs_dir))})"
-            )
-            return 1
-        time.sleep(1)

@@ -61,14 +61,18 @@ def _alive(pid: int) -> bool:
 
 def write(data_dir: Path, env: dict[str, str]) -> Path:
     """The file, replaced atomically, readable by this user only."""
-    target = path(data_dir)
+    return write_private(path(data_dir), json.dumps({"pid": os.getpid(), "env": env}, indent=2))
+
+
+def write_private(target: Path, text: str) -> Path:
+    """``target`` holding ``text``, replaced atomically, readable by this user only."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
-        json.dump({"pid": os.getpid(), "env": env}, fh, indent=2)
+        fh.write(text)
     os.replace(tmp, target)
     return target
 
