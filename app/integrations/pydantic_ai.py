@@ -305,13 +305,20 @@ class TaskleaseAgent(Generic[D, O]):
         """``agent.run(user_prompt, deps=..., ...)`` with its steps recorded under ``key``
         (give each run of an agent in one kind its own). The other ``options`` are
         ``Agent.run``'s (``output_type``, ``model_settings``, ``usage_limits``, ...)."""
+        # A misuse is the kind's code's mistake: PermanentError, not retried in vain.
         if not isinstance(ctx, JobContext):
-            raise TypeError(f"run needs the kind's JobContext, not {type(ctx).__name__}")
+            raise errors.PermanentError(
+                f"TaskleaseAgent.run needs the kind's JobContext, not {type(ctx).__name__}"
+            )
         if not key or ":" in key or len(key) > 40:
-            raise ValueError(f"key must be 1 to 40 characters without ':', not {key!r}")
+            raise errors.PermanentError(
+                f"TaskleaseAgent.run: key must be 1 to 40 characters without ':', not {key!r}"
+            )
         for taken in ("run_id", "conversation_id", "capabilities"):
             if taken in options:
-                raise ValueError(f"{taken}= is TaskleaseAgent's own: it makes replays equal")
+                raise errors.PermanentError(
+                    f"TaskleaseAgent.run: {taken}= is TaskleaseAgent's own (it makes replays equal)"
+                )
         steps = _Steps(ctx, key)
         started: str = await ctx.effect(step_key(key, "start"), _now_iso(ctx))
         steps.clock = dt.datetime.fromisoformat(started)

@@ -70,14 +70,17 @@ def create_app(log_path: Path | None = None) -> FastAPI:
         repeated = sorted({d for d in digests if digests.count(d) > 1})
         return {"count": len(answered), "requests": answered, "repeated": repeated}
 
-    @app.post("/v1/throttle")
-    async def set_throttle(request: Request) -> dict[str, int]:
-        body = await request.json()
+    @app.post("/v1/throttle", response_model=None)
+    async def set_throttle(request: Request) -> JSONResponse:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
         n = body.get("next") if isinstance(body, dict) else None
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            return {"error": 400}  # pragma: no cover - a test's own mistake
+            return error(400, 'throttle: send {"next": N}, N a whole number of requests >= 0')
         throttle["next"] = n
-        return {"next": n}
+        return JSONResponse({"next": n})
 
     return app
 
