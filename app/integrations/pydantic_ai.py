@@ -50,7 +50,12 @@ from app.kinds.generate import Usage
 
 try:
     from pydantic import TypeAdapter
-    from pydantic_ai import Agent, ModelMessagesTypeAdapter
+    from pydantic_ai import (
+        Agent,
+        DeferredToolRequests,
+        DeferredToolResults,
+        ModelMessagesTypeAdapter,
+    )
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.durable_exec import (
         CallToolResult,
@@ -75,6 +80,8 @@ try:
     from pydantic_ai.settings import ModelSettings
     from pydantic_ai.tools import RunContext
     from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+
+    from app.integrations.approvals import NotifyApproval, approvals, with_deferred
 except ImportError as exc:  # pragma: no cover - exercised in a process without the extra
     raise ImportError(
         "tasklease.pydantic_ai needs Pydantic AI: install tasklease's 'pydantic-ai' extra "
@@ -87,6 +94,7 @@ D = TypeVar("D")
 O = TypeVar("O")  # noqa: E741 - the agent's output type, as Pydantic AI names it
 
 DEFAULT_KEY = "pai"
+MAX_APPROVAL_ROUNDS = 20
 _TOOL_RESULT: TypeAdapter[Any] = TypeAdapter(CallToolResult)
 # 4xx answers that another try may fix: a timeout, a conflict, a throttle (429 is apart).
 _TRANSIENT_4XX = (408, 409, 425)
@@ -300,11 +308,19 @@ class TaskleaseAgent(Generic[D, O]):
         key: str = DEFAULT_KEY,
         deps: D = None,  # type: ignore[assignment]
         message_history: Sequence[ModelMessage] | None = None,
+        approval_timeout: float | None = None,
+        notify_approval: NotifyApproval | None = None,
         **options: Any,
     ) -> AgentRunResult[O]:
         """``agent.run(user_prompt, deps=..., ...)`` with its steps recorded under ``key``
         (give each run of an agent in one kind its own). The other ``options`` are
-        ``Agent.run``'s (``output_type``, ``model_settings``, ``usage_limits``, ...)."""
+        ``Agent.run``'s (``output_type``, ``model_settings``, ``usage_limits``, ...).
+
+        ``approval_timeout`` (seconds): a tool that needs approval waits for callback
+        ``<key>:approve:<tool_call_id>`` (``notify_approval(token, call)`` hands out its
+        token), holding no worker; the run continues with the answer under ``<key>.1``,
+        ``<key>.2``, ... Without it, the run ends with ``DeferredToolRequests`` as
+        Pydantic AI's does, if ``output_type`` allows it."""
         # A misuse is the kind's code's mistake: PermanentError, not retried in vain.
         if not isinstance(ctx, JobContext):
             raise errors.PermanentError(
@@ -314,24 +330,55 @@ class TaskleaseAgent(Generic[D, O]):
             raise errors.PermanentError(
                 f"TaskleaseAgent.run: key must be 1 to 40 characters without ':', not {key!r}"
             )
-        for taken in ("run_id", "conversation_id", "capabilities"):
+        for taken in ("run_id", "conversation_id", "capabilities", "deferred_tool_results"):
             if taken in options:
                 raise errors.PermanentError(
                     f"TaskleaseAgent.run: {taken}= is TaskleaseAgent's own (it makes replays equal)"
                 )
+        if approval_timeout is None:
+            return await self._run_once(ctx, key, user_prompt, deps, message_history, options)
+        options["output_type"] = with_deferred(options.get("output_type", self.agent.output_type))
+        deferred: DeferredToolResults | None = None
+        for segment in range(MAX_APPROVAL_ROUNDS):
+            # Each continuation records under a key of its own: its steps count from 0.
+            run_key = key if segment == 0 else f"{key}.{segment}"
+            result = await self._run_once(
+                ctx, run_key, user_prompt, deps, message_history, options, deferred
+            )
+            if not isinstance(result.output, DeferredToolRequests):
+                return result
+            deferred = await approvals(
+                ctx, key, result.output, timeout=approval_timeout, notify=notify_approval
+            )
+            user_prompt, message_history = None, result.all_messages()
+        raise errors.PermanentError(
+            f"{key}: more than {MAX_APPROVAL_ROUNDS} rounds of approvals in one run"
+        )
+
+    async def _run_once(
+        self,
+        ctx: JobContext[Any],
+        key: str,
+        user_prompt: str | None,
+        deps: D,
+        message_history: Sequence[ModelMessage] | None,
+        options: dict[str, Any],
+        deferred: DeferredToolResults | None = None,
+    ) -> AgentRunResult[Any]:
         steps = _Steps(ctx, key)
         started: str = await ctx.effect(step_key(key, "start"), _now_iso(ctx))
         steps.clock = dt.datetime.fromisoformat(started)
-        run_id = f"{ctx.job_id}:{key}"
-        capability = _DurableSteps(steps=steps, run_id=run_id)
+        capability = _DurableSteps(steps=steps, run_id=f"{ctx.job_id}:{key}")
         with replay_scope(), _clock(steps):
-            return await self.agent.run(
+            result: AgentRunResult[Any] = await self.agent.run(
                 user_prompt,
                 deps=deps,
                 message_history=message_history,
+                deferred_tool_results=deferred,
                 capabilities=[capability],
                 **options,
             )
+        return result
 
 
 def _now_iso(ctx: JobContext[Any]) -> Any:

@@ -263,6 +263,7 @@ async def test_bad_arguments_are_refused_naming_what_was_wrong() -> None:
         ({"key": ""}, "key must be 1 to 40 characters without ':', not ''"),
         ({"run_id": "mine"}, r"run_id= is TaskleaseAgent's own \(it makes replays equal\)"),
         ({"capabilities": []}, "capabilities= is TaskleaseAgent's own"),
+        ({"deferred_tool_results": None}, "deferred_tool_results= is TaskleaseAgent's own"),
     ],
 )
 @pytest.mark.asyncio
