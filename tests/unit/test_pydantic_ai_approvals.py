@@ -15,7 +15,7 @@ from examples.research_agent import ResearchDeps
 from tasklease import JobContext, PermanentError, kind
 from tasklease.fakemodel import RunningServer
 from tasklease.pydantic_ai import TaskleaseAgent, messages_json
-from tasklease.testing import KindSuspended, run_kind
+from tasklease.testing import KindRun, KindSuspended, run_kind
 from tests.unit.test_pydantic_ai import QUESTION, deps_for, requests_of, server
 
 pytestmark = pytest.mark.unit
@@ -62,17 +62,22 @@ async def until_approval(deps: ResearchDeps) -> KindSuspended:
     return waiting.value
 
 
+async def answered(server: RunningServer, answer: Any) -> KindRun[dict[str, Any]]:
+    """Run the kind until it waits for approval, answer, and resume it."""
+    deps = deps_for(server)
+    try:
+        waiting = await until_approval(deps)
+        waiting.store.answer(WAIT, result=answer)
+        return await waiting.resume(invoice, QUESTION, deps=deps)
+    finally:
+        await deps.aclose()
+
+
 @pytest.mark.asyncio
 async def test_an_approved_tool_runs_once_after_the_answer_and_nothing_repeats(
     server: RunningServer,
 ) -> None:
-    deps = deps_for(server)
-    try:
-        waiting = await until_approval(deps)
-        waiting.store.answer(WAIT, result={"approved": True})
-        done = await waiting.resume(invoice, QUESTION, deps=deps)
-    finally:
-        await deps.aclose()
+    done = await answered(server, {"approved": True})
     assert PAID == [1]
     assert len(TOLD) == 1  # the notify is an effect: not told again on resume
     assert done.result["answer"].endswith("From the tools: pay said 'paid 1'.")
@@ -87,13 +92,7 @@ async def test_an_approved_tool_runs_once_after_the_answer_and_nothing_repeats(
 
 @pytest.mark.asyncio
 async def test_a_denied_tool_never_runs_and_the_model_hears_why(server: RunningServer) -> None:
-    deps = deps_for(server)
-    try:
-        waiting = await until_approval(deps)
-        waiting.store.answer(WAIT, result={"approved": False, "message": "over budget"})
-        done = await waiting.resume(invoice, QUESTION, deps=deps)
-    finally:
-        await deps.aclose()
+    done = await answered(server, {"approved": False, "message": "over budget"})
     assert PAID == []
     assert "pay said 'over budget'" in done.result["answer"]
 
@@ -102,12 +101,6 @@ async def test_a_denied_tool_never_runs_and_the_model_hears_why(server: RunningS
 async def test_an_answer_that_is_not_an_approval_is_refused_saying_what_to_send(
     server: RunningServer,
 ) -> None:
-    deps = deps_for(server)
-    try:
-        waiting = await until_approval(deps)
-        waiting.store.answer(WAIT, result="sure")
-        with pytest.raises(PermanentError, match=r"answer with true, false or \{\"approved\""):
-            await waiting.resume(invoice, QUESTION, deps=deps)
-    finally:
-        await deps.aclose()
+    with pytest.raises(PermanentError, match=r"answer with true, false or \{\"approved\""):
+        await answered(server, "sure")
     assert PAID == []
