@@ -12,14 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import PartStartEvent
 
 from examples import research_agent
 from examples.research_agent import ResearchDeps
 from tasklease import JobContext, PermanentError, Throttled, kind
 from tasklease.fakemodel import RunningServer, serve_in_thread
-from tasklease.pydantic_ai import TaskleaseAgent, messages_json
+from tasklease.pydantic_ai import TaskleaseAgent
 from tasklease.testing import EffectStore, KindRun, run_kind
 from tests.unit.test_public_sdk import ROOT
 
@@ -333,35 +332,3 @@ def test_a_step_key_past_the_table_s_limit_keeps_its_head_and_a_digest() -> None
     assert len(long_a) == MAX_EFFECT_KEY_CHARS and long_a.startswith("pai:tool:ttt")
     assert long_a != long_b
     assert step_key("pai", "model", "0") == "pai:model:0"
-
-
-@pytest.mark.asyncio
-async def test_a_tool_s_model_retry_is_recorded_and_raised_again_on_replay_not_rerun(
-    server: RunningServer,
-) -> None:
-    calls: list[str] = []
-    agent: Agent[None, str] = Agent(instructions="Check the ledger.")
-
-    @agent.tool_plain
-    def ledger(account: str) -> str:
-        calls.append(account)
-        raise ModelRetry(f"no account {account!r}; ask for another")
-
-    durable = TaskleaseAgent(agent)
-
-    @kind("test.pai.retry", timeout_seconds=60)
-    async def check(ctx: JobContext[ResearchDeps], q: research_agent.Question) -> list[Any]:
-        result = await durable.run(ctx, q.question, model=ctx.deps.model)
-        return messages_json(result)
-
-    deps = deps_for(server)
-    try:
-        done = await run_kind(check, QUESTION, deps=deps, crash_after_effect=3)
-    finally:
-        await deps.aclose()
-    assert done.crashed_after == "pai:tool:ledger:call_1_ledger"
-    assert done.effects["pai:tool:ledger:call_1_ledger"]["kind"] == "model_retry"
-    assert calls == ["account: How often does an effect run?"]  # once, over both attempts
-    returns = [p for m in done.result for p in m["parts"] if p["part_kind"] == "tool-return"]
-    assert [(p["tool_name"], p["outcome"]) for p in returns] == [("ledger", "retried")]
-    assert returns[0]["content"].startswith("no account")
