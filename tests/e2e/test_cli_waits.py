@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import uuid
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from app.services import callbacks
 from app.states import JobState
-from tests.conftest import Stack, job_row
+from tests.conftest import Stack, job_row, wait_for
 from tests.e2e.test_auth_cli import cli, finish, start
 from tests.helpers import engine_for, receive_records
 
@@ -136,3 +137,51 @@ def test_delayed_submission_and_a_parents_children_at_the_command_line(
         code, _, err = finish(proc)
         assert code == 2 and says in err, (says, err)
     assert sql.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 5  # 3 + 2 kids
+
+
+def log_lines(text: str) -> list[dict[str, Any]]:
+    """The structured log lines in ``text`` (app/logs.py: one JSON object a line)."""
+    found = []
+    for line in text.splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and {"at", "level", "msg"} <= doc.keys():
+            found.append(doc)
+    return found
+
+
+def test_operator_commands_print_log_lines_only_with_verbose_and_servers_always(
+    stack: Stack, sql: Any
+) -> None:
+    approval = ("demo.approval", "--payload", '{"timeout_seconds": 600}')
+    quiet, short, long = (submitted(stack, *approval) for _ in range(3))
+    # A server command logs as it always did, no -v needed: the worker's own lines.
+    worker = start(stack, "worker")
+    try:
+        wait_for(
+            lambda: all(job_row(sql, j)["state"] == JobState.WAITING for j in (quiet, short, long)),
+            what="three jobs waiting",
+        )
+    finally:
+        worker.terminate()
+    _, _, err = finish(worker)
+    said = [d["msg"] for d in log_lines(err)]
+    assert "worker polling" in said and "claimed" in said, err
+
+    answer = ("--key", "approve", "--result", '{"ok": 1}')
+    code, out, err = cli(stack, "callbacks", "complete", "--job", quiet, *answer)
+    assert code == 0, err
+    assert out.strip() == f"callback approve of job {quiet}: succeeded, the job is woken"
+    assert log_lines(err) == [], err
+    for args in (("jobs", "list"), ("jobs", "show", quiet), ("dlq", "list")):
+        code, _, err = cli(stack, *args)
+        assert code == 0 and log_lines(err) == [], (args, err)
+
+    for flag, job_id in (("-v", short), ("--verbose", long)):
+        code, out, err = cli(stack, flag, "callbacks", "complete", "--job", job_id, *answer)
+        assert code == 0, err
+        assert out.strip() == f"callback approve of job {job_id}: succeeded, the job is woken"
+        said = [(d["msg"], d.get("job_id")) for d in log_lines(err)]
+        assert ("callback answered", job_id) in said, err
