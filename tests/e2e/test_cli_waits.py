@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import re
 import uuid
 from typing import Any
 
@@ -185,3 +186,50 @@ def test_operator_commands_print_log_lines_only_with_verbose_and_servers_always(
         assert out.strip() == f"callback approve of job {job_id}: succeeded, the job is woken"
         said = [(d["msg"], d.get("job_id")) for d in log_lines(err)]
         assert ("callback answered", job_id) in said, err
+
+
+def ran_twice_and_waits(stack: Stack, sql: Any) -> str:
+    """A job that ran twice and waits on its second timer: it holds no lease, yet its row
+    keeps the last worker's name (lease_owner), and no attempt is used (waits use none)."""
+    job_id = submitted(stack, "demo.nap", "--payload", '{"seconds": 1, "naps": 2}')
+    for runs in (1, 2):
+        asyncio.run(handle_once(stack))  # the first message, then the first timer's
+        row = job_row(sql, job_id)
+        assert (row["state"], row["runs"]) == (JobState.WAITING, runs), row
+    assert (row["attempt"], row["max_attempts"]) == (0, 5) and row["lease_owner"], row
+    return job_id
+
+
+def cells(out: str) -> list[list[str]]:
+    """A table's rows as lists of their cells' text."""
+    return [
+        [c.strip() for c in re.split("[│┃]", line.strip("│┃"))]
+        for line in out.splitlines()
+        if line.startswith(("│", "┃"))
+    ]
+
+
+def test_a_job_that_ran_twice_and_waits_shows_its_runs_attempts_and_no_lease(
+    stack: Stack, sql: Any
+) -> None:
+    job_id = ran_twice_and_waits(stack, sql)
+    code, out, err = cli(stack, "jobs", "show", job_id)
+    assert code == 0, err
+    fields = {row[0]: row[1] for row in cells(out.split("timeline")[0]) if len(row) == 2}
+    assert fields["runs"] == "2" and fields["attempts used"] == "0 of 5", fields
+    assert fields["lease_owner"] == "", fields  # no lease: no owner, whatever the row keeps
+
+    # The list says it too, and what the job waits for and until when (its timer's due
+    # time); the time shown is the one the list is sorted by (newest created first).
+    other = submitted(stack, "demo.noop", "--delay", "3600")
+    code, out, err = cli(stack, "jobs", "list", "--state", "waiting")
+    assert code == 0, err
+    header, *rows = cells(out)
+    listed = [dict(zip(header, row, strict=True)) for row in rows]
+    assert [r["id"] for r in listed] == [other, job_id], out
+    wake_at = job_row(sql, job_id)["wake_at"].astimezone(dt.UTC)
+    assert listed[1]["runs"] == "2" and listed[1]["attempts used"] == "0/5", out
+    assert listed[1]["waiting for"] == "timer nap-1", out
+    assert listed[1]["until"] == f"{wake_at:%Y-%m-%d %H:%M:%S}", out
+    assert listed[0]["waiting for"] == "timer run_at" and listed[0]["runs"] == "0", out
+    assert "created" in header and "updated" not in header
