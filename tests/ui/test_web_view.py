@@ -61,6 +61,8 @@ def shoot(page: Any, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
     if os.environ.get("TASKLEASE_UI_SCREENSHOTS") == "docs" and name in ("ui-overview", "ui-job"):
+        # Not the toast of the outage this test causes on purpose (it lasts 4 s).
+        page.evaluate("document.getElementById('toast').hidden = true")
         page.screenshot(path=str(DOCS / f"{name}.png"), full_page=False)
 
 
@@ -186,6 +188,7 @@ def test_the_web_view_watches_approves_and_redrives_and_keeps_tenants_apart(
     wait_for(lambda: job_row(sql, noop)["state"] == "succeeded", what="acme's noop")
     other.reload()  # the key stays in the tab's session storage
     other.wait_for_selector("#jobs >> text=no jobs")
+    other.wait_for_selector("#flow[data-loaded]")  # the rows may come before the counts
     assert count(other, "succeeded") == 0 and other.locator("#jobs tr[data-job]").count() == 0
     other.goto(f"{url}/ui/#/jobs/{approval}")
     other.wait_for_selector(f"#view .error >> text=no job {approval}")
