@@ -34,6 +34,14 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, separators=(",", ":"))
 
 
+def silence() -> None:
+    """No log lines at all (an operator command without -v): not even Python's last-resort
+    handler's, which would print a warning as plain text."""
+    root = logging.getLogger()
+    root.handlers[:] = [logging.NullHandler()]
+    root.setLevel(logging.WARNING)
+
+
 def setup(level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())

@@ -11,7 +11,9 @@ scrapes it), so a tenant's name must not leak through it. Counting never fails a
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,7 +44,9 @@ SUBMISSIONS = Counter(
 )
 COMPLETIONS = Counter(
     "tasklease_jobs_completed",
-    "Jobs that ended, by kind and outcome (succeeded, cancelled, dead_lettered).",
+    "Jobs that ended, by kind and outcome (succeeded, cancelled, dead_lettered): every "
+    "transition into one of these states, once, whatever wrote it (a worker, the API's or "
+    "the CLI's cancel and the children it cancelled, the sweeper).",
     ["kind", "outcome"],
 )
 RETRIES = Counter(
@@ -169,6 +173,14 @@ def observe(metric: Histogram, value: float, **labels: str) -> None:
         (metric.labels(**labels) if labels else metric).observe(max(0.0, value))
     except Exception:
         _failed(getattr(metric, "_name", "a metric"))
+
+
+def ended(kind: str, outcome: str, created_at: dt.datetime) -> None:
+    """A job's end (a transition into succeeded, dead_lettered or cancelled), counted once
+    by the store where it was written (app/store/endings.py): its outcome and its time
+    from submission. Never raises."""
+    count(COMPLETIONS, kind=kind, outcome=outcome)
+    observe(SUBMIT_TO_DONE, time.time() - created_at.timestamp(), kind=kind, outcome=outcome)
 
 
 def count_sqs_request(model: Any = None, **_: Any) -> None:

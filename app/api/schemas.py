@@ -126,13 +126,20 @@ class JobPublic(BaseModel):
         description="queued past its tenant's window on the queue: no message yet, sent "
         "when one of the tenant's leases ends"
     )
-    attempt: int
+    attempt: int = Field(
+        description="attempts used of max_attempts: each lease uses one, given back when "
+        "the run ends waiting, handed back or throttled (waits use none; runs counts every "
+        "start of the code)"
+    )
     max_attempts: int
     timeout_seconds: int
     payload: dict[str, Any]
     result: Any | None
     last_error: str | None
-    lease_owner: str | None
+    lease_owner: str | None = Field(
+        description="the worker holding the job's lease; null when no live lease holds it "
+        "(not leased or running, or its lease expired)"
+    )
     lease_expires_at: dt.datetime | None
     redrives: int = Field(
         description="how many times the job was redriven out of dead_lettered, in all"
@@ -157,6 +164,7 @@ class JobPublic(BaseModel):
     def fields_of(cls, row: dict[str, Any]) -> dict[str, Any]:
         return {
             **{k: row[k] for k in JobPublic.model_fields if k != "waiting_for"},
+            "lease_owner": jobs.lease_holder(row),
             "waiting_for": jobs.waiting_for(row),
         }
 

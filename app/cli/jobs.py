@@ -216,7 +216,7 @@ def show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
     view = runner.on_database(s, lambda database: _view(s, database, jid))
-    out.print(render.job(jid, view.job, jobs.waiting_for(view.job)))
+    out.print(render.job(jid, view.job, jobs.waiting_for(view.job), jobs.lease_holder(view.job)))
     out.print(render.timeline(view.events))
     out.print(render.effects(view.effects))
     if view.usage["models"]:
@@ -242,7 +242,7 @@ def list_(
             database, state=state, kind=kind, limit=limit, scope=tenant
         ),
     )
-    render.print_listing(render.jobs(rows))
+    render.print_listing(render.jobs([{**r, "waiting_for": jobs.waiting_for(r)} for r in rows]))
 
 
 @group.command("cancel")

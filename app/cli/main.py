@@ -3,6 +3,8 @@ lists them. The commands themselves live in one module per group."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from app.cli import (
@@ -15,6 +17,7 @@ from app.cli import (
     limits,
     prune,
     queues,
+    runner,
     schedules,
     serve,
 )
@@ -24,6 +27,24 @@ cli = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+@cli.callback()
+def options(
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "-v",
+            "--verbose",
+            help="print log lines (JSON, on stderr); without it only the servers (api, "
+            "worker, sweep, dev) print them",
+        ),
+    ] = False,
+) -> None:
+    """Durable asynchronous jobs for long AI work on SQS, Lambda and PostgreSQL."""
+    runner.verbose(verbose)
+
+
 cli.command()(queues.migrate)
 cli.command()(serve.api)
 cli.command()(serve.worker)

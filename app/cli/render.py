@@ -40,10 +40,9 @@ JOB_FIELDS = (
     "kind",
     "priority",
     "state",
-    "attempt",
-    "max_attempts",
-    "redrives",
     "runs",
+    "attempts used",
+    "redrives",
     "lease_owner",
     "last_error",
     "created_at",
@@ -113,10 +112,20 @@ def clock(value: datetime.datetime) -> str:
     return value.strftime("%H:%M:%S.%f")[:-3]
 
 
-def job(job_id: object, row: dict[str, Any], waiting_for: dict[str, Any] | None = None) -> Table:
+def job(
+    job_id: object,
+    row: dict[str, Any],
+    waiting_for: dict[str, Any] | None = None,
+    lease_owner: str | None = None,
+) -> Table:
+    """A job's fields; ``lease_owner``: the live lease's holder (None: no lease)."""
     table = PlainTable(show_header=False, title=f"job {job_id}")
+    shown = {
+        "attempts used": f"{row['attempt']} of {row['max_attempts']}",
+        "lease_owner": lease_owner,
+    }
     for key in JOB_FIELDS:
-        table.add_row(key, state(row[key]) if key == "state" else row[key])
+        table.add_row(key, state(row[key]) if key == "state" else shown.get(key, row.get(key)))
         if key == "state" and waiting_for is not None:
             table.add_row("waiting for", waiting(waiting_for))
     if row.get("parent_id") is not None:
@@ -129,6 +138,15 @@ def job(job_id: object, row: dict[str, Any], waiting_for: dict[str, Any] | None 
 def waiting(w: dict[str, Any]) -> str:
     """What a waiting job waits for, in one line: ``timer run_at until 2026-…``,
     ``callback approve until …``, ``children fan (at least 3 of 5, tolerating 1)``."""
+    text = wait_what(w)
+    if w.get("until") is not None:
+        text += f" until {when(w['until'])}"
+    return text
+
+
+def wait_what(w: dict[str, Any]) -> str:
+    """What a job waits for, without its deadline: ``timer nap-1``, ``callback approve``,
+    ``children fan (at least 3 of 5, tolerating 1)``."""
     text = f"{w['kind']} {w['key'] or ''}".rstrip()
     rule = w.get("rule")
     if rule:
@@ -136,8 +154,6 @@ def waiting(w: dict[str, Any]) -> str:
             f"all {rule['count']}" if rule["all"] else f"at least {rule['need']} of {rule['count']}"
         )
         text += f" ({need}, tolerating {rule['tolerate']})"
-    if w.get("until") is not None:
-        text += f" until {when(w['until'])}"
     return text
 
 
@@ -269,18 +285,34 @@ def _attempts(r: dict[str, Any]) -> str:
 
 
 def jobs(rows: list[dict[str, Any]]) -> IdListing:
+    """Jobs, newest first (by creation: the time shown). A waiting job's row says what it
+    waits for (``waiting_for``, as the API answers it) and until when."""
     listing = IdListing(
         f"{len(rows)} jobs",
-        ("tenant", "kind", "state", "attempt", "created", "last error"),
-        wrap=frozenset({"created", "last error"}),
+        (
+            "tenant",
+            "kind",
+            "state",
+            "runs",
+            "attempts used",
+            "waiting for",
+            "until",
+            "created",
+            "last error",
+        ),
+        wrap=frozenset({"attempts used", "waiting for", "until", "created", "last error"}),
     )
     for r in rows:
+        w = r.get("waiting_for")
         listing.add(
             r["id"],
             cell(r["tenant"]),
             cell(r["kind"]),
             state(r["state"]),
+            cell(r["runs"]),
             cell(_attempts(r)),
+            cell(wait_what(w) if w else ""),
+            cell(when(w["until"]) if w else ""),
             cell(when(r["created_at"])),
             short(r["last_error"]),
         )

@@ -42,8 +42,25 @@ def errors_exit() -> Iterator[None]:
         raise typer.Exit(1) from exc
 
 
-def settings_or_exit(*needed: str, dev_state: bool = True) -> config.Settings:
-    """The settings (with the ones named in ``needed`` set), and logging set up from them.
+# Whether `tasklease -v` asked for log lines (set by the command line's callback, main.py).
+_verbose = False
+
+
+def verbose(on: bool) -> None:
+    """`tasklease -v`: log lines on stderr (at once, then at TASKLEASE_LOG_LEVEL once a
+    command reads its settings). Without it an operator command prints none."""
+    global _verbose
+    _verbose = on
+    if on:
+        logs.setup()
+    else:
+        logs.silence()
+
+
+def settings_or_exit(*needed: str, dev_state: bool = True, serves: bool = False) -> config.Settings:
+    """The settings (with the ones named in ``needed`` set), and logging set up from them:
+    always for a command that serves (``serves``: api, worker, sweep, dev), otherwise only
+    with -v (an operator's command prints what it did, not log lines).
     With no connection variable set, a running ``make run``'s settings from its state file
     (``.tasklease/dev.json``) are used, and the command says so on stderr. Commands that
     deploy or serve (api, worker, sweep, migrate, queues create) pass ``dev_state=False``:
@@ -55,7 +72,8 @@ def settings_or_exit(*needed: str, dev_state: bool = True) -> config.Settings:
     with errors_exit():
         s = config.load()
         s.need(*needed)
-    logs.setup(s.log_level)
+    if serves or _verbose:
+        logs.setup(s.log_level)
     return s
 
 

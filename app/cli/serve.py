@@ -29,7 +29,7 @@ def api(
 
     from app.api import create_app
 
-    s = runner.settings_or_exit(dev_state=False)
+    s = runner.settings_or_exit(dev_state=False, serves=True)
     with runner.errors_exit():
         app = create_app(s)
     uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
@@ -47,7 +47,7 @@ def worker(
     max_batches: Annotated[int | None, typer.Option(help="stop after this many batches")] = None,
 ) -> None:
     """Poll the queue and run jobs (what Lambda's SQS event source mapping does on AWS)."""
-    s = runner.settings_or_exit(dev_state=False)
+    s = runner.settings_or_exit(dev_state=False, serves=True)
     with runner.errors_exit():
         serve_metrics(s)
     runner.run(lambda: _work(s, concurrency, max_batches))
@@ -91,7 +91,7 @@ def sweep(
     messages."""
     from app import kinds  # here, not at import: every other command starts without it
 
-    s = runner.settings_or_exit(dev_state=False)
+    s = runner.settings_or_exit(dev_state=False, serves=True)
     with runner.errors_exit():
         tracing.configure("tasklease-sweeper")
         kinds.load(s)  # schedules make jobs of these kinds: a bad or empty list is said now
@@ -174,7 +174,7 @@ def dev(
     if demo:  # the demos are kinds like any other: named in TASKLEASE_KINDS, beside yours
         with_demo_kinds()
     # Not the state file: that is this command's output, not its input.
-    s = runner.settings_or_exit(dev_state=False)
+    s = runner.settings_or_exit(dev_state=False, serves=True)
     code = dev_mod.main(
         s,
         workers=workers,

@@ -147,6 +147,19 @@ def waiting_for(job: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def lease_holder(job: dict[str, Any]) -> str | None:
+    """The worker holding the job's lease, as the API and the CLI show it: None unless a
+    live lease holds it (leased or running, not expired). The row keeps the last holder's
+    name after the lease ends (its events name it), which is no lease."""
+    if job["state"] not in (JobState.LEASED, JobState.RUNNING):
+        return None
+    expires = job["lease_expires_at"]
+    if expires is None or expires <= dt.datetime.now(dt.UTC):
+        return None
+    owner: str | None = job["lease_owner"]
+    return owner
+
+
 # How many of a job's children `GET /v1/jobs/{id}` and `jobs show` list (the count is whole).
 MAX_CHILDREN_SHOWN = 100
 

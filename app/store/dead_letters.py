@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+from app.store import endings
 from app.store.leases import RedriveBudget
 from app.store.pool import Database, q
 from app.store.records import Job, Redriven
@@ -62,4 +63,5 @@ async def reconcile_moved(db: Database, job_ids: Sequence[uuid.UUID]) -> list[uu
     """Jobs whose message the redrive policy moved to the DLQ: dead-lettered now, by the
     sweeper. Returns the ones that changed (a live lease or a final state is left)."""
     rows = await db.fetch(q("reconcile_moved"), {"ids": list(job_ids)})
+    endings.count(rows)
     return [row["id"] for row in rows]

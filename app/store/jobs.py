@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 from app import tracing
 from app.priorities import Route
 from app.states import JobState
+from app.store import endings
 from app.store.pool import Conn, Database, fetch_txn, q
 from app.store.records import Admission, Job, JobEvent, OutboxRow
 
@@ -200,21 +201,23 @@ async def events(db: Database, job_id: uuid.UUID) -> list[JobEvent]:
 
 
 async def cancel_waiting(db: Database, job_id: uuid.UUID, *, detail: str) -> bool:
-    """Cancel a job no live lease holds; False when a live lease holds it (or it finished)."""
-    row = await db.fetch_one(q("cancel_waiting"), {"id": job_id, "detail": detail})
-    return bool(row and row["changed"])
+    """Cancel a job no live lease holds; False when a live lease holds it (or it finished).
+    Its end is counted, and its children's that the cancel cancelled (store/endings.py)."""
+    return bool(await endings.cancelling(db, q("cancel_waiting"), {"id": job_id, "detail": detail}))
 
 
-async def cancel_waiting_txn(conn: Conn, job_id: uuid.UUID, *, detail: str) -> bool:
+async def cancel_waiting_txn(conn: Conn, job_id: uuid.UUID, *, detail: str) -> list[dict[str, Any]]:
     """As cancel_waiting, inside the caller's transaction (a suspension that finds a cancel
-    asked for)."""
+    asked for): the ends it wrote, its children's included, for the caller to count
+    (endings.count) once it commits; empty when it changed nothing."""
     rows = await fetch_txn(conn, q("cancel_waiting"), {"id": job_id, "detail": detail})
-    return bool(rows and rows[0]["changed"])
+    return [*rows, *await endings.below(conn, rows)]
 
 
 async def request_cancel(db: Database, job_id: uuid.UUID) -> bool:
-    """Flag a leased job for its worker's heartbeat; False when no lease holds it."""
-    return bool(await db.fetch(q("request_cancel"), {"id": job_id}))
+    """Flag a leased job for its worker's heartbeat; False when no lease holds it. Its
+    children no live lease holds are cancelled at once (the flag's trigger): counted."""
+    return bool(await endings.cancelling(db, q("request_cancel"), {"id": job_id}))
 
 
 async def waiting_routes(db: Database) -> list[Route]:

@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 from app.priorities import Route
 from app.settings.config import Settings
 from app.states import JobState
+from app.store import endings
 from app.store.pool import Database, q
 from app.store.records import Job, OutboxRow
 
@@ -148,24 +149,26 @@ async def finish(
     from_state: JobState = JobState.RUNNING,
     **change: Unpack[Change],
 ) -> bool:
-    """Move the job out of its live lease; False when the token no longer holds it."""
+    """Move the job out of its live lease; False when the token no longer holds it. An
+    end is counted (store/endings.py), with the children a cancel cancelled."""
     result = change.get("result")
-    row = await db.fetch_one(
-        q("finish"),
-        {
-            "id": job_id,
-            "token": token,
-            "to_state": to_state.value,
-            "from_state": from_state.value,
-            "result": Jsonb(result) if result is not None else None,
-            "error": change.get("error"),
-            "delay": change.get("delay", 0),
-            "refund": change.get("refund", 0),
-            "dead_lettered_by": change.get("dead_lettered_by"),
-            "detail": change.get("detail"),
-        },
-    )
-    return bool(row and row["changed"])
+    params = {
+        "id": job_id,
+        "token": token,
+        "to_state": to_state.value,
+        "from_state": from_state.value,
+        "result": Jsonb(result) if result is not None else None,
+        "error": change.get("error"),
+        "delay": change.get("delay", 0),
+        "refund": change.get("refund", 0),
+        "dead_lettered_by": change.get("dead_lettered_by"),
+        "detail": change.get("detail"),
+    }
+    if to_state == JobState.CANCELLED:
+        return bool(await endings.cancelling(db, q("finish"), params))
+    rows = await db.fetch(q("finish"), params)
+    endings.count(rows)
+    return bool(rows)
 
 
 async def succeed_batch(
@@ -181,6 +184,7 @@ async def succeed_batch(
             "results": [Jsonb(r) if r is not None else None for _, _, r in items],
         },
     )
+    endings.count(rows)
     return {row["token"]: bool(row["has_parked"]) for row in rows}
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, LiteralString
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
 import psycopg.sql
@@ -25,6 +25,7 @@ from app.store import sql
 DEADLOCK_TRIES = 3
 
 Conn = psycopg.AsyncConnection[DictRow]
+T = TypeVar("T")
 
 # Serialises concurrent `migrate` runs (several workers starting at once).
 _MIGRATION_LOCK = 0x7461736B6C65  # "taskle"
@@ -126,6 +127,19 @@ class Database:
             try:
                 async with self.connection() as conn:
                     return await fetch_txn(conn, query, params)
+            except errors.StoreError as exc:
+                if attempt == DEADLOCK_TRIES or not isinstance(
+                    exc.__cause__, psycopg.errors.DeadlockDetected
+                ):
+                    raise
+        raise AssertionError("unreachable")
+
+    async def transact(self, work: Callable[[Conn], Awaitable[T]]) -> T:
+        """``work`` in one transaction; a deadlock victim is run again whole (as ``fetch``)."""
+        for attempt in range(1, DEADLOCK_TRIES + 1):
+            try:
+                async with self.transaction() as conn:
+                    return await work(conn)
             except errors.StoreError as exc:
                 if attempt == DEADLOCK_TRIES or not isinstance(
                     exc.__cause__, psycopg.errors.DeadlockDetected

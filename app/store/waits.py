@@ -15,7 +15,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from app.priorities import Route
-from app.store import jobs
+from app.store import endings, jobs
 from app.store.pool import Database, fetch_txn, q
 from app.store.records import Job, OutboxRow, Row
 
@@ -44,7 +44,9 @@ async def suspend(
     detail: str,
 ) -> Suspended:
     """running -> waiting, fenced; in the same transaction, woken at once when an answer
-    or a child's finish met the condition before the row was locked."""
+    or a child's finish met the condition before the row was locked. A cancel asked for
+    while it ran cancels it instead: that end counted (store/endings.py) once committed."""
+    ended: list[dict[str, Any]] | None = None  # set when a cancel asked for cancelled it
     async with db.transaction() as conn:
         rows = await fetch_txn(
             conn,
@@ -65,15 +67,18 @@ async def suspend(
         if rows[0]["cancel_requested"]:
             # Cancelled while it ran, before its heartbeat saw it: a job waiting with a
             # cancel asked for would never be woken (nor claimed) again.
-            await jobs.cancel_waiting_txn(conn, job_id, detail="cancelled while running")
-            return Suspended(changed=True, cancelled=True)
-        woken = await fetch_txn(conn, q("wake_if_met"), {"id": job_id, "why": detail})
-        return Suspended(
-            changed=True,
-            woken=bool(woken and woken[0]["woken"]),
-            send_now=rows[0]["send_now"],
-            delay=float(rows[0]["delay"] or 0.0),
-        )
+            ended = await jobs.cancel_waiting_txn(conn, job_id, detail="cancelled while running")
+        else:
+            woken = await fetch_txn(conn, q("wake_if_met"), {"id": job_id, "why": detail})
+    if ended is not None:
+        endings.count(ended)
+        return Suspended(changed=True, cancelled=True)
+    return Suspended(
+        changed=True,
+        woken=bool(woken and woken[0]["woken"]),
+        send_now=rows[0]["send_now"],
+        delay=float(rows[0]["delay"] or 0.0),
+    )
 
 
 async def wake_if_answered(db: Database, job_id: uuid.UUID, *, why: str) -> bool:
@@ -298,8 +303,11 @@ async def count_children(db: Database, job_id: uuid.UUID) -> int:
 
 
 async def cancel_orphans(db: Database, *, limit: int) -> list[uuid.UUID]:
-    """Cancel children left unfinished under a cancelled parent."""
-    return [row["id"] for row in await db.fetch(q("cancel_orphans"), {"limit": limit})]
+    """Cancel children left unfinished under a cancelled parent (those under a live lease
+    are asked to stop); the ends counted, with what the cancels cancelled below them."""
+    return [
+        row["id"] for row in await endings.cancelling(db, q("cancel_orphans"), {"limit": limit})
+    ]
 
 
 async def wake_answered(db: Database, *, grace: float, limit: int) -> list[uuid.UUID]:

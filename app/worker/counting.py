@@ -1,5 +1,6 @@
-"""The engine's counts of how attempts and jobs ended (app/metrics.py), each counted
-only when the outcome was written (``took``): a zombie's refused write counts nothing."""
+"""The engine's counts of how attempts ended (app/metrics.py), each counted only when the
+outcome was written (``took``): a zombie's refused write counts nothing. A job's end is
+counted by the store that wrote it (app/store/endings.py), whatever path ended it."""
 
 from __future__ import annotations
 
@@ -19,17 +20,8 @@ def ran(job: Job, outcome: str, started: float, took: bool) -> bool:
 
 
 def ended(job: Job, outcome: str, took: bool, started: float | None = None) -> bool:
-    """Count a job's end: its outcome, its submit-to-done time and, when it ran, the
-    attempt's run time. Returns ``took``."""
-    if not took:
-        return took
-    metrics.count(metrics.COMPLETIONS, kind=job.kind, outcome=outcome)
-    metrics.observe(
-        metrics.SUBMIT_TO_DONE,
-        time.time() - job.created_at.timestamp(),
-        kind=job.kind,
-        outcome=outcome,
-    )
-    if started is not None:
+    """An attempt that ended the job: its run time, when it ran (the end itself, its
+    outcome and submit-to-done time, the store counted as it wrote it). Returns ``took``."""
+    if took and started is not None:
         ran(job, outcome, started, took)
     return took

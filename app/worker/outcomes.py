@@ -200,10 +200,7 @@ class Outcomes:
         if not done.changed:
             log.warning("suspend refused: lease lost", extra=lease.fields)
             return False
-        if done.cancelled:
-            metrics.count(
-                metrics.COMPLETIONS, kind=str(lease.fields.get("kind")), outcome="cancelled"
-            )
+        if done.cancelled:  # counted by the store (app/store/endings.py)
             log.info("cancelled while running", extra={**lease.fields, "state": JobState.CANCELLED})
             return True
         log.info(detail, extra={**lease.fields, "state": JobState.WAITING})

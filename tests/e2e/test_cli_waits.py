@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
+import re
 import uuid
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 
 from app.services import callbacks
 from app.states import JobState
-from tests.conftest import Stack, job_row
+from tests.conftest import Stack, job_row, wait_for
 from tests.e2e.test_auth_cli import cli, finish, start
 from tests.helpers import engine_for, receive_records
 
@@ -136,3 +138,98 @@ def test_delayed_submission_and_a_parents_children_at_the_command_line(
         code, _, err = finish(proc)
         assert code == 2 and says in err, (says, err)
     assert sql.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 5  # 3 + 2 kids
+
+
+def log_lines(text: str) -> list[dict[str, Any]]:
+    """The structured log lines in ``text`` (app/logs.py: one JSON object a line)."""
+    found = []
+    for line in text.splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and {"at", "level", "msg"} <= doc.keys():
+            found.append(doc)
+    return found
+
+
+def test_operator_commands_print_log_lines_only_with_verbose_and_servers_always(
+    stack: Stack, sql: Any
+) -> None:
+    approval = ("demo.approval", "--payload", '{"timeout_seconds": 600}')
+    quiet, short, long = (submitted(stack, *approval) for _ in range(3))
+    # A server command logs as it always did, no -v needed: the worker's own lines.
+    worker = start(stack, "worker")
+    try:
+        wait_for(
+            lambda: all(job_row(sql, j)["state"] == JobState.WAITING for j in (quiet, short, long)),
+            what="three jobs waiting",
+        )
+    finally:
+        worker.terminate()
+    _, _, err = finish(worker)
+    said = [d["msg"] for d in log_lines(err)]
+    assert "worker polling" in said and "claimed" in said, err
+
+    answer = ("--key", "approve", "--result", '{"ok": 1}')
+    code, out, err = cli(stack, "callbacks", "complete", "--job", quiet, *answer)
+    assert code == 0, err
+    assert out.strip() == f"callback approve of job {quiet}: succeeded, the job is woken"
+    assert log_lines(err) == [], err
+    for args in (("jobs", "list"), ("jobs", "show", quiet), ("dlq", "list")):
+        code, _, err = cli(stack, *args)
+        assert code == 0 and log_lines(err) == [], (args, err)
+
+    for flag, job_id in (("-v", short), ("--verbose", long)):
+        code, out, err = cli(stack, flag, "callbacks", "complete", "--job", job_id, *answer)
+        assert code == 0, err
+        assert out.strip() == f"callback approve of job {job_id}: succeeded, the job is woken"
+        said = [(d["msg"], d.get("job_id")) for d in log_lines(err)]
+        assert ("callback answered", job_id) in said, err
+
+
+def ran_twice_and_waits(stack: Stack, sql: Any) -> str:
+    """A job that ran twice and waits on its second timer: it holds no lease, yet its row
+    keeps the last worker's name (lease_owner), and no attempt is used (waits use none)."""
+    job_id = submitted(stack, "demo.nap", "--payload", '{"seconds": 1, "naps": 2}')
+    for runs in (1, 2):
+        asyncio.run(handle_once(stack))  # the first message, then the first timer's
+        row = job_row(sql, job_id)
+        assert (row["state"], row["runs"]) == (JobState.WAITING, runs), row
+    assert (row["attempt"], row["max_attempts"]) == (0, 5) and row["lease_owner"], row
+    return job_id
+
+
+def cells(out: str) -> list[list[str]]:
+    """A table's rows as lists of their cells' text."""
+    return [
+        [c.strip() for c in re.split("[│┃]", line.strip("│┃"))]
+        for line in out.splitlines()
+        if line.startswith(("│", "┃"))
+    ]
+
+
+def test_a_job_that_ran_twice_and_waits_shows_its_runs_attempts_and_no_lease(
+    stack: Stack, sql: Any
+) -> None:
+    job_id = ran_twice_and_waits(stack, sql)
+    code, out, err = cli(stack, "jobs", "show", job_id)
+    assert code == 0, err
+    fields = {row[0]: row[1] for row in cells(out.split("timeline")[0]) if len(row) == 2}
+    assert fields["runs"] == "2" and fields["attempts used"] == "0 of 5", fields
+    assert fields["lease_owner"] == "", fields  # no lease: no owner, whatever the row keeps
+
+    # The list says it too, and what the job waits for and until when (its timer's due
+    # time); the time shown is the one the list is sorted by (newest created first).
+    other = submitted(stack, "demo.noop", "--delay", "3600")
+    code, out, err = cli(stack, "jobs", "list", "--state", "waiting")
+    assert code == 0, err
+    header, *rows = cells(out)
+    listed = [dict(zip(header, row, strict=True)) for row in rows]
+    assert [r["id"] for r in listed] == [other, job_id], out
+    wake_at = job_row(sql, job_id)["wake_at"].astimezone(dt.UTC)
+    assert listed[1]["runs"] == "2" and listed[1]["attempts used"] == "0/5", out
+    assert listed[1]["waiting for"] == "timer nap-1", out
+    assert listed[1]["until"] == f"{wake_at:%Y-%m-%d %H:%M:%S}", out
+    assert listed[0]["waiting for"] == "timer run_at" and listed[0]["runs"] == "0", out
+    assert "created" in header and "updated" not in header

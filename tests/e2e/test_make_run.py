@@ -422,7 +422,7 @@ def test_make_run_piped_ends_its_table_before_the_next_sentence(
     for line in lines:
         if line.startswith(("waiting for workers", "✓ 2 worker processes")):
             workers_said = line
-        if " running (attempt" in line:
+        if " running (runs" in line:
             assert workers_said and "(0/2 polling)" not in workers_said, done.stdout
 
 
@@ -449,12 +449,17 @@ def test_make_run_shows_a_job_waiting_for_approval_and_the_lines_that_approve_it
     found = APPROVAL_LINES.search(out)
     assert found, out
     lines = out.splitlines()
-    assert "research succeeded (attempt 1/3)" in lines, out
+    # Runs and attempts as the API counts them: each wait ended a run, and gave its
+    # attempt back (issue 30, item 9: a waiting job showed "0/3" and nothing of its runs).
+    assert any(
+        re.fullmatch(r"research succeeded \(runs [2-9], attempts used 1/3\)", line)
+        for line in lines
+    ), out
     row = next(line for line in lines if line.startswith(f"│ {found['job']} │ research"))
     assert "succeeded" in row and "posted: " in row, out
     # the approval came before the job succeeded, and the research job did wait
     assert out.index(found.group(0)) < out.index("research succeeded"), out
-    assert "research waiting (attempt" in out, out
+    assert re.search(r"^research waiting \(runs [1-9], attempts used 0/3\)$", out, re.M), out
     # Issue 15: the web view's URL beside the key, and the job's page whose Approve answers it.
     assert re.search(
         r"^✓ Web view    http://127\.0\.0\.1:\d+/ui   \(paste the API key", out, re.M

@@ -391,3 +391,54 @@ def test_a_delay_past_the_cap_is_sent_by_the_sweeper_when_it_comes_within_it(
     assert job_row(sql, job_id)["wake_sent_at"] is not None
     asyncio.run(drain(stack, sql, [job_id]))
     assert job_row(sql, job_id)["state"] == JobState.SUCCEEDED
+
+
+# --- what a job's answer and the list say of its runs, attempts, lease and wait --------
+
+
+def test_a_job_that_ran_twice_and_waits_shows_runs_no_attempt_used_and_no_lease_owner(
+    api: Any, stack: Stack, sql: Any
+) -> None:
+    """Issue 30 item 9: the answer's counts are runs (starts of the code) and attempt (the
+    attempts used: a wait gives its attempt back). lease_owner is the live lease's holder:
+    the row keeps the last worker's name, which is no lease."""
+    job_id = submit(api, {"kind": "demo.nap", "payload": {"seconds": 1, "naps": 2}})["id"]
+    for runs in (1, 2):
+        asyncio.run(handle_once(stack))
+        row = job_row(sql, job_id)
+        assert (row["state"], row["runs"]) == (JobState.WAITING, runs), row
+    assert row["lease_owner"] is not None  # the store keeps it, for the events
+    later = submit(api, {**NOOP, "delay_seconds": 3600})["id"]
+
+    job = api.get(f"/v1/jobs/{job_id}").json()
+    assert (job["runs"], job["attempt"], job["max_attempts"]) == (2, 0, 5), job
+    assert job["lease_owner"] is None, job
+
+    # The list the web view reads says the same, and what each waiting job waits for and
+    # until when, newest created first.
+    page = api.get("/v1/jobs", params={"state": "waiting"}).json()
+    assert [j["id"] for j in page["items"]] == [later, job_id]
+    listed = page["items"][1]
+    assert (listed["runs"], listed["attempt"], listed["lease_owner"]) == (2, 0, None)
+    assert listed["waiting_for"]["kind"] == "timer" and listed["waiting_for"]["key"] == "nap-1"
+    assert dt.datetime.fromisoformat(listed["waiting_for"]["until"]) == row["wake_at"]
+    assert page["items"][0]["waiting_for"]["key"] == "run_at"
+
+
+def test_a_running_job_whose_lease_expired_shows_no_lease_owner(
+    api: Any, stack: Stack, sql: Any
+) -> None:
+    job_id = submit(api, NOOP)["id"]
+    # What a worker killed while it ran leaves: the job running under a lease that ran out.
+    sql.execute(
+        "UPDATE jobs SET state = 'running', attempt = 1, runs = 1, lease_owner = 'gone-1', "
+        "lease_token = gen_random_uuid(), lease_expires_at = now() + interval '1 hour' "
+        "WHERE id = %s",
+        (job_id,),
+    )
+    assert api.get(f"/v1/jobs/{job_id}").json()["lease_owner"] == "gone-1"
+    sql.execute(
+        "UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = %s", (job_id,)
+    )
+    job = api.get(f"/v1/jobs/{job_id}").json()
+    assert job["state"] == "running" and job["lease_owner"] is None, job

@@ -295,12 +295,19 @@ class _LeaseEndsBetween:
 
     def __init__(self, db: Any, worker_write: Any) -> None:
         self.db, self.worker_write = db, worker_write
+        self.cancels = 0
+
+    async def transact(self, work: Any) -> Any:
+        # A cancel's statements run in a transaction each (with what its trigger ended
+        # below): cancel_waiting first, then request_cancel.
+        out = await self.db.transact(work)
+        self.cancels += 1
+        if self.cancels == 1:
+            await self.worker_write()
+        return out
 
     async def fetch_one(self, query: Any, params: Any = None) -> Any:
-        row = await self.db.fetch_one(query, params)
-        if query is queries["cancel_waiting"]:
-            await self.worker_write()
-        return row
+        return await self.db.fetch_one(query, params)
 
     async def fetch(self, query: Any, params: Any = None) -> Any:
         return await self.db.fetch(query, params)

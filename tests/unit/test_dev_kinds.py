@@ -4,6 +4,7 @@ demo table shows a tenant's text as text; its state file gives way to the enviro
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,7 @@ def test_the_demo_table_shows_markup_looking_ticket_text_as_text() -> None:
         "state": "dead_lettered",
         "attempt": 1,
         "max_attempts": 3,
+        "runs": 1,
         "result": None,
         "last_error": "[permanent] refused",
     }
@@ -52,6 +54,34 @@ def test_the_demo_table_shows_markup_looking_ticket_text_as_text() -> None:
     assert "refund [/] please [red]now" in text
     assert "[permanent] refused" in text
     assert "0b7c2a4e-1c2d-4e5f-8a9b-0c1d2e3f4a5b" in text
+
+
+def test_the_demo_table_shows_runs_and_attempts_used_as_the_api_counts_them() -> None:
+    """Issue 30 item 9: a job that ran twice and waits showed "0/3" under "attempt", as
+    if it had never run. Its runs (2) and its attempts used (none: waits give them back)
+    are two columns, as the job's JSON counts them."""
+    from app.tools.stack import demo
+
+    job = {
+        "id": "0b7c2a4e-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
+        "kind": "agent.research",
+        "payload": {"topic": "t"},
+        "state": "waiting",
+        "attempt": 0,
+        "max_attempts": 3,
+        "runs": 2,
+        "result": None,
+        "last_error": None,
+    }
+    screen = Console(width=200, record=True)
+    screen.print(demo._table([job], 1.0, ""))
+    header, row = (
+        [c.strip() for c in re.split("[│┃]", line.strip("│┃ "))]
+        for line in screen.export_text().splitlines()
+        if line.startswith(("│", "┃"))
+    )
+    shown = dict(zip(header, row, strict=True))
+    assert (shown["runs"], shown["attempts used"]) == ("2", "0/3"), shown
 
 
 def test_a_deployment_named_in_the_environment_wins_over_the_state_file(tmp_path: Path) -> None:

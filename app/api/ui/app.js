@@ -35,6 +35,11 @@ function age(seconds) {
 }
 const json = (v) => (typeof v === "string" ? v : JSON.stringify(v, null, 2));
 const badge = (state) => el("span", { class: `badge s-${state}` }, state);
+// Runs and attempts as the job's JSON counts them: runs, every start of the kind's code;
+// attempt, the attempts used (a run that ends waiting gives its attempt back).
+const attempts = (j, of = "/") => `${j.attempt}${of}${j.max_attempts}`;
+// What a waiting job waits for (waiting_for, as the API answers it), without its deadline.
+const waitWhat = (w) => (w ? `${w.kind}${w.key ? ` ${w.key}` : ""}` : "");
 const jobLink = (id, text) => el("a", { href: `#/jobs/${encodeURIComponent(id)}` }, text || String(id).slice(0, 8));
 function toast(text, bad = false) {
   const t = $("toast");
@@ -203,6 +208,9 @@ function route() {
 
 // --- the overview ------------------------------------------------------------------------
 const filters = { state: "", kind: "", tenant: "" };
+// The list is the API's order, newest created first (its cursor pages by creation): the
+// time shown is that one, so the rows read in order.
+const JOB_COLUMNS = ["job", "kind", "state", "runs", "attempts used", "waiting for", "until", "tenant", "created"];
 async function overview(view) {
   const diagram = el("div", { class: "flow", id: "flow" });
   for (const column of FLOW) {
@@ -226,7 +234,7 @@ async function overview(view) {
   view.append(el("section", { class: "card" }, el("h2", {}, "The flow"), diagram, stats),
     el("section", { class: "card" }, el("h2", {}, "Recent jobs"), form,
       el("div", { class: "scroll" }, el("table", { class: "jobs" },
-        el("thead", {}, el("tr", {}, ["job", "kind", "state", "attempt", "tenant", "updated"].map((h) => el("th", {}, h)))),
+        el("thead", {}, el("tr", {}, JOB_COLUMNS.map((h) => el("th", {}, h)))),
         rows)), more));
 
   let cursor = null;
@@ -236,9 +244,10 @@ async function overview(view) {
     for (const j of page.items) {
       rows.append(el("tr", { "data-job": j.id, "data-state": j.state },
         el("td", {}, jobLink(j.id)), el("td", {}, j.kind), el("td", {}, badge(j.state)),
-        el("td", {}, `${j.attempt}/${j.max_attempts}`), el("td", {}, j.tenant), el("td", {}, when(j.updated_at))));
+        el("td", {}, j.runs), el("td", {}, attempts(j)), el("td", {}, waitWhat(j.waiting_for)),
+        el("td", {}, when(j.waiting_for?.until)), el("td", {}, j.tenant), el("td", {}, when(j.created_at))));
     }
-    if (!page.items.length && !append) rows.append(el("tr", {}, el("td", { colspan: 6, class: "empty" }, "no jobs")));
+    if (!page.items.length && !append) rows.append(el("tr", {}, el("td", { colspan: JOB_COLUMNS.length, class: "empty" }, "no jobs")));
     cursor = page.next_cursor;
     more.hidden = !cursor;
   };
@@ -258,6 +267,7 @@ async function overview(view) {
     }
   };
   async function refresh() {
+    if (!diagram.isConnected) return; // a refresh due after the page moved on to another view
     $("f-state").value = filters.state;
     await Promise.all([counts(), listRows(false)]).catch((err) => toast(err.message, true));
   }
@@ -349,8 +359,8 @@ function renderHead(head, job) {
     actions,
     el("details", {}, el("summary", {}, "payload and result"), el("pre", {}, json(job.payload)), el("pre", {}, json(job.result))));
   const facts = head.querySelector("dl");
-  facts.replaceChildren(...[["id", job.id], ["tenant", job.tenant], ["attempt", `${job.attempt} of ${job.max_attempts}`],
-    ["created", when(job.created_at)], ["finished", when(job.finished_at) || "not yet"], ["worker", ["leased", "running"].includes(job.state) ? job.lease_owner : "none (not leased)"],
+  facts.replaceChildren(...[["id", job.id], ["tenant", job.tenant], ["runs", job.runs], ["attempts used", attempts(job, " of ")],
+    ["created", when(job.created_at)], ["finished", when(job.finished_at) || "not yet"], ["worker", job.lease_owner || "none (no lease)"],
     ["last error", job.last_error || "none"]].flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
 }
 function renderWaits(box, job, cbs, reload) {

@@ -90,13 +90,20 @@ def _outcome(job: dict[str, Any]) -> str:
     return str(job["last_error"] or "")[:70]
 
 
+def _attempts(job: dict[str, Any]) -> str:
+    """Attempts used of the budget, as the API counts them: a run that ends waiting gives
+    its attempt back, so a job that ran twice and waits has used none (runs says 2)."""
+    return f"{job['attempt']}/{job['max_attempts']}"
+
+
 def _table(jobs: list[dict[str, Any]], elapsed: float, workers: str) -> Table:
     """The demo jobs; every value from the API is escaped (a ticket is tenant text)."""
     table = Table(
         Column("job", no_wrap=True, min_width=36),  # whole: operators paste it into --job
         Column("ticket", no_wrap=True),
         Column("state", no_wrap=True, min_width=len(JobState.DEAD_LETTERED)),
-        Column("attempt", no_wrap=True),
+        Column("runs", no_wrap=True),
+        Column("attempts used", no_wrap=True),
         "outcome",
         title=f"demo jobs · {elapsed:4.1f} s{workers}",
         title_justify="left",
@@ -106,7 +113,8 @@ def _table(jobs: list[dict[str, Any]], elapsed: float, workers: str) -> Table:
             escape(str(j["id"])),
             escape(_label(j)),
             styled(JobState(j["state"])),
-            f"{j['attempt']}/{j['max_attempts']}",
+            str(j["runs"]),
+            _attempts(j),
             escape(_outcome(j)),
         )
     return table
@@ -312,7 +320,7 @@ def _print_changes(jobs: list[dict[str, Any]], seen: dict[str, str], note: str) 
         console.print(escape(note.removeprefix(" · ")), highlight=False)
         seen["workers"] = note
     for j in jobs:
-        line = f"{_label(j)} {j['state']} (attempt {j['attempt']}/{j['max_attempts']})"
+        line = f"{_label(j)} {j['state']} (runs {j['runs']}, attempts used {_attempts(j)})"
         if seen.get(str(j["id"])) != line:
             console.print(escape(line), highlight=False)
             seen[str(j["id"])] = line

@@ -55,10 +55,10 @@ WITH moved AS (
     WHERE j.id = t.id
       AND (j.state IN ('queued', 'retrying', 'stalled')
            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now()))
-    RETURNING j.id, t.state AS from_state, j.attempt, j.lease_owner
+    RETURNING j.id, t.state AS from_state, j.attempt, j.lease_owner, j.kind, j.created_at
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
     SELECT id, from_state, 'dead_lettered', attempt, lease_owner,
            'worker never finished: moved to the DLQ by the redrive policy' FROM moved
 )
-SELECT id FROM moved;
+SELECT id, kind, created_at, 'dead_lettered' AS to_state FROM moved;

@@ -208,18 +208,23 @@ WITH target AS (
     WHERE j.id = t.id
       AND (j.state IN ('queued', 'retrying', 'stalled', 'waiting', 'dead_lettered')
            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now()))
-    RETURNING j.id, t.from_state, j.attempt
+    RETURNING j.id, t.from_state, j.attempt, j.kind, j.created_at
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
     SELECT id, from_state, 'cancelled', attempt, %(detail)s FROM done
 )
-SELECT count(*) AS changed FROM done;
+-- What app/store/endings.py counts; cascade: its trigger cancelled children.
+SELECT id, kind, created_at, 'cancelled' AS to_state,
+       EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = done.id) AS cascade
+FROM done;
 
 -- name: request_cancel
 -- A job under a live lease: ask its worker to stop; the heartbeat sees the flag.
+-- The flag's trigger cancels the job's children no live lease holds at once (cascade).
 UPDATE jobs SET cancel_requested = true, updated_at = now()
 WHERE id = %(id)s AND state IN ('leased', 'running')
-RETURNING id;
+RETURNING id, kind, created_at, state::text AS to_state,
+          EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = jobs.id) AS cascade;
 
 -- name: waiting_jobs
 -- Jobs that need a message: used when a queue was created anew (the embedded default).

@@ -171,13 +171,17 @@ WITH done AS (
                            THEN now() END,
         updated_at = now()
     WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state IN ('leased', 'running')
-    RETURNING j.id, j.attempt, j.lease_owner
+    RETURNING j.id, j.attempt, j.lease_owner, j.kind, j.created_at
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
     SELECT id, %(from_state)s::job_state, %(to_state)s::job_state, attempt, lease_owner, %(detail)s
     FROM done
 )
-SELECT count(*) AS changed FROM done;
+-- What app/store/endings.py counts; cascade: a cancelled parent's trigger cancelled children.
+SELECT id, kind, created_at, %(to_state)s::text AS to_state,
+       %(to_state)s::text = 'cancelled' AND EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = done.id)
+           AS cascade
+FROM done;
 
 -- name: succeed_batch
 -- Fenced completions of a batch of jobs, one round trip: running -> succeeded.
@@ -195,15 +199,16 @@ WITH input AS (
         updated_at = now()
     FROM input i
     WHERE j.id = i.id AND j.lease_token = i.token AND j.state IN ('leased', 'running')
-    RETURNING j.id, j.attempt, j.lease_owner, i.token, j.tenant
+    RETURNING j.id, j.attempt, j.lease_owner, i.token, j.tenant, j.kind, j.created_at
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker)
     SELECT id, 'running', 'succeeded', attempt, lease_owner FROM done
 )
 -- has_parked: the tenant has parked jobs, one of which this freed lease may release
 -- (the claim's flag misses jobs parked after the claim).
-SELECT token, EXISTS (SELECT 1 FROM jobs p WHERE p.tenant = done.tenant AND p.parked
-                      AND p.state = 'queued') AS has_parked
+SELECT token, id, kind, created_at, 'succeeded' AS to_state,
+       EXISTS (SELECT 1 FROM jobs p WHERE p.tenant = done.tenant AND p.parked
+               AND p.state = 'queued') AS has_parked
 FROM done;
 
 -- name: mark_stalled

@@ -197,13 +197,17 @@ WITH orphans AS (
         wait_kind = NULL, wait_key = NULL, wake_at = NULL, wait_rule = NULL, updated_at = now()
     FROM orphans o
     WHERE j.id = o.id
-    RETURNING j.id, o.state AS from_state, j.state AS to_state, j.attempt
+    RETURNING j.id, o.state AS from_state, j.state AS to_state, j.attempt, j.kind, j.created_at
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
     SELECT id, from_state, 'cancelled', attempt, 'parent cancelled' FROM done
     WHERE to_state = 'cancelled'
 )
-SELECT id FROM done;
+-- What app/store/endings.py counts (an orphan under a live lease is only asked to stop);
+-- cascade: the cancelling trigger's work below each of them.
+SELECT id, kind, created_at, to_state::text AS to_state,
+       EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = done.id) AS cascade
+FROM done;
 
 -- name: stuck_waits
 -- Waiting jobs whose condition is met but which are still waiting past the grace
