@@ -3,6 +3,8 @@ needed. Each answers HEAD too (what uptime checkers send): the GET's status, no 
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
@@ -12,7 +14,9 @@ from app.api.schemas import Readiness
 from app.transport import Transport
 
 router = APIRouter()
-_NO_BODY = {200: {"description": "the GET's status, without its body"}}
+_NO_BODY: dict[int | str, dict[str, Any]] = {
+    200: {"description": "the GET's status, without its body"}
+}
 
 
 @router.get("/healthz")
