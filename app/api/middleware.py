@@ -6,7 +6,9 @@ What it answers itself, before FastAPI parses anything (every route alike):
   counting as the body streams in when it is not (chunked);
 - ``415`` for a body that is compressed (any Content-Encoding but ``identity``) or
   whose Content-Type is not JSON (``application/json`` or ``application/*+json``; no
-  Content-Type at all is read as JSON);
+  Content-Type at all is read as JSON, and the request goes on with
+  ``content-type: application/json``, so FastAPI reads it so too: a client that sends
+  none, an API Gateway event that carries none);
 - ``400`` for a JSON body that repeats a key in one object, naming the key and where:
   a gateway or a filter reading the first value would disagree with the API, which
   would take the last;
@@ -36,6 +38,8 @@ _PAYLOAD_AT = (("payload",), ("jobs", None, "payload"))
 # Nesting no body needs: a payload's limit below its deepest place in a body. Deeper
 # than Python's parser goes (a RecursionError), a body is refused naming where it passes this.
 _MAX_DEPTH = MAX_PAYLOAD_DEPTH + max(len(p) for p in _PAYLOAD_AT)
+# What a body sent without a Content-Type is read as.
+_AS_JSON = (b"content-type", b"application/json")
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]', re.DOTALL)
 
 
@@ -74,6 +78,8 @@ class RequestBody:
                 return  # the client went away before its body arrived: nobody to answer
             if body:
                 check(headers, body)
+                if "content-type" not in headers:
+                    scope["headers"] = [*scope.get("headers", []), _AS_JSON]
         except _Refused as refused:
             response = JSONResponse(
                 {"detail": refused.detail}, status_code=refused.status, headers=refused.headers

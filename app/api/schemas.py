@@ -263,10 +263,24 @@ class CallbackAnswer(BaseModel):
 
 
 class CallbackAnswered(BaseModel):
+    """The callback's answer taken. ``callback_state`` is the callback's, not the job's:
+    a woken job runs on and finishes later (GET /v1/jobs/{job_id})."""
+
     job_id: uuid.UUID
     key: str
-    state: Literal["succeeded", "failed"]
-    woken: bool = Field(description="whether the answer woke the job (it was waiting on it)")
+    callback_state: Literal["succeeded", "failed"] = Field(
+        description="the callback's state after this answer (not the job's): succeeded for "
+        "a result, failed for an error"
+    )
+    job_woken: bool = Field(
+        description="whether the answer woke the job (it was waiting on this callback)"
+    )
+    # Issue 30 item 10: these read as the job's state; kept for callers that read them.
+    state: Literal["succeeded", "failed"] = Field(
+        deprecated=True,
+        description="deprecated: read callback_state (the same value, the callback's state)",
+    )
+    woken: bool = Field(deprecated=True, description="deprecated: read job_woken (the same value)")
 
 
 class CallbackHeartbeat(BaseModel):

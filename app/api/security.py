@@ -13,10 +13,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.deps import Clients, Keys, Runtime, Settings, client_keys
+from app.api.schemas import TENANT_PATTERN
 from app.services import auth
 
 # Declares the scheme in the OpenAPI document; _identify does the checking itself, so a
@@ -116,7 +117,17 @@ Submitter = Annotated[Submitting, Depends(_submitting)]
 Admin = Annotated[auth.Principal, Depends(_admin)]
 
 
-def tenant_scope(caller: auth.Principal, tenant: str | None) -> str | None:
+TenantQuery = Annotated[
+    str | None,
+    Query(
+        pattern=TENANT_PATTERN,
+        description="only this tenant's: a tenant key may name its own tenant (another is "
+        "403), an admin key any",
+    ),
+]
+
+
+async def _tenant_scope(caller: Caller, tenant: TenantQuery = None) -> str | None:
     """The tenant a read covers: the caller's own (an admin's: every tenant, None), or
     ``tenant`` when it names one; a tenant key naming another tenant is 403."""
     if tenant is None:
@@ -124,3 +135,8 @@ def tenant_scope(caller: auth.Principal, tenant: str | None) -> str | None:
     if not caller.admin and tenant != caller.tenant:
         raise auth.Forbidden("a tenant key sees only its own tenant")
     return tenant
+
+
+# ``?tenant=`` on a route that lists or counts (issue 30, item 13: every such route
+# alike): the tenant the route covers, None for every tenant (an admin without a filter).
+TenantScope = Annotated[str | None, Depends(_tenant_scope)]

@@ -83,11 +83,12 @@ def complete(
         return await callbacks.answer(c.database, c.queue, tok, result=answer, error=error)
 
     done = runner.on_clients(s, work)
+    ok = done.callback_state == "succeeded"
     line = Text.assemble(
-        f"callback {done.key} of job {done.job_id}: ",
-        render.cell(done.state, "green" if done.state == "succeeded" else "red"),
+        f"callback {done.key} of job {done.job_id}: the callback ",
+        render.cell(done.callback_state, "green" if ok else "red"),
     )
-    line.append(", the job is woken" if done.woken else ", the job was not waiting on it")
+    line.append(", the job is woken" if done.job_woken else ", the job was not waiting on it")
     out.print(line)
 
 

@@ -11,7 +11,7 @@ import enum
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class JobState(enum.StrEnum):
@@ -191,12 +191,18 @@ class StreamPage(_Model):
 
 
 class CallbackAnswered(_Model):
-    """CallbackAnswered."""
+    """CallbackAnswered: ``callback_state`` is the callback's state (not the job's), and
+    ``job_woken`` whether the answer woke the job. ``state`` and ``woken`` are their
+    deprecated old names (reading them warns)."""
 
     job_id: uuid.UUID
     key: str
-    state: Literal["succeeded", "failed"]
-    woken: bool
+    callback_state: Literal["succeeded", "failed"]
+    job_woken: bool
+    state: Literal["succeeded", "failed"] = Field(
+        deprecated="CallbackAnswered.state is deprecated: read callback_state"
+    )
+    woken: bool = Field(deprecated="CallbackAnswered.woken is deprecated: read job_woken")
 
 
 class CallbackHeartbeat(_Model):

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
+import functools
 import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from app import errors, tracing
 from app.kinds import generate as generating
+from app.kinds import threads
 from app.kinds.generate import ModelCall, Produce, Usage
 from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted, unstorable
 from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
@@ -81,7 +83,13 @@ class JobContext(abc.ABC, Generic[D]):
         """The key to hand to an outside system that honours one: f"{job_id}:{key}"."""
         return f"{self.job_id}:{key}"
 
-    async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
+    @overload
+    async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T: ...
+
+    @overload
+    async def effect(self, key: str, fn: Callable[[], T]) -> T: ...
+
+    async def effect(self, key: str, fn: Callable[[], Awaitable[T]] | Callable[[], T]) -> T:
         """Run ``fn`` once for this job, ever, and return its recorded (JSON) result.
 
         A result recorded by an earlier attempt is returned without calling ``fn``.
@@ -89,10 +97,15 @@ class JobContext(abc.ABC, Generic[D]):
         first, *its* result is returned. A crash between ``fn`` returning and the record
         is the one window this cannot close: pass ``ctx.idempotency_key(key)`` to outside
         systems that take one.
+
+        ``fn`` is an ``async def`` function (awaited), or a plain one: that runs in a
+        worker thread, so a blocking call does not hold the event loop, and an awaitable
+        it returns (``lambda: extract(text)``) is awaited.
         """
+        what = f"effect {key!r}"
 
         async def plain() -> tuple[T, None]:
-            return await fn(), None
+            return await threads.call(what, fn), None
 
         return await self._spanned(key, plain)
 
@@ -100,18 +113,19 @@ class JobContext(abc.ABC, Generic[D]):
         self, key: str, fn: ModelCall, *, budget: str | None = None, tokens: int = 0
     ) -> Any:
         """``effect`` for a model call: ``fn`` returns the answer and its ``Usage``, which
-        is recorded with the answer (the job's tokens and cost; GET /v1/usage).
+        is recorded with the answer (the job's tokens and cost; GET /v1/usage). ``fn`` is
+        ``async def`` or plain, as ``effect``'s.
 
         ``budget`` ("provider/model") and ``tokens`` (its estimate): the call first
         reserves them under the model's and the tenant's budgets, and its usage settles
         them after (docs/explain/design.md#throttles); over a budget the job waits."""
         if budget is None:
-            return await self._spanned(key, fn)
+            return await self._spanned(key, lambda: generating.answer_and_usage(key, fn))
 
         async def budgeted() -> tuple[Any, Usage]:
             held = await self._reserve(budget, max(0, tokens))
             try:
-                answer, usage = await fn()
+                answer, usage = await generating.answer_and_usage(key, fn)
             except errors.Throttled:
                 await self._settle(held, None)  # refused: the provider counted no tokens
                 raise
@@ -256,21 +270,22 @@ class JobContext(abc.ABC, Generic[D]):
         key: str,
         *,
         timeout: float,  # noqa: ASYNC109 - a deadline for the answer, not for this call
-        notify: Callable[[str], Awaitable[Any]] | None = None,
+        notify: Callable[[str], Awaitable[Any]] | Callable[[str], Any] | None = None,
     ) -> Any:
         """Wait for an outside answer: ``POST /v1/callbacks/{token}`` with ``{"result":
         ...}`` (returned here) or ``{"error": ...}`` (raised as CallbackFailed). No answer
         within ``timeout`` seconds (a heartbeat pushes the deadline) raises
         CallbackTimedOut. ``notify(token)`` hands the token to the outside party; it is
-        an effect, run once (its result is recorded under ``notify:{key}``)."""
+        an effect, run once (its result is recorded under ``notify:{key}``), ``async
+        def`` or plain as ``effect``'s ``fn``."""
         if not 0 < timeout <= MAX_WAIT.total_seconds():
             raise errors.PermanentError(
                 f"callback {key!r}: timeout must be 1 to {int(MAX_WAIT.total_seconds())} s"
             )
-        await self.effect(CALLBACK + key, lambda: self._open_callback(key, timeout))
+        await self.effect(CALLBACK + key, functools.partial(self._open_callback, key, timeout))
         if notify is not None:
             token = await self._callback_token(key)
-            await self.effect(NOTIFY + key, lambda: notify(token))
+            await self.effect(NOTIFY + key, functools.partial(notify, token))
         status = await self._callback_status(key)
         if status.state == "pending" and status.deadline <= self.now():
             status = await self._time_out_callback(key)
@@ -292,7 +307,9 @@ class JobContext(abc.ABC, Generic[D]):
         its id. The child runs on its own; ``gather`` waits for it."""
         if not isinstance(kind, str) or not kind:
             raise errors.PermanentError(f"spawn {key!r}: kind must be a kind's name")
-        child: str = await self.effect(SPAWN + key, lambda: self._spawn(key, kind, payload))
+        child: str = await self.effect(
+            SPAWN + key, functools.partial(self._spawn, key, kind, payload)
+        )
         return child
 
     async def gather(

@@ -12,11 +12,13 @@ the stream sees one continuous text, no chunk twice, none lost.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app import errors
+from app.kinds import threads
 from app.kinds.output import Emitted
 
 if TYPE_CHECKING:
@@ -50,10 +52,22 @@ class Usage:
         }
 
 
-# produce(partial): the pieces of text that continue ``partial``, then (once) its Usage.
-Produce = Callable[[str], AsyncIterator["str | Usage"]]
-# A model call that is not streamed: its JSON answer and its usage.
-ModelCall = Callable[[], Awaitable[tuple[Any, Usage]]]
+# produce(partial): the pieces of text that continue ``partial``, then (once) its Usage;
+# an async generator, or a plain one (read in a worker thread: app/kinds/threads.py).
+Produce = Callable[[str], AsyncIterator["str | Usage"]] | Callable[[str], Iterator["str | Usage"]]
+# A model call that is not streamed: its JSON answer and its usage; ``async def`` or plain.
+ModelCall = Callable[[], Awaitable[tuple[Any, Usage]]] | Callable[[], tuple[Any, Usage]]
+
+
+async def answer_and_usage(key: str, fn: ModelCall) -> tuple[Any, Usage]:
+    """``fn()``'s (answer, Usage), ``fn`` async or plain. Any other return is a
+    PermanentError: the model was called, and a retry would call it again."""
+    got: Any = await threads.call(f"model_call {key!r}", fn)
+    if not (isinstance(got, tuple | list) and len(got) == 2 and isinstance(got[1], Usage)):
+        raise errors.PermanentError(
+            f"model_call {key!r}: fn must return (answer, Usage), not {type(got).__name__}"
+        )
+    return got[0], got[1]
 
 
 def contiguous(chunks: list[tuple[int, str]]) -> list[str]:
@@ -76,7 +90,9 @@ async def generate(
         seq = len(recorded)
         pieces = [partial]
         usage: Usage | None = None
-        async for piece in produce(partial):
+        async for piece in threads.iterate(
+            f"generate {key!r}", functools.partial(produce, partial)
+        ):
             if isinstance(piece, Usage):
                 usage = piece
                 continue

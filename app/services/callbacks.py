@@ -11,7 +11,7 @@ import hashlib
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from app import crashpoints, errors, metrics, store, tracing
 from app.services import outbox, server_secret
@@ -50,8 +50,10 @@ def _checked(token: str) -> bytes:
 class Answered:
     job_id: str
     key: str
-    state: str
-    woken: bool
+    callback_state: Literal[
+        "succeeded", "failed"
+    ]  # the callback's: succeeded or failed (not the job's)
+    job_woken: bool  # the answer woke the job (it was waiting on this callback)
 
 
 async def answer(
@@ -66,7 +68,7 @@ async def answer(
     if error is not None and (not isinstance(error, str) or not error.strip()):
         raise errors.BadRequest("error must be a non-empty string")
     digest = _checked(token)
-    state = "failed" if error is not None else "succeeded"
+    state: Literal["succeeded", "failed"] = "failed" if error is not None else "succeeded"
     done = await store.waits.answer_callback(
         db, digest, state=state, result=result, error=error[:MAX_ERROR_CHARS] if error else None
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 from tables import cell, plain
 
-METHODS = ("get", "post", "put", "patch", "delete")
+METHODS = ("get", "head", "post", "put", "patch", "delete")
 # Placeholder endpoints: building the app opens nothing, it only needs them set.
 BUILD_SETTINGS = {
     "database_url": "postgresql://docs@127.0.0.1:9/docs",

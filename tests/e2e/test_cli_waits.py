@@ -75,7 +75,10 @@ def test_an_operator_sees_a_waiting_job_and_answers_its_callback_by_job_and_key(
         stack, "callbacks", "complete", "--job", job_id, "--key", "approve", "--result", '{"ok":1}'
     )
     assert code == 0, err
-    assert out.strip() == f"callback approve of job {job_id}: succeeded, the job is woken"
+    # The callback's state, said as the callback's (issue 30, item 10): not the job's.
+    assert out.strip() == (
+        f"callback approve of job {job_id}: the callback succeeded, the job is woken"
+    )
     assert job_row(sql, job_id)["state"] == JobState.QUEUED
     code, out, err = cli(
         stack, "callbacks", "complete", "--job", job_id, "--key", "approve", "--error", "late"

@@ -321,10 +321,20 @@ def test_readyz_is_200_when_the_database_and_the_queue_answer(api: TestClient) -
     assert resp.json() == {"status": "ready", "database": "ok", "queue": "ok"}
 
 
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+def test_head_on_a_health_route_answers_as_get_without_a_body(api: TestClient, path: str) -> None:
+    """Issue 30 item 8: uptime checkers send HEAD, and HEAD /healthz was 405."""
+    head = api.head(path)
+    assert head.status_code == api.get(path).status_code == 200, head.text
+    assert head.content == b""
+
+
 def test_readyz_is_503_when_the_queue_does_not_exist(stack: Stack) -> None:
     broken = carrier.broken_settings(stack)  # on Redis a missing stream is made: no server
     with client_for(broken) as api:
         resp = api.get("/readyz")
+        head = api.head("/readyz")
+    assert head.status_code == 503 and head.content == b""
     assert resp.status_code == 503
     body = resp.json()
     assert body["status"] == "not ready"

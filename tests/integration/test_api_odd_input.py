@@ -5,14 +5,17 @@ process (FastAPI's TestClient) against the test's real database and SQS server."
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 from typing import Any
 
 import pytest
 
-from tests.conftest import bearer
+from app.states import JobState
+from tests.conftest import bearer, job_row
 from tests.integration.conftest import NOOP, written
+from tests.integration.test_api_waits import APPROVAL, handle_once, token_of
 from tests.integration.test_handlers import (  # noqa: F401 (fixtures)
     FakeLambdaContext,
     api_handler,
@@ -227,3 +230,43 @@ def test_an_empty_query_parameter_filtered_for_an_empty_value(api_with: Any) -> 
     assert both.json() == unfiltered
     letters = api.client.get("/v1/dead-letters?kind=&limit=", headers=key)
     assert letters.status_code == 200, letters.text
+
+
+def test_a_json_body_without_a_content_type_is_read_as_json(api: Any, stack: Any, sql: Any) -> None:
+    """Issue 30 item 7: the middleware reads a body without a Content-Type as JSON, but
+    FastAPI's check of the content type refused it with 422 ("body: Input should be a
+    valid dictionary"): on POST /v1/jobs and on POST /v1/callbacks/{token}. A Content-Type
+    that is not JSON is still 415 (test_odd_bodies_got_a_400_about_parsing_…)."""
+    job = api.post("/v1/jobs", content=json.dumps(APPROVAL))
+    assert "content-type" not in job.request.headers
+    assert job.status_code == 202, job.text
+    asyncio.run(handle_once(stack))
+    assert job_row(sql, job.json()["id"])["state"] == JobState.WAITING
+    token = token_of(stack, job.json()["id"])
+
+    answer = api.post(
+        f"/v1/callbacks/{token}", content=b'{"result": {"ok": 1}}', headers={"Authorization": ""}
+    )
+    assert "content-type" not in answer.request.headers
+    assert answer.status_code == 200, answer.text
+    assert job_row(sql, job.json()["id"])["state"] == JobState.QUEUED
+    batch = api.post("/v1/jobs/batch", content=json.dumps({"jobs": [NOOP]}))
+    assert batch.status_code == 202, batch.text
+
+
+@pytest.mark.sqs_only  # the Lambda handlers run on SQS only
+def test_a_json_body_without_a_content_type_through_api_gateway_is_202(
+    api_handler: Any,  # noqa: F811 (the fixture imported above)
+    stack: Any,
+    sql: Any,
+) -> None:
+    """Issue 30 item 7, as API Gateway's HTTP API (payload v2) hands Mangum an event whose
+    caller sent no Content-Type."""
+    request = event("apigw_v2_post_job.json")
+    headers = {k: v for k, v in request["headers"].items() if k != "content-type"}
+    request = {**request, "headers": {**headers, "authorization": f"Bearer {stack.key()}"}}
+
+    response = api_handler.handler(request, FakeLambdaContext(29))
+
+    assert response["statusCode"] == 202, response
+    assert job_row(sql, json.loads(response["body"])["id"])["kind"] == "support.triage"

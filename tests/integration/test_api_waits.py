@@ -107,7 +107,14 @@ def test_a_callback_answered_by_its_token_wakes_the_job_once_without_an_api_key(
     anonymous = {"Authorization": ""}
     first = api.post(f"/v1/callbacks/{token}", json={"result": {"ok": 1}}, headers=anonymous)
     assert first.status_code == 200, first.text
-    assert first.json() == {"job_id": job_id, "key": "approve", "state": "succeeded", "woken": True}
+    assert first.json() == {
+        "job_id": job_id,
+        "key": "approve",
+        "callback_state": "succeeded",
+        "job_woken": True,
+        "state": "succeeded",  # deprecated: callback_state
+        "woken": True,  # deprecated: job_woken
+    }
     assert job_row(sql, job_id)["state"] == JobState.QUEUED
 
     again = api.post(f"/v1/callbacks/{token}", json={"result": {"ok": 2}}, headers=anonymous)
@@ -121,6 +128,21 @@ def test_a_callback_answered_by_its_token_wakes_the_job_once_without_an_api_key(
     assert row["result"] == {"approved": True, "answer": {"ok": 1}}
     (cb,) = api.get(f"/v1/jobs/{job_id}/callbacks").json()
     assert cb["state"] == "succeeded" and cb["result"] == {"ok": 1} and cb["answered_at"]
+
+
+def test_a_callback_s_answer_names_its_fields_as_the_callback_s_and_the_job_s(api: Any) -> None:
+    """Issue 30 item 10: ``{"state": "succeeded", "woken": true}`` read as "the job
+    succeeded"; it is the callback's state. ``callback_state`` and ``job_woken`` say it,
+    and the old names are kept, marked deprecated in the OpenAPI document."""
+    schema = api.get("/openapi.json").json()["components"]["schemas"]["CallbackAnswered"]
+    fields = schema["properties"]
+    assert set(schema["required"]) >= {"callback_state", "job_woken"}
+    assert "callback" in fields["callback_state"]["description"]
+    assert "job" in fields["job_woken"]["description"]
+    for old, new in (("state", "callback_state"), ("woken", "job_woken")):
+        assert fields[old].get("deprecated") is True, old
+        assert new in fields[old]["description"], old
+    assert not any(fields[f].get("deprecated") for f in ("job_id", "key", "callback_state"))
 
 
 def test_a_callback_answered_with_an_api_key_by_its_job_and_key_wakes_the_job_once(
@@ -142,7 +164,14 @@ def test_a_callback_answered_with_an_api_key_by_its_job_and_key_wakes_the_job_on
 
     first = api.post(route, json={"result": {"ok": "ui"}})
     assert first.status_code == 200, first.text
-    assert first.json() == {"job_id": job_id, "key": "approve", "state": "succeeded", "woken": True}
+    assert first.json() == {
+        "job_id": job_id,
+        "key": "approve",
+        "callback_state": "succeeded",
+        "job_woken": True,
+        "state": "succeeded",
+        "woken": True,
+    }
     again = api.post(route, json={"error": "too late"})
     assert again.status_code == 409 and "already answered" in again.json()["detail"]
 
@@ -155,7 +184,7 @@ def test_a_callback_rejected_with_an_api_key_fails_the_job(
 ) -> None:
     job_id, _ = waiting_approval(api, stack, sql)
     resp = api.post(f"/v1/jobs/{job_id}/callbacks/approve", json={"error": "rejected in the UI"})
-    assert resp.status_code == 200 and resp.json()["state"] == "failed", resp.text
+    assert resp.status_code == 200 and resp.json()["callback_state"] == "failed", resp.text
     asyncio.run(drain(stack, sql, [job_id]))
     row = job_row(sql, job_id)
     assert row["state"] == JobState.DEAD_LETTERED and "rejected in the UI" in row["last_error"]
@@ -171,7 +200,7 @@ def test_an_error_answer_fails_the_callback_also_behind_an_authorizer(
     assert behind.get("/v1/jobs").status_code == 401  # no authorizer context: no caller
     resp = behind.post(f"/v1/callbacks/{token}", json={"error": "rejected by Sam"})
     assert resp.status_code == 200, resp.text
-    assert resp.json()["state"] == "failed" and resp.json()["woken"] is True
+    assert resp.json()["callback_state"] == "failed" and resp.json()["job_woken"] is True
     (cb,) = api.get(f"/v1/jobs/{job_id}/callbacks").json()
     assert (cb["state"], cb["error"], cb["result"]) == ("failed", "rejected by Sam", None)
 

@@ -213,7 +213,13 @@ def test_a_callback_is_heartbeaten_and_completed(tl: client.Client, module_stack
     with client.Client(tl.http.base_url.__str__(), None) as party:  # the token is enough
         assert party.callbacks.heartbeat(token).deadline > job.created_at
         answered = party.callbacks.complete(token, result={"ok": True})
-        assert answered.woken and answered.state == "succeeded" and answered.job_id == job.id
+        assert answered.job_woken and answered.callback_state == "succeeded"
+        assert answered.job_id == job.id
+        # Issue 30 item 10: the old names still read, and say they are deprecated.
+        with pytest.warns(DeprecationWarning, match="job_woken"):
+            assert answered.woken is True
+        with pytest.warns(DeprecationWarning, match="callback_state"):
+            assert answered.state == "succeeded"
         with pytest.raises(client.Conflict):
             party.callbacks.complete(token, error="too late")
     done = tl.wait(job.id, timeout=60)

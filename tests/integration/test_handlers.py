@@ -237,6 +237,17 @@ def test_healthz_through_api_gateway_is_200(api_handler: types.ModuleType) -> No
     assert response["isBase64Encoded"] is False
 
 
+def test_head_healthz_through_api_gateway_is_200_without_a_body(
+    api_handler: types.ModuleType,
+) -> None:
+    """Issue 30 item 8: an uptime check's HEAD, as API Gateway hands it to Mangum."""
+    request = event("apigw_v2_get_healthz.json")
+    request["requestContext"]["http"]["method"] = "HEAD"
+    response = api_handler.handler(request, FakeLambdaContext(29))
+    assert response["statusCode"] == 200, response
+    assert response["body"] == ""
+
+
 def test_post_job_through_api_gateway_is_202_with_location_and_writes_the_job(
     api_handler: types.ModuleType, stack: Stack, sql: Any
 ) -> None:

@@ -202,7 +202,11 @@ async def test_a_callback_answered_before_its_timeout_wakes_the_job_with_the_ans
     async with engine_for(stack.settings) as engine:
         job_id, token = await waiting_for_approval(engine, sql, 600)
         done = await callbacks.answer(engine.db, engine.queue, token, result={"by": "sam"})
-        assert (done.job_id, done.state, done.woken) == (str(job_id), "succeeded", True)
+        assert (done.job_id, done.callback_state, done.job_woken) == (
+            str(job_id),
+            "succeeded",
+            True,
+        )
         assert job_row(sql, job_id)["state"] == JobState.QUEUED
         await drain(engine, sql, [job_id])
     row = job_row(sql, job_id)
@@ -295,7 +299,7 @@ async def test_a_callback_answered_while_its_job_still_runs_is_not_lost(
     async with engine_for(stack.settings) as engine:
         job_id = await submit(engine, "demo.approval", {"timeout_seconds": 600})
         await handle_next(engine, sql, job_id)
-        assert [a.woken for a in answers] == [False]  # the job was running: not woken there
+        assert [a.job_woken for a in answers] == [False]  # the job was running: not woken there
         row = job_row(sql, job_id)
         assert row["state"] == JobState.QUEUED, describe(sql, job_id)
         monkeypatch.setattr(store.waits, "suspend", suspend)

@@ -90,7 +90,7 @@ async def test_an_answer_and_a_suspension_meet_on_the_jobs_row_lock(
         # Whichever committed second saw the other: the job is queued with its answer.
         row = job_row(sql, job_id)
         assert row["state"] == JobState.QUEUED, describe(sql, job_id)
-        assert answered.woken or suspended.woken
+        assert answered.job_woken or suspended.woken
         # The worker's suspend sends the woken job's message itself (outcomes.suspend).
         await outbox.send(engine.db, engine.queue, await store.waits.unsent_of(engine.db, job_id))
         await drain(engine, sql, [job_id])

@@ -38,7 +38,7 @@ async def test_an_approval_waits_for_its_callback(stack: Stack, sql: Any) -> Non
         assert job_row(sql, job_id)["state"] == JobState.WAITING
         token = await callbacks.token_for(engine.db, job_id, "approve")
         done = await callbacks.answer(engine.db, engine.queue, token, result={"ok": 1})
-        assert done.woken
+        assert done.job_woken
         with pytest.raises(Exception, match="already answered"):
             await callbacks.answer(engine.db, engine.queue, token, result={"ok": 2})
         await drain(engine, sql, [job_id])

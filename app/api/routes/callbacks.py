@@ -75,7 +75,14 @@ async def _answer(token: str, body: CallbackAnswer, db: Db, queue: JobQueue) -> 
         result=body.result,
         error=body.error if "error" in body.model_fields_set else None,
     )
-    return CallbackAnswered.model_validate(done, from_attributes=True)
+    return CallbackAnswered(
+        job_id=uuid.UUID(done.job_id),
+        key=done.key,
+        callback_state=done.callback_state,
+        job_woken=done.job_woken,
+        state=done.callback_state,
+        woken=done.job_woken,
+    )
 
 
 @router.post("/v1/callbacks/{token}/heartbeat", response_model=CallbackHeartbeat, responses=OPEN)

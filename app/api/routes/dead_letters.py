@@ -10,15 +10,14 @@ from fastapi import APIRouter, Query
 from app.api.deps import Db, JobQueue, Settings
 from app.api.errors import COMMON, UNPARSEABLE
 from app.api.schemas import (
-    TENANT_PATTERN,
     JobPublic,
     Problem,
     RedriveRequest,
     RedriveSummary,
     Storable,
 )
-from app.api.security import Admin, Caller
-from app.services import auth, redrive
+from app.api.security import Admin, TenantScope
+from app.services import redrive
 from app.settings import bounds
 
 router = APIRouter()
@@ -28,24 +27,18 @@ router = APIRouter()
     "/v1/dead-letters",
     response_model=list[JobPublic],
     responses={
-        403: {"model": Problem, "description": "the tenant filter needs an admin key"},
+        403: {"model": Problem, "description": "a tenant key naming another tenant"},
         **COMMON,
     },
 )
 async def dead_letters(
-    caller: Caller,
     db: Db,
+    scope: TenantScope,
     kind: Annotated[str | None, Query(max_length=100), Storable] = None,
-    tenant: Annotated[
-        str | None, Query(pattern=TENANT_PATTERN, description="admin keys only")
-    ] = None,
     limit: Annotated[int, Query(ge=1, le=bounds.MAX_PAGE)] = 50,
 ) -> list[JobPublic]:
     """Dead-lettered jobs, oldest first: kind, attempts, last error, when. The caller's
     own; an admin key sees every tenant's, or one tenant's with ``tenant``."""
-    if tenant is not None and not caller.admin:
-        raise auth.Forbidden("the tenant filter needs an admin key")
-    scope = tenant if caller.admin else caller.tenant
     rows = await redrive.dead_letters(db, scope=scope, kind=kind, limit=limit)
     return [JobPublic.of(r) for r in rows]
 

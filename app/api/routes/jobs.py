@@ -15,7 +15,6 @@ from app import tracing
 from app.api.deps import Db, JobQueue, Settings
 from app.api.errors import COMMON, CONFLICT, SUBMIT
 from app.api.schemas import (
-    TENANT_PATTERN,
     CallbackPublic,
     EffectPublic,
     EventPublic,
@@ -28,7 +27,7 @@ from app.api.schemas import (
     Problem,
     Storable,
 )
-from app.api.security import Caller, Submitter, verify_deferred
+from app.api.security import Caller, Submitter, TenantScope, verify_deferred
 from app.services import auth, costs, jobs, redrive
 from app.services import submit as service
 from app.settings import bounds
@@ -134,25 +133,16 @@ async def create_jobs(
     },
 )
 async def list_jobs(
-    caller: Caller,
     db: Db,
+    scope: TenantScope,
     state: JobState | None = None,
     kind: Annotated[str | None, Query(max_length=100), Storable] = None,
-    tenant: Annotated[
-        str | None,
-        Query(pattern=TENANT_PATTERN, description="an admin key: only this tenant's jobs"),
-    ] = None,
     limit: Annotated[int, Query(ge=1, le=bounds.MAX_PAGE)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> JobPage:
     """The caller's jobs, newest first (an admin key: every tenant's, or ``tenant``'s).
     A tenant key naming another tenant is 403. A cursor this API did not return is 422,
     as is any other bad parameter; an empty parameter (``kind=``) is ignored."""
-    scope = caller.scope
-    if tenant is not None:
-        if not caller.admin and tenant != caller.tenant:
-            raise auth.Forbidden("a tenant key lists only its own tenant's jobs")
-        scope = tenant
     rows, next_cursor = await jobs.list_jobs(
         db, state=state, kind=kind, limit=limit, cursor=cursor, scope=scope
     )

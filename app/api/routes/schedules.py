@@ -12,9 +12,9 @@ from fastapi import APIRouter, Query, Response
 from app.api.deps import Db, Settings
 from app.api.errors import COMMON, UNPARSEABLE
 from app.api.schedule_schemas import ScheduleCreate, SchedulePublic
-from app.api.schemas import TENANT_PATTERN, Problem
-from app.api.security import Caller
-from app.services import auth, schedules
+from app.api.schemas import Problem
+from app.api.security import Caller, TenantScope
+from app.services import schedules
 from app.settings import bounds
 
 router = APIRouter()
@@ -51,21 +51,12 @@ async def create_schedule(
     },
 )
 async def list_schedules(
-    caller: Caller,
     db: Db,
-    tenant: Annotated[
-        str | None,
-        Query(pattern=TENANT_PATTERN, description="an admin key: only this tenant's schedules"),
-    ] = None,
+    scope: TenantScope,
     limit: Annotated[int, Query(ge=1, le=bounds.MAX_PAGE)] = 50,
 ) -> list[SchedulePublic]:
     """The caller's schedules, newest first (an admin key: every tenant's, or
     ``tenant``'s). A tenant key naming another tenant is 403."""
-    scope = caller.scope
-    if tenant is not None:
-        if not caller.admin and tenant != caller.tenant:
-            raise auth.Forbidden("a tenant key lists only its own tenant's schedules")
-        scope = tenant
     rows = await schedules.list_schedules(db, scope=scope, limit=limit)
     return [SchedulePublic.of(r) for r in rows]
 

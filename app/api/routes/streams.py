@@ -22,8 +22,8 @@ from sse_starlette import EventSourceResponse
 
 from app.api.deps import Db, JobQueue, Runtime
 from app.api.errors import COMMON
-from app.api.schemas import TENANT_PATTERN, Problem
-from app.api.security import Caller, tenant_scope
+from app.api.schemas import Problem
+from app.api.security import Caller, TenantScope
 from app.services import jobs
 from app.services import streams as service
 from app.store.streams import START, StreamEvent
@@ -86,9 +86,6 @@ AfterQuery = Annotated[
 WaitQuery = Annotated[
     float,
     Query(ge=0, le=service.MAX_WAIT_SECONDS, description="long poll: seconds to wait for one"),
-]
-TenantQuery = Annotated[
-    str | None, Query(pattern=TENANT_PATTERN, description="an admin key: only this tenant")
 ]
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=41)]
 
@@ -173,16 +170,14 @@ async def stream_job(
 )
 async def stream_all(
     request: Request,
-    caller: Caller,
     db: Db,
-    tenant: TenantQuery = None,
+    scope: TenantScope,
     after: AfterQuery = None,
     wait: WaitQuery = 20.0,
     last_event_id: LastEventId = None,
 ) -> Any:
     """Every event of the caller's tenant's jobs (an admin key: every tenant's, or
     ``tenant``'s) from now (or after ``Last-Event-ID``), as they happen."""
-    scope = tenant_scope(caller, tenant)
     hub = _hub(request)
     if _long_poll(request, after):
         start = service.parse_position(after, "after")
@@ -216,10 +211,9 @@ async def stream_all(
         **COMMON,
     },
 )
-async def overview(caller: Caller, db: Db, queue: JobQueue, tenant: TenantQuery = None) -> Overview:
+async def overview(caller: Caller, db: Db, queue: JobQueue, scope: TenantScope) -> Overview:
     """Jobs by state and the oldest queued job's age, for the caller's tenant (an admin
     key: every tenant, or ``tenant``); an admin also sees the dead-letter queue's depth."""
-    scope = tenant_scope(caller, tenant)
     found = await service.overview(db, scope)
     return Overview(
         counts=found.counts,

@@ -11,8 +11,8 @@ from pydantic import BaseModel, Field
 
 from app.api.deps import Db, Settings
 from app.api.errors import COMMON
-from app.api.schemas import TENANT_PATTERN, Problem
-from app.api.security import Caller, tenant_scope
+from app.api.schemas import Problem
+from app.api.security import TenantScope
 from app.services import costs
 
 router = APIRouter()
@@ -47,20 +47,16 @@ class Usage(BaseModel):
     },
 )
 async def usage(
-    caller: Caller,
     db: Db,
+    scope: TenantScope,
     settings: Settings,
     since: Annotated[
         dt.date | None, Query(description="first UTC day (default: 29 days before until)")
     ] = None,
     until: Annotated[dt.date | None, Query(description="last UTC day (default: today)")] = None,
-    tenant: Annotated[
-        str | None, Query(pattern=TENANT_PATTERN, description="an admin key: only this tenant")
-    ] = None,
 ) -> Usage:
     """Model calls, tokens and estimated cost by tenant, kind, day and model, for at most
     366 days."""
-    scope = tenant_scope(caller, tenant)
     first, last = costs.days(since, until, dt.datetime.now(dt.UTC).date())
     rows = await costs.totals(settings, db, tenant=scope, since=first, until=last)
     return Usage(
