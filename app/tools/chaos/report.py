@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from app.tools.chaos.checker import violated
+from app.tools.chaos.timeline import summary
 
 
 def render(report: dict[str, Any]) -> Table:
@@ -25,6 +26,9 @@ def render(report: dict[str, Any]) -> Table:
     def row(name: str, value: Any, bad: bool = False) -> None:
         table.add_row(Text(name), Text(str(value), style="red" if bad else ""))
 
+    config = report.get("config", {})
+    if "seed" in config:  # to run it again: --seed
+        row("seed", f"{config['seed']} (--transport {config.get('transport', 'sqs')})")
     for name in ("submitted", "acknowledged", "succeeded", "dead_lettered", "cancelled"):
         row(name, report[name])
     for name in ("lost", "duplicated_effects", "duplicated_completions", "stuck_waits"):
@@ -121,6 +125,8 @@ def render(report: dict[str, Any]) -> Table:
     t = report["timings"]
     row("time to drain after the last fault", f"{t.get('time_to_drain_after_last_fault', '?')} s")
     row("total", f"{t.get('total', '?')} s")
+    for name, value in summary(report.get("time", {})):
+        row(name, value)
     for u in report["unexpected_jobs"][:10]:
         row("  unexpected", f"{u['ref']} {u['job_id']}: {u['why']}", bad=True)
     for lost in report["lost_jobs"][:10]:

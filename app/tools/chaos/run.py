@@ -38,6 +38,7 @@ from app.tools.chaos.stack import (
     ChaosStack,
     Unavailable,
 )
+from app.tools.chaos.timeline import slowest, where_time_went
 from app.tools.chaos.workload import submit_all, workload
 
 
@@ -112,10 +113,13 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         run.phase = "submitting, with faults"
         run.mark("faults_started")
         submitted = asyncio.Event()
+        # Set when the drain has ended: until then the harness keeps answering.
+        over = asyncio.Event()
         faults = asyncio.create_task(inject_faults(cfg, stack, run, submitted, database))
         answering = asyncio.create_task(
-            answer_all(cfg, run, database, stack.api_url, items, submitted)
+            answer_all(cfg, run, database, stack.api_url, items, submitted, over)
         )
+        answering.add_done_callback(lambda _: run.mark("answered"))
         await submit_all(cfg, stack, run, items)
         submitted.set()
         run.mark("submitted")
@@ -123,11 +127,13 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         run.phase = "faults continue"
         await faults
         run.mark("faults_ended")
-        await answering
-        run.note(f"the harness answered {len(run.answers)} approvals")
         run.phase = "draining"
         ids = list(run.acked.values())
+        # The approvals are answered while the system drains: one waits for its first run
+        # (behind the backlog) to open its callback, and the drain waits for its answer.
         drained = await drain(database, stack, run, ids, cfg.drain_timeout)
+        await finish_answering(answering, over, drained)
+        run.note(f"the harness answered {answered(run)} of {len(run.answers)} approvals")
         if run.last_fault is not None:
             run.timings["time_to_drain_after_last_fault"] = round(
                 time.monotonic() - run.last_fault, 2
@@ -167,12 +173,42 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         **facts,
     )
     report["dead_letters_after_first_drain"] = first
+    report["time"] = where_time_went(
+        timings=run.timings,
+        started_at=run.started_at,
+        acked=run.acked,
+        jobs=facts["jobs"],
+        events=facts["events"],
+        callbacks=facts["callbacks"],
+        answers=run.answers,
+    )
     report["retention"] = retention
     report["running_cap"] = {
         "cap": cfg.max_running,
         "most_live_leases": most_live_leases(facts["events"]),
     }
     return report
+
+
+# Drained, every approval is decided; what answers are left (second answers, a reply
+# being retried) meet a quiet system and end within seconds.
+ANSWERS_AFTER_DRAIN = 30.0
+
+
+async def finish_answering(
+    answering: asyncio.Task[Any], over: asyncio.Event, drained: bool
+) -> None:
+    """The harness's answers end with the drain: let those left finish, then stop them
+    (``over``: an answer still not through is reported as given up)."""
+    if drained:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(answering), ANSWERS_AFTER_DRAIN)
+    over.set()
+    await answering
+
+
+def answered(run: Run) -> int:
+    return sum(1 for a in run.answers.values() if a.get("first") == "answered")
 
 
 async def pruned_history(database: Database, seeded: int, wait: float = 60) -> dict[str, Any]:
@@ -250,7 +286,7 @@ def main(cfg: Config) -> int:
             stack.start_processes()
         run.mark("started")
         run.note(
-            f"stack up in {run.timings['started']:.1f} s: {cfg.workers} workers "
+            f"seed {cfg.seed}; stack up in {run.timings['started']:.1f} s: {cfg.workers} workers "
             f"({stack.slow_slots} slow), {stack.carrier_name}, logs in {stack.logs_dir}"
         )
         report = asyncio.run(orchestrate(cfg, stack, run))
@@ -293,6 +329,7 @@ def _conclude(cfg: Config, stack: ChaosStack, run: Run, report: dict[str, Any]) 
         "kill_log": run.kills,
     }
     report["timings"] = run.timings
+    report["time"] = {**slowest(run.timings), **report.get("time", {})}
     report["submit_retries"] = run.submit_retries
     report["rejected_submissions"] = run.rejected
     report["config"] = {k: str(v) for k, v in dataclasses.asdict(cfg).items()}
