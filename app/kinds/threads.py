@@ -38,10 +38,28 @@ def _refuse_non_callable(what: str, fn: object) -> None:
         )
 
 
+def _discard(done: asyncio.Future[Any]) -> None:
+    """What a thread returned after its caller was cancelled: an awaitable it made (the
+    coroutine of ``lambda: extract(text)``) is closed, never awaited, so it neither runs
+    nor warns "coroutine ... was never awaited"; an error is taken, so none is logged."""
+    if done.cancelled() or done.exception() is not None:
+        return
+    result = done.result()
+    if inspect.iscoroutine(result):
+        result.close()
+
+
 async def _in_thread(what: str, fn: Callable[[], T]) -> T:
-    """``fn()`` in a worker thread; a call that wanted the loop is a PermanentError."""
+    """``fn()`` in a worker thread; a call that wanted the loop is a PermanentError.
+
+    A cancel (the job's cancel, its timeout, the worker stopping) cannot stop the thread:
+    the caller stops waiting, and what the thread returns later is discarded."""
+    running: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(fn))
     try:
-        return await asyncio.to_thread(fn)
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        running.add_done_callback(_discard)
+        raise
     except RuntimeError as exc:
         if not any(s in str(exc) for s in _NO_LOOP):
             raise

@@ -191,3 +191,43 @@ def test_a_plain_notify_runs_once() -> None:
     run = asyncio.run(waiting.value.resume(approve, {"text": "x"}))
     assert run.result == {"approved": True}
     assert len(side.done) == 1  # replayed, not called again
+
+
+def test_a_cancel_while_the_thread_runs_leaves_no_coroutine_unawaited() -> None:
+    """``lambda: extract(text)`` with ``extract`` an ``async def``: the lambda runs in a
+    thread and returns a coroutine. A cancel that came while the thread ran (the job's
+    cancel, its timeout, a worker stopping) dropped that coroutine, never awaited: Python
+    warned, and the state-machine test, which takes such warnings as errors, failed. The
+    coroutine is closed instead, and never runs."""
+    import gc
+    import time
+    import warnings
+
+    from app.kinds import threads
+
+    started, ran = threading.Event(), []
+
+    async def extract() -> str:
+        ran.append("extract")
+        return "x"
+
+    def slow_lambda() -> Any:
+        started.set()
+        time.sleep(0.3)
+        return extract()
+
+    async def main() -> None:
+        task = asyncio.create_task(threads.call("effect 'extract'", slow_lambda))
+        await asyncio.to_thread(started.wait, 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.6)  # the thread ends and returns its coroutine
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(main())
+        gc.collect()
+    assert ran == []
+    unawaited = [w for w in caught if "never awaited" in str(w.message)]
+    assert not unawaited, [str(w.message) for w in unawaited]
