@@ -7,14 +7,17 @@ tools log each call to a file."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.conftest import ROOT, Stack, api_client
-from tests.e2e.test_agent_crash import finished, start_fake_model
+from tests.e2e.test_agent_crash import (
+    finished,
+    logged_tool_calls,
+    model_requests,
+    start_fake_model,
+)
 from tests.e2e.test_crash_points import died_by_sigkill
 from tests.helpers import crash_env
 from tests.unit.test_openai_agents import ANSWERS, QUESTION, STEPS
@@ -43,14 +46,10 @@ def test_an_sdk_agent_killed_after_its_second_tool_call_repeats_no_request_and_n
     doomed = stack.worker(env=crash_env(f"after_effect@{KILL_AFTER}"))
 
     def requests() -> list[dict[str, Any]]:
-        got: list[dict[str, Any]] = httpx.get(f"{model_url}/requests", timeout=10).json()[
-            "requests"
-        ]
-        return got
+        return model_requests(model_url)
 
     def tool_calls() -> list[dict[str, Any]]:
-        lines = tools_log.read_text().splitlines() if tools_log.exists() else []
-        return [json.loads(line) for line in lines]
+        return logged_tool_calls(tools_log)
 
     with api_client(api, stack.key()) as client:
         submitted = client.post("/v1/jobs", json={"kind": KIND, "payload": QUESTION})
