@@ -303,3 +303,21 @@ def test_the_example_s_endpoint_is_the_fake_model_or_all_three_settings(
     monkeypatch.setenv("OPENAI_AGENT_MODEL", "gpt-test")
     deps = openai_agent.build_deps(Settings())
     assert (deps.model.model, deps.server) == ("gpt-test", None)
+
+
+@pytest.mark.asyncio
+async def test_the_example_without_settings_runs_against_a_fake_model_it_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tasklease import Settings
+
+    for name in ("BASE_URL", "API_KEY", "MODEL"):
+        monkeypatch.delenv(f"OPENAI_AGENT_{name}", raising=False)
+    deps = openai_agent.build_deps(Settings())
+    assert deps.server is not None and deps.model.model == "fake-model"
+    try:
+        done = await run_kind(openai_agent.research, QUESTION, deps=deps)
+        assert done.ran == STEPS
+        assert requests_of(deps.server)["count"] == len(ANSWERS)
+    finally:
+        await deps.aclose()
