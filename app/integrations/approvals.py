@@ -12,11 +12,11 @@ from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
 from pydantic_ai.messages import ToolCallPart
 
 from app import errors
+from app.integrations.steps import parse_approval
 from app.kinds.context import JobContext
 
 # notify(token, call): hand the callback's token to whoever approves ``call``.
 NotifyApproval = Callable[[str, ToolCallPart], Awaitable[Any]]
-ANSWER = 'true, false or {"approved": true|false, "message": "why (on a denial)"}'
 
 
 def with_deferred(output_type: Any) -> Any:
@@ -27,14 +27,8 @@ def with_deferred(output_type: Any) -> Any:
 
 def approval_of(answer: Any, key: str) -> bool | ToolDenied:
     """A callback's answer as Pydantic AI's approval, or PermanentError saying what to send."""
-    if isinstance(answer, bool):
-        return answer
-    if isinstance(answer, dict) and isinstance(answer.get("approved"), bool):
-        if answer["approved"]:
-            return True
-        message = answer.get("message")
-        return ToolDenied(message) if isinstance(message, str) and message else False
-    raise errors.PermanentError(f"approval {key!r}: answer with {ANSWER}, not {answer!r}")
+    approved, message = parse_approval(answer, key)
+    return ToolDenied(message) if not approved and message else approved
 
 
 async def approvals(

@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from app import errors
-from app.kinds.context import MAX_EFFECT_KEY, JobContext
+from app.integrations.steps import Steps, step_key
+from app.kinds.context import JobContext
 from app.kinds.generate import Usage
 
 try:
@@ -100,42 +100,11 @@ _TOOL_RESULT: TypeAdapter[Any] = TypeAdapter(CallToolResult)
 _TRANSIENT_4XX = (408, 409, 425)
 
 
-def step_key(*parts: str) -> str:
-    """``parts`` joined with ':' as an effect key; one too long for the effects table keeps
-    its head and ends with a digest of the whole (still one key per step)."""
-    key = ":".join(parts)
-    if len(key) <= MAX_EFFECT_KEY:
-        return key
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return f"{key[: MAX_EFFECT_KEY - 17]}~{digest}"
-
-
 @dataclass
-class _Steps:
-    """One run's steps: the job's context, the key prefix, the counters and the clock."""
+class _Steps(Steps):
+    """One run's steps (the keys and counters of ``Steps``) and the run's clock."""
 
-    ctx: JobContext[Any]
-    key: str
-    model_requests: int = 0
-    tool_keys: set[str] = field(default_factory=set)
-    tool_calls: int = 0
     clock: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
-
-    def next_model_key(self) -> str:
-        n = self.model_requests
-        self.model_requests += 1
-        return step_key(self.key, "model", str(n))
-
-    def tool_key(self, name: str, tool_call_id: str | None) -> str:
-        """``<key>:tool:<name>:<id>``; without an id, or with one the model gave before in
-        this run, the tool call's ordinal in the run tells them apart."""
-        n = self.tool_calls
-        self.tool_calls += 1
-        key = step_key(self.key, "tool", name, tool_call_id or f"#{n}")
-        if key in self.tool_keys:
-            key = step_key(self.key, "tool", name, f"{tool_call_id}#{n}")
-        self.tool_keys.add(key)
-        return key
 
     def saw(self, key: str) -> None:
         """Tell Pydantic AI's instrumentation whether the step ran or was replayed."""

@@ -14,10 +14,7 @@ RESEARCH_AGENT_API_KEY and RESEARCH_AGENT_MODEL (docs/howto/pydantic-ai.md).
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -27,18 +24,13 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from tasklease import ConfigError, JobContext, Settings, kind
-from tasklease.fakemodel import RunningServer, serve_in_thread
+from examples import notes
+from tasklease import JobContext, Settings, kind
+from tasklease.fakemodel import RunningServer
 from tasklease.pydantic_ai import TaskleaseAgent, messages_from_json, messages_json
 
 PREFIX = "RESEARCH_AGENT_"
-
-# The notes the agent researches: a stand-in for a search index.
-PAGES = {
-    "leases": "A lease fences a worker: only the holder of the current token records.",
-    "effects": "An effect runs once per job: a later attempt returns its record.",
-    "queues": "Queues deliver at least once, so a job may run more than once.",
-}
+PAGES = notes.PAGES
 
 
 class Question(BaseModel):
@@ -60,16 +52,13 @@ class ResearchDeps:
 
     model: OpenAIChatModel
     http: httpx2.AsyncClient
-    notes: Path | None = None
     server: RunningServer | None = None
-    calls: list[str] = field(default_factory=list)  # the tool calls this process made
+    tools: notes.Tools = field(default_factory=lambda: notes.tools(PREFIX))
 
-    def called(self, tool: str, arg: str) -> None:
-        self.calls.append(tool)
-        log = os.environ.get(PREFIX + "TOOL_LOG")
-        if log:  # the tests count every process's tool calls here
-            with open(log, "a") as fh:
-                fh.write(json.dumps({"tool": tool, "arg": arg, "pid": os.getpid()}) + "\n")
+    @property
+    def calls(self) -> list[str]:
+        """The tool calls this process made."""
+        return self.tools.calls
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -77,25 +66,9 @@ class ResearchDeps:
             self.server.stop()
 
 
-def _setting(name: str) -> str | None:
-    return os.environ.get(PREFIX + name) or None
-
-
 def build_deps(settings: Settings) -> ResearchDeps:
-    base_url = _setting("BASE_URL")
-    server = None
-    if base_url is None:
-        server = serve_in_thread()  # the fake model, in this process
-        base_url, api_key, model_name = server.url, "fake-key", "fake-model"
-    else:
-        api_key = _setting("API_KEY")
-        model_name = _setting("MODEL")
-        for name, value in (("API_KEY", api_key), ("MODEL", model_name)):
-            if value is None:
-                raise ConfigError(f"{PREFIX}BASE_URL is set, so {PREFIX}{name} must be too")
-    assert api_key is not None
-    assert model_name is not None
-    return connect(base_url, api_key, model_name, server=server)
+    at = notes.endpoint(PREFIX)
+    return connect(at.base_url, at.api_key, at.model, server=at.server)
 
 
 def connect(
@@ -107,12 +80,8 @@ def connect(
     # and using no attempt, rather than the SDK waiting in the worker.
     client = AsyncOpenAI(base_url=base_url, api_key=api_key, http_client=http, max_retries=0)
     provider = OpenAIProvider(openai_client=client)
-    notes = _setting("NOTES")
     return ResearchDeps(
-        model=OpenAIChatModel(model_name, provider=provider),
-        http=http,
-        notes=Path(notes) if notes else None,
-        server=server,
+        model=OpenAIChatModel(model_name, provider=provider), http=http, server=server
     )
 
 
@@ -125,27 +94,19 @@ agent = Agent(
 @agent.tool
 def search(ctx: RunContext[ResearchDeps], query: str) -> list[str]:
     """The names of the pages whose text shares a word with ``query``."""
-    ctx.deps.called("search", query)
-    words = {w.strip("?.,!").lower() for w in query.split()}
-    return [name for name, text in PAGES.items() if words & set(text.lower().split())]
+    return ctx.deps.tools.search(query)
 
 
 @agent.tool
 def read_page(ctx: RunContext[ResearchDeps], page: str) -> str:
     """The text of the page called ``page``."""
-    ctx.deps.called("read_page", page)
-    found = [text for name, text in PAGES.items() if name.rstrip("s") in page.lower()]
-    return found[0] if found else f"no page is called {page!r}; pages: {', '.join(PAGES)}"
+    return ctx.deps.tools.read_page(page)
 
 
 @agent.tool
 def save_note(ctx: RunContext[ResearchDeps], note: str) -> str:
     """Save ``note`` for later (a side effect: it must not happen twice)."""
-    ctx.deps.called("save_note", note)
-    if ctx.deps.notes is not None:
-        with ctx.deps.notes.open("a") as fh:
-            fh.write(note + "\n")
-    return "saved"
+    return ctx.deps.tools.save_note(note)
 
 
 durable = TaskleaseAgent(agent)

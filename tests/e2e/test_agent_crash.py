@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -42,6 +43,18 @@ def start_fake_model(stack: Stack) -> str:
     return url
 
 
+def model_requests(model_url: str) -> list[dict[str, Any]]:
+    """The requests the fake model answered, in order."""
+    got: list[dict[str, Any]] = httpx.get(f"{model_url}/requests", timeout=10).json()["requests"]
+    return got
+
+
+def logged_tool_calls(tools_log: Path) -> list[dict[str, Any]]:
+    """The tool calls every process logged (the examples' ``<PREFIX>TOOL_LOG``)."""
+    lines = tools_log.read_text().splitlines() if tools_log.exists() else []
+    return [json.loads(line) for line in lines]
+
+
 def finished(client: httpx.Client, job_id: str) -> dict[str, Any]:
     def done() -> dict[str, Any] | None:
         job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
@@ -70,14 +83,10 @@ def test_an_agent_killed_after_its_second_tool_call_repeats_no_request_and_no_to
     doomed = stack.worker(env=crash_env(f"after_effect@{KILL_AFTER}"))
 
     def requests() -> list[dict[str, Any]]:
-        got: list[dict[str, Any]] = httpx.get(f"{model_url}/requests", timeout=10).json()[
-            "requests"
-        ]
-        return got
+        return model_requests(model_url)
 
     def tool_calls() -> list[dict[str, Any]]:
-        lines = tools_log.read_text().splitlines() if tools_log.exists() else []
-        return [json.loads(line) for line in lines]
+        return logged_tool_calls(tools_log)
 
     with api_client(api, stack.key()) as client:
         submitted = client.post("/v1/jobs", json={"kind": "examples.research", "payload": QUESTION})

@@ -1,0 +1,63 @@
+"""What the agent frameworks' integrations share, with no framework imported: the steps'
+keys and the reading of an approval's answer."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from app import errors
+from app.kinds.context import MAX_EFFECT_KEY, JobContext
+
+ANSWER = 'true, false or {"approved": true|false, "message": "why (on a denial)"}'
+
+
+def step_key(*parts: str) -> str:
+    """``parts`` joined with ':' as an effect key; one too long for the effects table keeps
+    its head and ends with a digest of the whole (still one key per step)."""
+    key = ":".join(parts)
+    if len(key) <= MAX_EFFECT_KEY:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return f"{key[: MAX_EFFECT_KEY - 17]}~{digest}"
+
+
+def parse_approval(answer: Any, key: str) -> tuple[bool, str | None]:
+    """A callback's answer as (approved, the denial's message or None), or PermanentError
+    saying what to send."""
+    if isinstance(answer, bool):
+        return answer, None
+    if isinstance(answer, dict) and isinstance(answer.get("approved"), bool):
+        message = answer.get("message")
+        why = message if isinstance(message, str) and message else None
+        return answer["approved"], None if answer["approved"] else why
+    raise errors.PermanentError(f"approval {key!r}: answer with {ANSWER}, not {answer!r}")
+
+
+@dataclass
+class Steps:
+    """One agent run's steps: the job's context, the key prefix and the counters that name
+    the model requests (``<key>:model:<n>``) and the tool calls (by their call ids)."""
+
+    ctx: JobContext[Any]
+    key: str
+    model_requests: int = 0
+    tool_keys: set[str] = field(default_factory=set)
+    tool_calls: int = 0
+
+    def next_model_key(self) -> str:
+        n = self.model_requests
+        self.model_requests += 1
+        return step_key(self.key, "model", str(n))
+
+    def tool_key(self, name: str, tool_call_id: str | None) -> str:
+        """``<key>:tool:<name>:<id>``; without an id, or with one the model gave before in
+        this run, the tool call's ordinal in the run tells them apart."""
+        n = self.tool_calls
+        self.tool_calls += 1
+        key = step_key(self.key, "tool", name, tool_call_id or f"#{n}")
+        if key in self.tool_keys:
+            key = step_key(self.key, "tool", name, f"{tool_call_id}#{n}")
+        self.tool_keys.add(key)
+        return key
