@@ -177,7 +177,9 @@ def test_operator_commands_print_log_lines_only_with_verbose_and_servers_always(
     answer = ("--key", "approve", "--result", '{"ok": 1}')
     code, out, err = cli(stack, "callbacks", "complete", "--job", quiet, *answer)
     assert code == 0, err
-    assert out.strip() == f"callback approve of job {quiet}: the callback succeeded, the job is woken"
+    assert (
+        out.strip() == f"callback approve of job {quiet}: the callback succeeded, the job is woken"
+    )
     assert log_lines(err) == [], err
     for args in (("jobs", "list"), ("jobs", "show", quiet), ("dlq", "list")):
         code, _, err = cli(stack, *args)
@@ -186,7 +188,10 @@ def test_operator_commands_print_log_lines_only_with_verbose_and_servers_always(
     for flag, job_id in (("-v", short), ("--verbose", long)):
         code, out, err = cli(stack, flag, "callbacks", "complete", "--job", job_id, *answer)
         assert code == 0, err
-        assert out.strip() == f"callback approve of job {job_id}: the callback succeeded, the job is woken"
+        assert (
+            out.strip()
+            == f"callback approve of job {job_id}: the callback succeeded, the job is woken"
+        )
         said = [(d["msg"], d.get("job_id")) for d in log_lines(err)]
         assert ("callback answered", job_id) in said, err
 
