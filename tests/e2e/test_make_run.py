@@ -432,7 +432,7 @@ APPROVAL_LINES = re.compile(
     rf"^  curl -X POST http://127\.0\.0\.1:\d+/v1/callbacks/(?P<token>{TOKEN}) "
     r"-H 'content-type: application/json' -d '\{\"result\": \{\"approved\": true\}\}'\n"
     r"^  or\n"
-    r"^  uv run tasklease callbacks complete (?P=token) --result '\{\"approved\": true\}'$",
+    r"^  (?:\S*/)?\.venv/bin/tasklease callbacks complete (?P=token) --result '\{\"approved\": true\}'$",
     re.MULTILINE,
 )
 

@@ -5,6 +5,7 @@ demo table shows a tenant's text as text; its state file gives way to the enviro
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -117,7 +118,7 @@ def test_the_approval_lines_are_pasteable_and_printed_as_written(
 ) -> None:
     """Issue 14: the lines that approve the demo's research job come from the webhook's
     notice (outside text): printed whole and escaped, quoted for a shell."""
-    from app.tools.stack import demo
+    from app.tools.stack import demo, state
 
     url = "http://127.0.0.1:8000/v1/callbacks/tlcb_abc-_1"
     curl, cli = demo.approve_lines(url, "tlcb_abc-_1")
@@ -126,7 +127,8 @@ def test_the_approval_lines_are_pasteable_and_printed_as_written(
         """-H 'content-type: application/json' -d '{"result": {"approved": true}}'"""
     )
     assert (
-        cli == """uv run tasklease callbacks complete tlcb_abc-_1 --result '{"approved": true}'"""
+        cli
+        == f"""{state.cli_name()} callbacks complete tlcb_abc-_1 --result '{{"approved": true}}'"""
     )
     odd = demo.approve_lines("http://h/v1/callbacks/[red]x y", "[red]x y")
     assert "'http://h/v1/callbacks/[red]x y'" in odd[0] and "'[red]x y'" in odd[1]
@@ -137,4 +139,25 @@ def test_the_approval_lines_are_pasteable_and_printed_as_written(
     text = screen.export_text()
     assert "the research job job-[bold]1 waits for approval" in text
     assert "  curl -X POST 'http://h/v1/callbacks/[red]x' -H" in text  # whole, not wrapped
-    assert "  uv run tasklease callbacks complete '[red]x' --result" in text
+    assert f"  {state.cli_name()} callbacks complete '[red]x' --result" in text
+
+
+def test_the_hints_name_the_cli_a_new_shell_can_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30, item 3: `make run`'s hints said `uv run tasklease …`, which a new shell
+    cannot run where the Makefile put uv in ~/.local/bin; they name the virtual
+    environment's script, relative to the checkout, as the docs' second-shell block does."""
+    from app.tools.stack import state
+
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
+    monkeypatch.chdir(tmp_path)
+    assert state.cli_name() == "tasklease"  # no script: the one on PATH
+    (bin_dir / "tasklease").write_text("#!/bin/sh\n")
+    assert state.cli_name() == ".venv/bin/tasklease"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert state.cli_name() == str(bin_dir / "tasklease")

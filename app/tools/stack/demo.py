@@ -21,6 +21,7 @@ from rich.table import Column, Table
 
 from app import errors
 from app.states import FINAL_FOR_NOW, JobState, styled
+from app.tools.stack import state
 
 if TYPE_CHECKING:
     from app.tools.stack.dev import DevStack
@@ -220,7 +221,7 @@ def approve_lines(approve_url: str, token: str) -> tuple[str, str]:
     body = shlex.quote('{"result": {"approved": true}}')
     curl = f"curl -X POST {shlex.quote(approve_url)} -H 'content-type: application/json' -d {body}"
     result = shlex.quote('{"approved": true}')
-    cli = f"uv run tasklease callbacks complete {shlex.quote(token)} --result {result}"
+    cli = f"{state.cli_name()} callbacks complete {shlex.quote(token)} --result {result}"
     return curl, cli
 
 
@@ -228,7 +229,7 @@ def print_approval(job_id: str, approve_url: str, token: str, *, ui: str | None 
     curl, cli = approve_lines(approve_url, token)
     console.print(
         f"\n[bold bright_cyan]⏸ the research job {escape(job_id)} waits for approval[/] "
-        "(no worker is held meanwhile; see [bold]uv run tasklease jobs list --state waiting[/]). "
+        f"(no worker is held meanwhile; see [bold]{escape(state.cli_name())} jobs list --state waiting[/]). "
         "Approve it from another shell:",
         soft_wrap=True,
         highlight=False,

@@ -223,9 +223,10 @@ class DevStack(Stack):
             **state.kinds_env(os.environ),
         }
         written = state.write(self.data_dir, self.state_env)
+        cli = escape(state.cli_name())
         console.print(
             f"[green]✓[/] settings    {escape(str(written))}: another shell's "
-            '[bold]uv run tasklease …[/] uses them; [bold]eval "$(uv run tasklease env)"[/] exports them',
+            f'[bold]{cli} …[/] uses them; [bold]eval "$({cli} env)"[/] exports them',
             soft_wrap=True,
             highlight=False,
         )

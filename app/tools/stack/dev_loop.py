@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
+from app.tools.stack import state
 from app.tools.stack.demo import Approval, Follow, console, submit_demo, watch
 
 if TYPE_CHECKING:
@@ -58,8 +59,9 @@ def run(
         f"\nAPI {stack.api_url}   OpenAPI docs {stack.api_url}/docs   — Ctrl-C to stop",
         soft_wrap=True,
     )
+    cli = state.cli_name()
     console.print(
-        'another shell:  eval "$(uv run tasklease env)"   then   uv run tasklease jobs list\n'
+        f'another shell:  eval "$({cli} env)"   then   {cli} jobs list\n'
         '                curl -s $TASKLEASE_API_URL/v1/jobs -H "Authorization: Bearer $TASKLEASE_API_KEY"',
         highlight=False,
         markup=False,

@@ -45,6 +45,19 @@ class Running:
     alive: bool
 
 
+def cli_name() -> str:
+    """How a second shell runs this CLI, to print in hints: the virtual environment's
+    script (``.venv/bin/tasklease`` from the checkout), which needs neither ``uv`` on
+    ``PATH`` nor an activated environment; ``tasklease`` where there is none."""
+    script = Path(sys.executable).parent / "tasklease"
+    if not script.exists():
+        return "tasklease"
+    try:
+        return shlex.quote(str(script.relative_to(Path.cwd())))
+    except ValueError:
+        return shlex.quote(str(script))
+
+
 def path(data_dir: Path = DATA_DIR) -> Path:
     return data_dir / FILE_NAME
 
