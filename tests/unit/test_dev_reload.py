@@ -59,14 +59,19 @@ def test_a_change_to_a_kind_s_py_file_is_seen_and_nothing_else(project: Path) ->
     watcher = reload.KindWatcher(reload.watched(["reload_pkg", "reload_single"]))
     watcher.start()
     try:
-        time.sleep(0.3)  # the OS's watches are in place
-        (project / "reload_pkg" / "sub" / "deep.py").write_text("X = 1\n")
-        (project / "reload_single.py").write_text(KIND.format(name="reload.single2"))
-        (project / "data" / "ignored.py").write_text("")  # below a single module's folder
-        (project / "notes.txt").write_text("not python")
         seen: set[Path] = set()
 
+        def write() -> None:
+            (project / "reload_pkg" / "sub" / "deep.py").write_text("X = 1\n")
+            (project / "reload_single.py").write_text(KIND.format(name="reload.single2"))
+            (project / "data" / "ignored.py").write_text("")  # below a single module's folder
+            (project / "notes.txt").write_text("not python")
+
         def both() -> bool:
+            # Written again on every look: the watcher thread sets its watches when it
+            # gets to it, and a write before then is never reported (a fixed sleep here
+            # was a guess at how long that takes on a loaded machine).
+            write()
             seen.update(watcher.changed())
             return {
                 project / "reload_pkg" / "sub" / "deep.py",

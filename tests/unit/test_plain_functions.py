@@ -205,7 +205,7 @@ def test_a_cancel_while_the_thread_runs_leaves_no_coroutine_unawaited() -> None:
 
     from app.kinds import threads
 
-    started, ran = threading.Event(), []
+    started, returning, ran = threading.Event(), threading.Event(), []
 
     async def extract() -> str:
         ran.append("extract")
@@ -214,6 +214,7 @@ def test_a_cancel_while_the_thread_runs_leaves_no_coroutine_unawaited() -> None:
     def slow_lambda() -> Any:
         started.set()
         time.sleep(0.3)
+        returning.set()
         return extract()
 
     async def main() -> None:
@@ -222,7 +223,12 @@ def test_a_cancel_while_the_thread_runs_leaves_no_coroutine_unawaited() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await asyncio.sleep(0.6)  # the thread ends and returns its coroutine
+        assert await asyncio.to_thread(returning.wait, 30)  # the thread returns its coroutine
+        for _ in range(3000):  # and the loop takes its result: the thread's task ends
+            if len(asyncio.all_tasks()) == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert len(asyncio.all_tasks()) == 1
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
