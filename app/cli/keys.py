@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli import render, runner
+from app.cli import render, render_admin, runner
 from app.cli.render import err, out
 from app.services import auth
 
@@ -29,7 +29,7 @@ def create(
     made = runner.on_database(
         s, lambda database: auth.create_key(database, tenant, name=name, admin=admin)
     )
-    err.print(render.keys([made.row], "created (the key below is shown once: keep it now)"))
+    err.print(render_admin.keys([made.row], "created (the key below is shown once: keep it now)"))
     render.plain(made.key)
 
 
@@ -40,7 +40,7 @@ def list_(
     """Every key: id, tenant, scope, when made and revoked (never the key itself)."""
     s = runner.settings_or_exit()
     rows = runner.on_database(s, lambda database: auth.list_keys(database, tenant))
-    out.print(render.keys(rows, f"{len(rows)} API keys"))
+    out.print(render_admin.keys(rows, f"{len(rows)} API keys"))
 
 
 @group.command("revoke")
@@ -48,4 +48,4 @@ def revoke(key_id: Annotated[str, typer.Argument(help="the key's id (keys list)"
     """Revoke a key: the next request that carries it is refused."""
     s = runner.settings_or_exit()
     row = runner.on_database(s, lambda database: auth.revoke_key(database, key_id))
-    out.print(render.keys([row], "revoked"))
+    out.print(render_admin.keys([row], "revoked"))

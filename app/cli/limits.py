@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from app import errors
-from app.cli import render, runner
+from app.cli import render_admin, runner
 from app.cli.render import err, out
 from app.services import auth, tenant_limits
 
@@ -62,7 +62,7 @@ def set_(
             max_running=max_running,
         ),
     )
-    out.print(render.limits(s, rows))
+    out.print(render_admin.limits(s, rows))
 
 
 @group.command("clear")
@@ -77,4 +77,4 @@ def clear(tenant: Annotated[str, typer.Argument(help="the tenant")]) -> None:
 def list_() -> None:
     """Each tenant's limits (override or default), its unfinished and its running jobs."""
     s = runner.settings_or_exit()
-    out.print(render.limits(s, runner.on_database(s, tenant_limits.list_limits)))
+    out.print(render_admin.limits(s, runner.on_database(s, tenant_limits.list_limits)))

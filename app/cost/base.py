@@ -11,7 +11,7 @@ from typing import Any
 
 from app import errors
 from app.cost.prices import PriceTable
-from app.settings.config import SHARED
+from app.settings.shared import SHARED
 
 HOURS_PER_MONTH = 730  # AWS's own convention on its pricing pages
 GB = 1024**3

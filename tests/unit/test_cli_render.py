@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app import errors
-from app.cli import render, runner
+from app.cli import render, render_admin, runner
 from app.settings import config
 from app.store.records import TenantUsage
 from app.tools.chaos import report as chaos
@@ -88,7 +88,7 @@ def test_keys_and_limits_tables_escape_names_and_mark_defaults() -> None:
         "created_at": NOW,
         "revoked_at": None,
     }
-    shown = text(render.keys([key], "1 API keys"))
+    shown = text(render_admin.keys([key], "1 API keys"))
     assert "[red]ops[/]" in shown
     assert "admin" in shown
     limit = TenantUsage(
@@ -103,7 +103,7 @@ def test_keys_and_limits_tables_escape_names_and_mark_defaults() -> None:
         parked=4,
     )
     shown = text(
-        render.limits(config.load(rate_limit_burst=100, max_running_per_tenant=3), [limit])
+        render_admin.limits(config.load(rate_limit_burst=100, max_running_per_tenant=3), [limit])
     )
     (line,) = [ln for ln in shown.splitlines() if "acme" in ln]
     assert [c.strip() for c in line.split("│") if c.strip()] == [
