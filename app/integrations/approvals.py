@@ -12,7 +12,7 @@ from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
 from pydantic_ai.messages import ToolCallPart
 
 from app import errors
-from app.integrations.steps import parse_approval
+from app.integrations.steps import ask_approval
 from app.kinds.context import JobContext
 
 # notify(token, call): hand the callback's token to whoever approves ``call``.
@@ -23,12 +23,6 @@ def with_deferred(output_type: Any) -> Any:
     """``output_type`` that may also end the run with ``DeferredToolRequests``."""
     base = list(output_type) if isinstance(output_type, list | tuple) else [output_type]
     return base if DeferredToolRequests in base else [*base, DeferredToolRequests]
-
-
-def approval_of(answer: Any, key: str) -> bool | ToolDenied:
-    """A callback's answer as Pydantic AI's approval, or PermanentError saying what to send."""
-    approved, message = parse_approval(answer, key)
-    return ToolDenied(message) if not approved and message else approved
 
 
 async def approvals(
@@ -49,14 +43,8 @@ async def approvals(
         )
     answers: dict[str, bool | ToolDenied] = {}
     for call in requests.approvals:
-        wait_key = f"{key}:approve:{call.tool_call_id}"
-
-        def tell(token: str, call: ToolCallPart = call) -> Awaitable[Any]:
-            assert notify is not None
-            return notify(token, call)
-
-        answer = await ctx.wait_for_callback(
-            wait_key, timeout=timeout, notify=None if notify is None else tell
+        approved, message = await ask_approval(
+            ctx, key, call.tool_call_id, call, timeout=timeout, notify=notify
         )
-        answers[call.tool_call_id] = approval_of(answer, wait_key)
+        answers[call.tool_call_id] = ToolDenied(message) if not approved and message else approved
     return DeferredToolResults(approvals=dict(answers))

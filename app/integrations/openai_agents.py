@@ -42,7 +42,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from app import errors
-from app.integrations.steps import Steps, parse_approval
+from app.integrations.steps import Steps, ask_approval
 from app.kinds.context import JobContext
 from app.kinds.generate import Usage
 
@@ -285,16 +285,9 @@ async def _approvals(
     ``<key>:approve:<call_id>``); a call still unanswered suspends the job."""
     state = result.to_state()
     for item in result.interruptions:
-        wait_key = f"{key}:approve:{item.call_id}"
-
-        def tell(token: str, item: ToolApprovalItem = item) -> Awaitable[Any]:
-            assert notify is not None
-            return notify(token, item)
-
-        answer = await ctx.wait_for_callback(
-            wait_key, timeout=timeout, notify=None if notify is None else tell
+        approved, message = await ask_approval(
+            ctx, key, str(item.call_id), item, timeout=timeout, notify=notify
         )
-        approved, message = parse_approval(answer, wait_key)
         if approved:
             state.approve(item)
         else:

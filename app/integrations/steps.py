@@ -4,11 +4,14 @@ keys and the reading of an approval's answer."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from app import errors
 from app.kinds.context import MAX_EFFECT_KEY, JobContext
+
+Item = TypeVar("Item")
 
 ANSWER = 'true, false or {"approved": true|false, "message": "why (on a denial)"}'
 
@@ -61,3 +64,27 @@ class Steps:
             key = step_key(self.key, "tool", name, f"{tool_call_id}#{n}")
         self.tool_keys.add(key)
         return key
+
+
+async def ask_approval(
+    ctx: JobContext[Any],
+    key: str,
+    call_id: str,
+    item: Item,
+    *,
+    timeout: float,  # noqa: ASYNC109 - the approval's deadline, as wait_for_callback's
+    notify: Callable[[str, Item], Awaitable[Any]] | None,
+) -> tuple[bool, str | None]:
+    """Wait on callback ``<key>:approve:<call_id>`` for a tool call that needs approval
+    (``notify(token, item)`` tells whoever answers), and read the answer as (approved,
+    the denial's message or None); an unanswered call suspends the job."""
+    wait_key = f"{key}:approve:{call_id}"
+
+    def tell(token: str) -> Awaitable[Any]:
+        assert notify is not None
+        return notify(token, item)
+
+    answer = await ctx.wait_for_callback(
+        wait_key, timeout=timeout, notify=None if notify is None else tell
+    )
+    return parse_approval(answer, wait_key)
