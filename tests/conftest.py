@@ -141,6 +141,19 @@ def sql(database_url: str) -> Iterator[psycopg.Connection[Any]]:
         yield conn
 
 
+def past_stream_horizon(sql: psycopg.Connection[Any], timeout: float = 30.0) -> None:
+    """Wait until a stream can read every row committed so far. A stream reads only rows
+    below the oldest running transaction's id, and that transaction may be another
+    test's on the same cluster; a poll with wait=0 before then may rightly be empty."""
+    mark = sql.execute("SELECT pg_current_xact_id()::text AS x").fetchone()["x"]
+    deadline = time.monotonic() + timeout
+    while not sql.execute(
+        "SELECT pg_snapshot_xmin(pg_current_snapshot()) > %s::xid8 AS past", (mark,)
+    ).fetchone()["past"]:
+        assert time.monotonic() < deadline, f"a transaction older than {mark} stays open"
+        time.sleep(0.05)
+
+
 # --- SQS --------------------------------------------------------------------------
 
 

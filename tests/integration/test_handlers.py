@@ -25,7 +25,7 @@ from app import errors
 from app.states import JobState
 from app.transport import codec
 from tests import carrier
-from tests.conftest import Stack, job_row, run
+from tests.conftest import Stack, job_row, past_stream_horizon, run
 from tests.helpers import close_api_handler, dlq_messages, engine_for, submit
 
 # The Lambda handlers run on SQS only (a function on the Redis carrier fails at cold start).
@@ -295,7 +295,7 @@ def _get(path: str, query: str = "", key: str | None = None) -> dict[str, Any]:
 
 
 def test_behind_api_gateway_metrics_are_not_served_and_streams_answer_long_polls(
-    api_handler: types.ModuleType, stack: Stack
+    api_handler: types.ModuleType, stack: Stack, sql: Any
 ) -> None:
     """/metrics asks for no key, so behind API Gateway it would be public: 404 there (the
     figures go out as EMF). A stream route answers a long poll even without ?after=:
@@ -307,6 +307,7 @@ def test_behind_api_gateway_metrics_are_not_served_and_streams_answer_long_polls
         with_key(event("apigw_v2_post_job.json"), key), FakeLambdaContext(29)
     )
     job = json.loads(posted["body"])
+    past_stream_horizon(sql)
     page = api_handler.handler(
         _get(f"/v1/jobs/{job['id']}/stream", "wait=0", key), FakeLambdaContext(29)
     )

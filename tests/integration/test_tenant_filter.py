@@ -12,7 +12,7 @@ import pytest
 
 from app.api import create_app
 from app.settings import config
-from tests.conftest import bearer
+from tests.conftest import bearer, past_stream_horizon
 from tests.integration.test_auth import (  # noqa: F401 (the fixture)
     Tenants,
     dead_lettered_job,
@@ -55,6 +55,7 @@ def test_a_tenant_key_may_name_its_own_tenant_not_another_and_an_admin_any(
     t = tenants
     for key in (t.acme, t.globex):
         dead_lettered_job(t, sql, key)
+    past_stream_horizon(sql)
 
     def get(key: str, tenant: str | None = None) -> Any:
         query = "&".join(q for q in (TENANT_ROUTES[path], tenant and f"tenant={tenant}") if q)

