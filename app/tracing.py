@@ -97,6 +97,16 @@ def use(provider: Any | None) -> None:
     _sdk = provider
 
 
+def usage_attributes(model: str, input_tokens: int | None, output_tokens: int | None) -> None:
+    """A model call's model and tokens on the current span, as OpenTelemetry's GenAI
+    conventions name them (``gen_ai.response.model``, ``gen_ai.usage.*_tokens``)."""
+    span = trace.get_current_span()
+    span.set_attribute("gen_ai.response.model", model)
+    for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+        if value is not None:
+            span.set_attribute(f"gen_ai.usage.{name}", value)
+
+
 def enabled() -> bool:
     """Whether spans are recorded and exported in this process."""
     return _sdk is not None

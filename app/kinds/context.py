@@ -120,7 +120,9 @@ class JobContext(abc.ABC, Generic[D]):
         reserves them under the model's and the tenant's budgets, and its usage settles
         them after (docs/explain/design.md#throttles); over a budget the job waits."""
         if budget is None:
-            return await self._spanned(key, lambda: generating.answer_and_usage(key, fn))
+            return await self._spanned(
+                key, lambda: generating.answer_and_usage(key, fn), model_call=True
+            )
 
         async def budgeted() -> tuple[Any, Usage]:
             held = await self._reserve(budget, max(0, tokens))
@@ -132,7 +134,7 @@ class JobContext(abc.ABC, Generic[D]):
             await self._settle(held, usage)
             return answer, usage
 
-        return await self._spanned(key, budgeted)
+        return await self._spanned(key, budgeted, model_call=True)
 
     async def generate(
         self, key: str, produce: Produce, *, budget: str | None = None, tokens: int = 0
@@ -150,8 +152,16 @@ class JobContext(abc.ABC, Generic[D]):
     async def _settle(self, held: Any, usage: Usage | None) -> None:
         """Settle a reservation with the usage reported (None: no tokens used)."""
 
-    async def _spanned(self, key: str, fn: Callable[[], Awaitable[tuple[T, Usage | None]]]) -> T:
-        """The key's checks and the effect's span around ``_effect``."""
+    async def _spanned(
+        self,
+        key: str,
+        fn: Callable[[], Awaitable[tuple[T, Usage | None]]],
+        *,
+        model_call: bool = False,
+    ) -> T:
+        """The key's checks and the effect's span around ``_effect``; a model call's span
+        also carries OpenTelemetry's GenAI attributes (the operation, and once the call
+        ran, the model and its tokens)."""
         if not key or len(key) > MAX_EFFECT_KEY:
             raise errors.PermanentError(
                 f"effect key must be 1 to {MAX_EFFECT_KEY} characters: {key!r}"
@@ -162,9 +172,12 @@ class JobContext(abc.ABC, Generic[D]):
             raise errors.PermanentError(f"key {key!r} used twice in one run of {self.kind}")
         self._used.add(key)
         # A span per effect, a child of the attempt's: replayed or run, and its error.
+        attributes: dict[str, Any] = {"effect.key": key, "effect.replayed": key in self._recorded}
+        if model_call:
+            attributes["gen_ai.operation.name"] = "chat"
         with tracing.tracer.start_as_current_span(
             f"effect {key}",
-            attributes={"effect.key": key, "effect.replayed": key in self._recorded},
+            attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
@@ -181,6 +194,8 @@ class JobContext(abc.ABC, Generic[D]):
             return self._recorded[key]  # type: ignore[no-any-return]
         result, usage = await fn()
         self._ran.append(key)
+        if usage is not None:
+            tracing.usage_attributes(usage.model, usage.input_tokens, usage.output_tokens)
         try:
             # The record holds JSON: what a replay returns is what this attempt returns.
             value = json.loads(json.dumps(result))

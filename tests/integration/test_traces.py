@@ -21,9 +21,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from app import tracing
 from app.transport import codec
+from examples import research_agent
+from tasklease.fakemodel import serve_in_thread
+from tasklease.testing import run_kind
 from tests.conftest import Stack, job_row
 from tests.helpers import drain, engine_for, handle_and_ack, receive_records, submit
 from tests.integration.test_api_waits import token_of
+from tests.unit.test_pydantic_ai import QUESTION, STEPS, deps_for
 
 pytestmark = pytest.mark.integration
 
@@ -259,3 +263,37 @@ def test_with_tracing_off_nothing_is_kept_or_sent(stack: Stack, api: Any, sql: A
     assert job_row(sql, resp.json()["id"])["trace_context"] is None
 
     assert [codec.attribute(r, "traceparent") for r in asyncio.run(run_records(stack))] == [None]
+
+
+def test_an_agents_model_requests_and_tool_calls_are_spans_under_its_attempt(
+    spans: InMemorySpanExporter,
+) -> None:
+    """A Pydantic AI run (the research example, the fake model over HTTP, the in-memory
+    runner under a span standing for the attempt): each model request and each tool call
+    is a span of its own under it, the requests with GenAI's attributes and tokens."""
+    server = serve_in_thread()
+
+    async def run() -> None:
+        deps = deps_for(server)
+        try:
+            with tracing.tracer.start_as_current_span("job.attempt research.agent"):
+                await run_kind(research_agent.research, QUESTION, deps=deps)
+        finally:
+            await deps.aclose()
+
+    try:
+        asyncio.run(run())
+    finally:
+        server.stop()
+    (attempt,) = named(spans, "job.attempt research.agent")
+    steps = sorted(children_of(spans, attempt), key=lambda s: s.start_time or 0)
+    assert [s.name for s in steps] == [f"effect {k}" for k in STEPS]
+    for step in steps:
+        attrs = dict(step.attributes or {})
+        if ":model:" in step.name:
+            assert attrs["gen_ai.operation.name"] == "chat"
+            assert attrs["gen_ai.response.model"] == "fake-model"
+            assert attrs["gen_ai.usage.input_tokens"] > 0
+            assert attrs["gen_ai.usage.output_tokens"] > 0
+        else:
+            assert "gen_ai.operation.name" not in attrs
