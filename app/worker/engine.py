@@ -285,14 +285,14 @@ class Engine:
                 counting.ran(job, "throttled", started, True)
             return done
         except errors.Suspend as suspended:
-            return counting.ran(
-                job, "waiting", started, await self.outcomes.suspend(lease, suspended.wait)
-            )
+            done, cancelled = await self.outcomes.suspend(lease, suspended.wait)
+            if cancelled:  # a cancel found as it suspended: its parent may be waiting on it
+                traces.outcome("cancelled")
+                await self.wake_parent(job)
+            return counting.ran(job, "cancelled" if cancelled else "waiting", started, done)
         except errors.Cancelled:
             traces.outcome("cancelled")
-            done = await self.outcomes.finish(
-                lease, JobState.CANCELLED, detail="cancelled while running"
-            )
+            done = await self.outcomes.cancelled(lease)
             counting.ended(job, "cancelled", done, started)
             await self.wake_parent(job)
             return True

@@ -58,6 +58,18 @@ class Outcomes:
             self.db, lease.job_id, lease.token, to_state=to_state, from_state=from_state, **change
         )
 
+    async def cancelled(self, lease: Lease) -> bool:
+        """The job stopped for a cancel asked for while it ran: end it cancelled. When the
+        fenced write is refused because the lease ran out and the sweeper marked the job
+        stalled meanwhile, no claim will take it again (it is flagged) and no lost-message
+        look re-sends it: cancel it as one no live lease holds. A job another writer
+        ended already stays as it is. Whether this call ended it."""
+        if await self.finish(lease, JobState.CANCELLED, detail="cancelled while running"):
+            return True
+        return await store.jobs.cancel_waiting(
+            self.db, lease.job_id, detail="cancelled while running (its lease had run out)"
+        )
+
     async def failed(self, lease: Lease, job: Job, exc: Exception) -> bool:
         """A transient failure: retry after a backoff, or dead-letter on the last attempt."""
         message = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
@@ -180,10 +192,11 @@ class Outcomes:
             traces.outcome("handed_back")
         return False
 
-    async def suspend(self, lease: Lease, wait: Wait) -> bool:
+    async def suspend(self, lease: Lease, wait: Wait) -> tuple[bool, bool]:
         """The job waits: running -> waiting (the attempt given back), then the wake-up
         sent when the timer or deadline is within SQS's delay cap, or the job's message
-        sent at once when its condition was met meanwhile. The message is deleted."""
+        sent at once when its condition was met meanwhile. The message is deleted.
+        (whether it took, whether it found a cancel asked for and so cancelled the job)."""
         cap = self.settings.max_message_delay_seconds
         detail = f"waiting for {wait.describe()}"
         done = await store.waits.suspend(
@@ -199,10 +212,10 @@ class Outcomes:
         )
         if not done.changed:
             log.warning("suspend refused: lease lost", extra=lease.fields)
-            return False
+            return False, False
         if done.cancelled:  # counted by the store (app/store/endings.py)
             log.info("cancelled while running", extra={**lease.fields, "state": JobState.CANCELLED})
-            return True
+            return True, True
         log.info(detail, extra={**lease.fields, "state": JobState.WAITING})
         traces.waiting(wait)
         crashpoints.hit(crashpoints.Point.AFTER_SUSPEND, **lease.fields)
@@ -219,4 +232,4 @@ class Outcomes:
                     path="suspend",
                     traces={str(lease.job_id): lease.traceparent},
                 )
-        return True
+        return True, False
