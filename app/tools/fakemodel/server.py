@@ -56,8 +56,12 @@ def create_app(log_path: Path | None = None) -> FastAPI:
         if not body.get("stream"):
             return JSONResponse(completion)
 
+        # As OpenAI's: the usage comes in the stream only if stream_options ask for it.
+        options = body.get("stream_options")
+        usage = isinstance(options, dict) and options.get("include_usage") is True
+
         async def events() -> AsyncIterator[str]:
-            for chunk in stream_chunks(completion):
+            for chunk in stream_chunks(completion, usage=usage):
                 yield f"data: {json.dumps(chunk)}\n\n"
                 await asyncio.sleep(0)
             yield "data: [DONE]\n\n"
