@@ -39,14 +39,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from app import errors
 from app.integrations.steps import Steps, step_key
 from app.kinds.context import JobContext
-from app.kinds.generate import Usage
+from app.kinds.generate import ChunkStream, Usage
 
 try:
     from pydantic import TypeAdapter
@@ -68,13 +68,22 @@ try:
         wrap_tool_call_result,
     )
     from pydantic_ai.exceptions import ModelHTTPError
-    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelResponse,
+        ModelResponseStreamEvent,
+        PartDeltaEvent,
+        PartStartEvent,
+        TextPart,
+        TextPartDelta,
+    )
     from pydantic_ai.models import (
         CompletedStreamedResponse,
         Model,
         ModelRequestParameters,
         StreamedResponse,
     )
+    from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.models.wrapper import WrapperModel
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.settings import ModelSettings
@@ -135,20 +144,41 @@ def _as_tasklease_error(exc: ModelHTTPError, model: Model) -> Exception:
     return exc
 
 
+def _text_of(event: ModelResponseStreamEvent) -> str:
+    """The text a stream's event adds (a text part's start or delta; nothing else)."""
+    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+        return event.part.content
+    if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+        return event.delta.content_delta
+    return ""
+
+
+def _streams(model: Model) -> bool:
+    """False for a model known not to stream: a FunctionModel without a stream_function
+    (which asserts). Model's own request_stream raises NotImplementedError: see
+    ``_drained``."""
+    while isinstance(model, WrapperModel):
+        model = model.wrapped
+    return not (isinstance(model, FunctionModel) and model.stream_function is None)
+
+
 class TaskleaseModel(WrapperModel):
-    """A model whose ``request`` is a recorded step (``ctx.model_call``)."""
+    """A model whose ``request`` is a recorded step (``ctx.model_call``); the provider's
+    answer is streamed, its text to the job's stream as it comes (``Steps.chunks``)."""
 
     def __init__(self, model: Model, steps: _Steps) -> None:
         super().__init__(model)
         self._steps = steps
 
-    async def _step(self, send: Any) -> ModelResponse:
+    async def _step(
+        self, send: Callable[[ChunkStream | None], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
         steps = self._steps
         key = steps.next_model_key()
 
         async def call() -> tuple[dict[str, Any], Usage]:
             try:
-                response: ModelResponse = await send()
+                response = await send(await steps.chunks(key))
             except ModelHTTPError as exc:
                 mapped = _as_tasklease_error(exc, self.wrapped)
                 if mapped is exc:
@@ -166,15 +196,48 @@ class TaskleaseModel(WrapperModel):
             raise errors.PermanentError(f"step {key!r} recorded a {message.kind}, not a response")
         return message
 
+    async def _drained(
+        self,
+        chunks: ChunkStream | None,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        params: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> ModelResponse:
+        """The provider's streamed answer, drained, its text said to ``chunks``. A model
+        that cannot stream is asked with ``request`` (its text is not streamed)."""
+        if not _streams(self.wrapped):
+            return await self.wrapped.request(messages, model_settings, params)
+        opened = False
+        try:
+            async with self.wrapped.request_stream(
+                messages, model_settings, params, run_context
+            ) as stream:
+                opened = True
+                async for event in stream:
+                    text = _text_of(event)
+                    if text and chunks is not None:
+                        await chunks.said(text)
+        except NotImplementedError:
+            if opened:
+                raise
+            return await self.wrapped.request(messages, model_settings, params)
+        return stream.get()
+
     async def request(
         self,
         messages: list[ModelMessage],
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        return await self._step(
-            lambda: self.wrapped.request(messages, model_settings, model_request_parameters)
-        )
+        async def send(chunks: ChunkStream | None) -> ModelResponse:
+            if chunks is None:  # tokens not streamed: the request as the agent made it
+                return await self.wrapped.request(
+                    messages, model_settings, model_request_parameters
+                )
+            return await self._drained(chunks, messages, model_settings, model_request_parameters)
+
+        return await self._step(send)
 
     @contextlib.asynccontextmanager
     async def request_stream(
@@ -186,15 +249,11 @@ class TaskleaseModel(WrapperModel):
     ) -> AsyncIterator[StreamedResponse]:
         # As DBOSModel does: the step drains the provider's stream and records the whole
         # response; the run's stream replays its parts as events.
-        async def drained() -> ModelResponse:
-            async with self.wrapped.request_stream(
-                messages, model_settings, model_request_parameters, run_context
-            ) as stream:
-                async for _ in stream:
-                    pass
-            return stream.get()
-
-        response = await self._step(drained)
+        response = await self._step(
+            lambda chunks: self._drained(
+                chunks, messages, model_settings, model_request_parameters, run_context
+            )
+        )
         yield CompletedStreamedResponse(
             response, model_request_parameters=model_request_parameters, replay_events=True
         )
@@ -279,6 +338,7 @@ class TaskleaseAgent(Generic[D, O]):
         message_history: Sequence[ModelMessage] | None = None,
         approval_timeout: float | None = None,
         notify_approval: NotifyApproval | None = None,
+        stream_tokens: bool = True,
         **options: Any,
     ) -> AgentRunResult[O]:
         """``agent.run(user_prompt, deps=..., ...)`` with its steps recorded under ``key``
@@ -289,7 +349,11 @@ class TaskleaseAgent(Generic[D, O]):
         ``<key>:approve:<tool_call_id>`` (``notify_approval(token, call)`` hands out its
         token), holding no worker; the run continues with the answer under ``<key>.1``,
         ``<key>.2``, ... Without it, the run ends with ``DeferredToolRequests`` as
-        Pydantic AI's does, if ``output_type`` allows it."""
+        Pydantic AI's does, if ``output_type`` allows it.
+
+        ``stream_tokens``: each model request's text goes to the job's stream as it comes
+        (chunks under the request's step key, as ``ctx.generate``'s); False: the requests
+        are not streamed (``request`` as the agent makes it)."""
         # A misuse is the kind's code's mistake: PermanentError, not retried in vain.
         if not isinstance(ctx, JobContext):
             raise errors.PermanentError(
@@ -305,14 +369,23 @@ class TaskleaseAgent(Generic[D, O]):
                     f"TaskleaseAgent.run: {taken}= is TaskleaseAgent's own (it makes replays equal)"
                 )
         if approval_timeout is None:
-            return await self._run_once(ctx, key, user_prompt, deps, message_history, options)
+            return await self._run_once(
+                ctx, key, user_prompt, deps, message_history, options, stream_tokens=stream_tokens
+            )
         options["output_type"] = with_deferred(options.get("output_type", self.agent.output_type))
         deferred: DeferredToolResults | None = None
         for segment in range(MAX_APPROVAL_ROUNDS):
             # Each continuation records under a key of its own: its steps count from 0.
             run_key = key if segment == 0 else f"{key}.{segment}"
             result = await self._run_once(
-                ctx, run_key, user_prompt, deps, message_history, options, deferred
+                ctx,
+                run_key,
+                user_prompt,
+                deps,
+                message_history,
+                options,
+                deferred,
+                stream_tokens=stream_tokens,
             )
             if not isinstance(result.output, DeferredToolRequests):
                 return result
@@ -333,8 +406,10 @@ class TaskleaseAgent(Generic[D, O]):
         message_history: Sequence[ModelMessage] | None,
         options: dict[str, Any],
         deferred: DeferredToolResults | None = None,
+        *,
+        stream_tokens: bool,
     ) -> AgentRunResult[Any]:
-        steps = _Steps(ctx, key)
+        steps = _Steps(ctx, key, stream_tokens=stream_tokens)
         started: str = await ctx.effect(step_key(key, "start"), _now_iso(ctx))
         steps.clock = dt.datetime.fromisoformat(started)
         capability = _DurableSteps(steps=steps, run_id=f"{ctx.job_id}:{key}")
