@@ -20,8 +20,9 @@ from app.tools.fakemodel.answers import BadChatRequest, answer, digest, stream_c
 RETRY_AFTER_SECONDS = 1
 
 
-def create_app(log_path: Path | None = None) -> FastAPI:
-    """The server; ``log_path``: a JSON line per request answered, appended."""
+def create_app(log_path: Path | None = None, *, chunk_ms: float = 0) -> FastAPI:
+    """The server; ``log_path``: a JSON line per request answered, appended; ``chunk_ms``:
+    a pause before each chunk of a streamed answer (a test that kills mid-answer)."""
     app = FastAPI(title="tasklease fake model")
     answered: list[dict[str, Any]] = []
     throttle = {"next": 0}
@@ -62,8 +63,8 @@ def create_app(log_path: Path | None = None) -> FastAPI:
 
         async def events() -> AsyncIterator[str]:
             for chunk in stream_chunks(completion, usage=usage):
+                await asyncio.sleep(chunk_ms / 1000)
                 yield f"data: {json.dumps(chunk)}\n\n"
-                await asyncio.sleep(0)
             yield "data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")
