@@ -23,7 +23,10 @@ the top and every step recorded before returns its record:
 - model response ``n`` (0, 1, ...) is ``ctx.model_call("<key>:model:<n>")``: the SDK's
   ``ModelResponse`` (its output items are ``openai.types.responses`` models) recorded as
   JSON and read back equal; its token usage lands in the job's usage; a provider's 429
-  raises ``Throttled`` (no attempt used), another 4xx ``PermanentError``;
+  raises ``Throttled`` (no attempt used), another 4xx ``PermanentError``. The response
+  is streamed (``stream_response``) and its text written to the job's stream as it
+  comes, as ``chunk`` events under the step's key (``stream_tokens=False``: not); after a
+  crash mid-answer, the response asked for again streams only past the chunks written;
 - function tool ``<name>`` called with id ``<id>`` is
   ``ctx.effect("<key>:tool:<name>:<id>")``: its output recorded (JSON, or its ``str``).
 
