@@ -134,15 +134,20 @@ def _usage_of(response: Response) -> agents.Usage:
     )
 
 
-def _asking_usage(args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
+def _asking_usage(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The model call's arguments, its settings asking for the usage in the stream
     (``stream_options.include_usage``) unless they say otherwise: the SDK asks it only of
     OpenAI's own endpoint, and a stream without it reports no tokens."""
-    bound = _MODEL_CALL.bind(None, *args, **kwargs)
-    settings = bound.arguments["model_settings"]
+    try:
+        bound = _MODEL_CALL.bind(None, *args, **kwargs)
+    except TypeError:  # not the signature this SDK version has: the call as it is
+        return args, kwargs
+    settings = bound.arguments.get("model_settings")
     if isinstance(settings, ModelSettings) and settings.include_usage is None:
         bound.arguments["model_settings"] = dataclasses.replace(settings, include_usage=True)
-    return bound
+    return bound.args[1:], bound.kwargs
 
 
 class TaskleaseModel(Model):
@@ -189,12 +194,12 @@ class TaskleaseModel(Model):
         ``chunks`` (a refusal or a tool call's arguments are not text), the response
         that of its ``response.completed`` event (as the SDK's streamed run builds it).
         A model that cannot stream (NotImplementedError) is asked with ``get_response``."""
-        bound = _asking_usage(args, kwargs)
+        stream_args, stream_kwargs = _asking_usage(args, kwargs)
         completed: Response | None = None
         done: list[Any] = []  # the output items, for a backend that leaves them off the end
         last = None
         try:
-            async for event in self.wrapped.stream_response(*bound.args[1:], **bound.kwargs):
+            async for event in self.wrapped.stream_response(*stream_args, **stream_kwargs):
                 last = str(getattr(event, "type", type(event).__name__))
                 if isinstance(event, ResponseTextDeltaEvent):
                     await chunks.said(event.delta)
