@@ -23,7 +23,10 @@ the top and every step recorded before returns its record:
 - model response ``n`` (0, 1, ...) is ``ctx.model_call("<key>:model:<n>")``: the SDK's
   ``ModelResponse`` (its output items are ``openai.types.responses`` models) recorded as
   JSON and read back equal; its token usage lands in the job's usage; a provider's 429
-  raises ``Throttled`` (no attempt used), another 4xx ``PermanentError``;
+  raises ``Throttled`` (no attempt used), another 4xx ``PermanentError``. The response
+  is streamed (``stream_response``) and its text written to the job's stream as it
+  comes, as ``chunk`` events under the step's key (``stream_tokens=False``: not); after a
+  crash mid-answer, the response asked for again streams only past the chunks written;
 - function tool ``<name>`` called with id ``<id>`` is
   ``ctx.effect("<key>:tool:<name>:<id>")``: its output recorded (JSON, or its ``str``).
 
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -44,15 +48,23 @@ from typing import Any
 from app import errors
 from app.integrations.steps import Steps, ask_approval
 from app.kinds.context import JobContext
-from app.kinds.generate import Usage
+from app.kinds.generate import ChunkStream, Usage
 
 try:
+    import agents
     import openai
-    from agents import Agent, FunctionTool, Handoff, RunConfig, Runner, RunResult
+    from agents import Agent, FunctionTool, Handoff, ModelSettings, RunConfig, Runner, RunResult
+    from agents.exceptions import ModelBehaviorError
     from agents.items import ModelResponse, ToolApprovalItem
     from agents.models.interface import Model, ModelProvider
     from agents.run_state import RunState
     from agents.tool_context import ToolContext
+    from openai.types.responses import (
+        Response,
+        ResponseCompletedEvent,
+        ResponseOutputItemDoneEvent,
+        ResponseTextDeltaEvent,
+    )
     from pydantic import TypeAdapter
 except ImportError as exc:  # pragma: no cover - exercised in a process without the extra
     raise ImportError(
@@ -68,6 +80,8 @@ MAX_APPROVAL_ROUNDS = 20
 # notify(token, item): hand the callback's token to whoever approves the tool call.
 NotifyApproval = Callable[[str, ToolApprovalItem], Awaitable[Any]]
 _RESPONSE: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
+# get_response's and stream_response's parameters (one signature), to find model_settings.
+_MODEL_CALL = inspect.signature(Model.stream_response)
 # 4xx answers that another try may fix: a timeout, a conflict, a throttle (429 is apart).
 _TRANSIENT_4XX = (408, 409, 425)
 # Runner.run's options that durable_run cannot make durable, and why.
@@ -105,8 +119,41 @@ def as_tasklease_error(exc: openai.APIStatusError, model: str) -> Exception:
     return exc
 
 
+def _usage_of(response: Response) -> agents.Usage:
+    """A streamed response's usage as the SDK counts it (one request, its tokens)."""
+    used = response.usage
+    if used is None:
+        return agents.Usage(requests=1)
+    return agents.Usage(
+        requests=1,
+        input_tokens=used.input_tokens,
+        output_tokens=used.output_tokens,
+        total_tokens=used.total_tokens,
+        input_tokens_details=used.input_tokens_details,
+        output_tokens_details=used.output_tokens_details,
+    )
+
+
+def _asking_usage(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The model call's arguments, its settings asking for the usage in the stream
+    (``stream_options.include_usage``) unless they say otherwise: the SDK asks it only of
+    OpenAI's own endpoint, and a stream without it reports no tokens."""
+    try:
+        bound = _MODEL_CALL.bind(None, *args, **kwargs)
+    except TypeError:  # not the signature this SDK version has: the call as it is
+        return args, kwargs
+    settings = bound.arguments.get("model_settings")
+    if isinstance(settings, ModelSettings) and settings.include_usage is None:
+        bound.arguments["model_settings"] = dataclasses.replace(settings, include_usage=True)
+    return bound.args[1:], bound.kwargs
+
+
 class TaskleaseModel(Model):
-    """A model whose ``get_response`` is a recorded step (``ctx.model_call``)."""
+    """A model whose ``get_response`` is a recorded step (``ctx.model_call``); the
+    provider's answer is streamed, its text to the job's stream as it comes
+    (``Steps.chunks``), and assembled from its ``response.completed`` event."""
 
     def __init__(self, model: Model, steps: Steps) -> None:
         self.wrapped = model
@@ -118,8 +165,12 @@ class TaskleaseModel(Model):
         name = _model_name(self.wrapped)
 
         async def call() -> tuple[dict[str, Any], Usage]:
+            chunks = await steps.chunks(key)
             try:
-                response = await self.wrapped.get_response(*args, **kwargs)
+                if chunks is None:  # tokens not streamed: the call as the SDK made it
+                    response = await self.wrapped.get_response(*args, **kwargs)
+                else:
+                    response = await self._streamed(chunks, args, kwargs)
             except openai.APIStatusError as exc:
                 mapped = as_tasklease_error(exc, name)
                 if mapped is exc:
@@ -135,6 +186,35 @@ class TaskleaseModel(Model):
 
         record = await steps.ctx.model_call(key, call)
         return _RESPONSE.validate_python(record["response"])
+
+    async def _streamed(
+        self, chunks: ChunkStream, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> ModelResponse:
+        """The wrapped model's ``stream_response``, drained: each text delta said to
+        ``chunks`` (a refusal or a tool call's arguments are not text), the response
+        that of its ``response.completed`` event (as the SDK's streamed run builds it).
+        A model that cannot stream (NotImplementedError) is asked with ``get_response``."""
+        stream_args, stream_kwargs = _asking_usage(args, kwargs)
+        completed: Response | None = None
+        done: list[Any] = []  # the output items, for a backend that leaves them off the end
+        last = None
+        try:
+            async for event in self.wrapped.stream_response(*stream_args, **stream_kwargs):
+                last = str(getattr(event, "type", type(event).__name__))
+                if isinstance(event, ResponseTextDeltaEvent):
+                    await chunks.said(event.delta)
+                elif isinstance(event, ResponseOutputItemDoneEvent):
+                    done.append(event.item)
+                elif isinstance(event, ResponseCompletedEvent):
+                    completed = event.response
+        except NotImplementedError:
+            if last is not None:
+                raise
+            return await self.wrapped.get_response(*args, **kwargs)
+        if completed is None:
+            raise ModelBehaviorError(f"the model's stream ended without a response ({last})")
+        output = list(completed.output) or done
+        return ModelResponse(output=output, usage=_usage_of(completed), response_id=completed.id)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise errors.PermanentError(
@@ -250,6 +330,7 @@ async def durable_run(
     run_config: RunConfig | None = None,
     approval_timeout: float | None = None,
     notify_approval: NotifyApproval | None = None,
+    stream_tokens: bool = True,
     **options: Any,
 ) -> RunResult:
     """``Runner.run(agent, input, run_config=..., **options)`` with its steps recorded under
@@ -259,9 +340,14 @@ async def durable_run(
     ``approval_timeout`` (seconds): a tool with ``needs_approval`` waits for callback
     ``<key>:approve:<call_id>`` (``notify_approval(token, item)`` hands out its token),
     holding no worker; the run continues with the answer. Without it, the run ends with
-    ``result.interruptions`` as the SDK's does."""
+    ``result.interruptions`` as the SDK's does.
+
+    ``stream_tokens``: each model response is streamed from the provider
+    (``stream_response``) and its text goes to the job's stream as it comes (chunks under
+    the response's step key, as ``ctx.generate``'s); False: ``get_response``, as the SDK
+    calls it, and nothing streamed."""
     _check(ctx, agent, key, options)
-    durable = _Durable(Steps(ctx, key))
+    durable = _Durable(Steps(ctx, key, stream_tokens=stream_tokens))
     config = durable.run_config(run_config)
     start: str | list[Any] | RunState[Any] = input
     for _ in range(MAX_APPROVAL_ROUNDS):

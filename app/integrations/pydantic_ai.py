@@ -23,7 +23,10 @@ recorded before returns its record instead of calling the model or the tool agai
 - model request ``n`` (0, 1, ...) is ``ctx.model_call("<key>:model:<n>")``: its
   ``ModelResponse`` is recorded with Pydantic AI's ``ModelMessagesTypeAdapter`` and its
   token usage lands in the job's usage; a provider's 429 raises ``Throttled`` (no
-  attempt used), another 4xx ``PermanentError``;
+  attempt used), another 4xx ``PermanentError``. The request is streamed from the
+  provider and its text written to the job's stream as it comes, as ``chunk`` events
+  under the step's key (``stream_tokens=False``: not); after a crash mid-answer, the
+  request sent again streams only past the chunks written before;
 - tool call ``<name>`` with id ``<id>`` is ``ctx.effect("<key>:tool:<name>:<id>")``: its
   return (or ``ModelRetry``, ``ToolFailed``, ...) is recorded as Pydantic AI's
   ``CallToolResult``;
@@ -39,14 +42,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from app import errors
-from app.integrations.steps import Steps, step_key
+from app.integrations.steps import step_key
 from app.kinds.context import JobContext
-from app.kinds.generate import Usage
 
 try:
     from pydantic import TypeAdapter
@@ -60,28 +62,20 @@ try:
     from pydantic_ai.durable_exec import (
         CallToolResult,
         conversation_id_from_run_id,
-        record_durable_unit,
         replay_scope,
     )
     from pydantic_ai.durable_exec._toolset import (
         unwrap_tool_call_result,
         wrap_tool_call_result,
     )
-    from pydantic_ai.exceptions import ModelHTTPError
-    from pydantic_ai.messages import ModelMessage, ModelResponse
-    from pydantic_ai.models import (
-        CompletedStreamedResponse,
-        Model,
-        ModelRequestParameters,
-        StreamedResponse,
-    )
-    from pydantic_ai.models.wrapper import WrapperModel
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.models import Model
     from pydantic_ai.run import AgentRunResult
-    from pydantic_ai.settings import ModelSettings
     from pydantic_ai.tools import RunContext
     from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
     from app.integrations.approvals import NotifyApproval, approvals, with_deferred
+    from app.integrations.pydantic_ai_model import AgentSteps, TaskleaseModel
 except ImportError as exc:  # pragma: no cover - exercised in a process without the extra
     raise ImportError(
         "tasklease.pydantic_ai needs Pydantic AI: install tasklease's 'pydantic-ai' extra "
@@ -96,115 +90,13 @@ O = TypeVar("O")  # noqa: E741 - the agent's output type, as Pydantic AI names i
 DEFAULT_KEY = "pai"
 MAX_APPROVAL_ROUNDS = 20
 _TOOL_RESULT: TypeAdapter[Any] = TypeAdapter(CallToolResult)
-# 4xx answers that another try may fix: a timeout, a conflict, a throttle (429 is apart).
-_TRANSIENT_4XX = (408, 409, 425)
-
-
-@dataclass
-class _Steps(Steps):
-    """One run's steps (the keys and counters of ``Steps``) and the run's clock."""
-
-    clock: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
-
-    def saw(self, key: str) -> None:
-        """Tell Pydantic AI's instrumentation whether the step ran or was replayed."""
-        record_durable_unit(executed=key in self.ctx.ran)
-
-
-def _usage_of(response: ModelResponse, model: Model) -> Usage:
-    return Usage(
-        response.model_name or model.model_name,
-        response.usage.input_tokens,
-        response.usage.output_tokens,
-    )
-
-
-def _as_tasklease_error(exc: ModelHTTPError, model: Model) -> Exception:
-    """A provider's refusal as tasklease reads it: 429 a throttle, another 4xx permanent."""
-    status = exc.status_code
-    if status == 429:
-        return errors.Throttled(
-            f"model provider throttled the request (429): {exc}",
-            provider=model.system or "unknown",
-            model=exc.model_name or model.model_name,
-            status=429,
-            delay=exc.retry_after,
-        )
-    if 400 <= status < 500 and status not in _TRANSIENT_4XX:
-        return errors.PermanentError(f"model provider refused the request ({status}): {exc}")
-    return exc
-
-
-class TaskleaseModel(WrapperModel):
-    """A model whose ``request`` is a recorded step (``ctx.model_call``)."""
-
-    def __init__(self, model: Model, steps: _Steps) -> None:
-        super().__init__(model)
-        self._steps = steps
-
-    async def _step(self, send: Any) -> ModelResponse:
-        steps = self._steps
-        key = steps.next_model_key()
-
-        async def call() -> tuple[dict[str, Any], Usage]:
-            try:
-                response: ModelResponse = await send()
-            except ModelHTTPError as exc:
-                mapped = _as_tasklease_error(exc, self.wrapped)
-                if mapped is exc:
-                    raise
-                raise mapped from exc
-            (recorded,) = ModelMessagesTypeAdapter.dump_python([response], mode="json")
-            at = steps.ctx.now().isoformat()
-            return {"response": recorded, "at": at}, _usage_of(response, self.wrapped)
-
-        record = await steps.ctx.model_call(key, call)
-        steps.saw(key)
-        steps.clock = dt.datetime.fromisoformat(record["at"])
-        (message,) = ModelMessagesTypeAdapter.validate_python([record["response"]])
-        if not isinstance(message, ModelResponse):
-            raise errors.PermanentError(f"step {key!r} recorded a {message.kind}, not a response")
-        return message
-
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        return await self._step(
-            lambda: self.wrapped.request(messages, model_settings, model_request_parameters)
-        )
-
-    @contextlib.asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: RunContext[Any] | None = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        # As DBOSModel does: the step drains the provider's stream and records the whole
-        # response; the run's stream replays its parts as events.
-        async def drained() -> ModelResponse:
-            async with self.wrapped.request_stream(
-                messages, model_settings, model_request_parameters, run_context
-            ) as stream:
-                async for _ in stream:
-                    pass
-            return stream.get()
-
-        response = await self._step(drained)
-        yield CompletedStreamedResponse(
-            response, model_request_parameters=model_request_parameters, replay_events=True
-        )
 
 
 @dataclass
 class TaskleaseToolset(WrapperToolset[Any]):
     """A toolset whose ``call_tool`` is a recorded step (``ctx.effect``)."""
 
-    steps: _Steps | None = None
+    steps: AgentSteps | None = None
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
@@ -226,7 +118,7 @@ class TaskleaseToolset(WrapperToolset[Any]):
 class _DurableSteps(AbstractCapability[Any]):
     """The capability a run gets: the wrappers, a run id and a clock that replay."""
 
-    steps: _Steps | None = None
+    steps: AgentSteps | None = None
     run_id: str = ""
 
     @classmethod
@@ -248,7 +140,7 @@ class _DurableSteps(AbstractCapability[Any]):
 
 
 @contextlib.contextmanager
-def _clock(steps: _Steps) -> Iterator[None]:
+def _clock(steps: AgentSteps) -> Iterator[None]:
     """Pydantic AI stamps messages with ``now_utc()``: read the steps' clock instead, so a
     replay stamps what the first attempt did. (A private hook of Pydantic AI's, installed
     by its Temporal backend too; without it only the timestamps would differ.)"""
@@ -279,6 +171,7 @@ class TaskleaseAgent(Generic[D, O]):
         message_history: Sequence[ModelMessage] | None = None,
         approval_timeout: float | None = None,
         notify_approval: NotifyApproval | None = None,
+        stream_tokens: bool = True,
         **options: Any,
     ) -> AgentRunResult[O]:
         """``agent.run(user_prompt, deps=..., ...)`` with its steps recorded under ``key``
@@ -289,7 +182,11 @@ class TaskleaseAgent(Generic[D, O]):
         ``<key>:approve:<tool_call_id>`` (``notify_approval(token, call)`` hands out its
         token), holding no worker; the run continues with the answer under ``<key>.1``,
         ``<key>.2``, ... Without it, the run ends with ``DeferredToolRequests`` as
-        Pydantic AI's does, if ``output_type`` allows it."""
+        Pydantic AI's does, if ``output_type`` allows it.
+
+        ``stream_tokens``: each model request's text goes to the job's stream as it comes
+        (chunks under the request's step key, as ``ctx.generate``'s); False: the requests
+        are not streamed (``request`` as the agent makes it)."""
         # A misuse is the kind's code's mistake: PermanentError, not retried in vain.
         if not isinstance(ctx, JobContext):
             raise errors.PermanentError(
@@ -305,14 +202,23 @@ class TaskleaseAgent(Generic[D, O]):
                     f"TaskleaseAgent.run: {taken}= is TaskleaseAgent's own (it makes replays equal)"
                 )
         if approval_timeout is None:
-            return await self._run_once(ctx, key, user_prompt, deps, message_history, options)
+            return await self._run_once(
+                ctx, key, user_prompt, deps, message_history, options, stream_tokens=stream_tokens
+            )
         options["output_type"] = with_deferred(options.get("output_type", self.agent.output_type))
         deferred: DeferredToolResults | None = None
         for segment in range(MAX_APPROVAL_ROUNDS):
             # Each continuation records under a key of its own: its steps count from 0.
             run_key = key if segment == 0 else f"{key}.{segment}"
             result = await self._run_once(
-                ctx, run_key, user_prompt, deps, message_history, options, deferred
+                ctx,
+                run_key,
+                user_prompt,
+                deps,
+                message_history,
+                options,
+                deferred,
+                stream_tokens=stream_tokens,
             )
             if not isinstance(result.output, DeferredToolRequests):
                 return result
@@ -333,8 +239,10 @@ class TaskleaseAgent(Generic[D, O]):
         message_history: Sequence[ModelMessage] | None,
         options: dict[str, Any],
         deferred: DeferredToolResults | None = None,
+        *,
+        stream_tokens: bool,
     ) -> AgentRunResult[Any]:
-        steps = _Steps(ctx, key)
+        steps = AgentSteps(ctx, key, stream_tokens=stream_tokens)
         started: str = await ctx.effect(step_key(key, "start"), _now_iso(ctx))
         steps.clock = dt.datetime.fromisoformat(started)
         capability = _DurableSteps(steps=steps, run_id=f"{ctx.job_id}:{key}")

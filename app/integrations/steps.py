@@ -1,5 +1,5 @@
 """What the agent frameworks' integrations share, with no framework imported: the steps'
-keys and the reading of an approval's answer."""
+keys, the model steps' text on the job's stream and the reading of an approval's answer."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from app import errors
 from app.kinds.context import MAX_EFFECT_KEY, JobContext
+from app.kinds.generate import ChunkStream
 
 Item = TypeVar("Item")
 
@@ -41,10 +42,12 @@ def parse_approval(answer: Any, key: str) -> tuple[bool, str | None]:
 @dataclass
 class Steps:
     """One agent run's steps: the job's context, the key prefix and the counters that name
-    the model requests (``<key>:model:<n>``) and the tool calls (by their call ids)."""
+    the model requests (``<key>:model:<n>``) and the tool calls (by their call ids);
+    ``stream_tokens``: whether the model's text goes to the job's stream as it comes."""
 
     ctx: JobContext[Any]
     key: str
+    stream_tokens: bool = True
     model_requests: int = 0
     tool_keys: set[str] = field(default_factory=set)
     tool_calls: int = 0
@@ -53,6 +56,12 @@ class Steps:
         n = self.model_requests
         self.model_requests += 1
         return step_key(self.key, "model", str(n))
+
+    async def chunks(self, key: str) -> ChunkStream | None:
+        """Where model step ``key`` streams its text (``ChunkStream.said``, under the
+        step's key: what earlier attempts recorded is not streamed again); None when the
+        run does not stream tokens."""
+        return await ChunkStream.open(self.ctx, key) if self.stream_tokens else None
 
     def tool_key(self, name: str, tool_call_id: str | None) -> str:
         """``<key>:tool:<name>:<id>``; without an id, or with one the model gave before in

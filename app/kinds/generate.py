@@ -79,32 +79,81 @@ def contiguous(chunks: list[tuple[int, str]]) -> list[str]:
     return out
 
 
+class ChunkStream:
+    """A model step's text on the job's stream: chunks under the step's key, seq 0, 1, ...
+
+    ``open`` reads the chunks earlier attempts recorded (``partial``; the next chunk's seq
+    follows theirs). ``add(piece)`` streams a piece that continues the text (what
+    ``ctx.generate``'s ``produce`` yields); ``said(piece)`` takes a piece of an answer the
+    model gives from its start again (an agent framework's request, sent again after a
+    crash) and streams only what lies past the text the stream holds: a deterministic
+    model's answer reads as one text, no chunk twice, none lost. If the model says
+    something else this time (``diverged``, logged), the reader sees the recorded prefix,
+    then this answer's text past that length; the step's record (this answer) is the
+    truth."""
+
+    def __init__(self, ctx: JobContext[Any], key: str, recorded: list[str]) -> None:
+        self._ctx = ctx
+        self.key = key
+        self.partial = "".join(recorded)
+        self.seq = len(recorded)
+        self._pieces = [self.partial]
+        self._length = len(self.partial)  # of the text the stream holds
+        self._said = 0  # characters of this attempt's answer (``said``) so far
+        self.diverged = False  # whether that answer differs from the recorded prefix
+
+    @classmethod
+    async def open(cls, ctx: JobContext[Any], key: str) -> ChunkStream:
+        return cls(ctx, key, contiguous(await ctx._recorded_chunks(key)))
+
+    @property
+    def text(self) -> str:
+        """The text the stream holds: the recorded chunks and this attempt's."""
+        return "".join(self._pieces)
+
+    async def add(self, piece: str) -> None:
+        for part in storable_parts(piece):
+            chunk = Emitted(self._ctx.now(), "chunk", {"text": part}, key=self.key, seq=self.seq)
+            await self._ctx._output(chunk)
+            self._pieces.append(part)
+            self._length += len(part)
+            self.seq += 1
+
+    async def said(self, piece: str) -> None:
+        clean = "".join(storable_parts(piece))
+        start, self._said = self._said, self._said + len(clean)
+        if start < len(self.partial) and not self.diverged:
+            again = self.partial[start : self._said]
+            if not clean.startswith(again):
+                self.diverged = True
+                self._ctx.log.warning(
+                    "the model's answer differs from the text streamed before the crash",
+                    extra={"effect": self.key, "at": start},
+                )
+        if self._said > self._length:
+            await self.add(clean[max(0, self._length - start) :])
+
+
 async def generate(
     ctx: JobContext[Any], key: str, produce: Produce, *, budget: str | None = None, tokens: int = 0
 ) -> str:
     """``ctx.generate``: see the module's docstring. Returns the whole text."""
 
     async def call() -> tuple[dict[str, Any], Usage]:
-        recorded = contiguous(await ctx._recorded_chunks(key))
-        partial = "".join(recorded)
-        seq = len(recorded)
-        pieces = [partial]
+        stream = await ChunkStream.open(ctx, key)
         usage: Usage | None = None
         async for piece in threads.iterate(
-            f"generate {key!r}", functools.partial(produce, partial)
+            f"generate {key!r}", functools.partial(produce, stream.partial)
         ):
             if isinstance(piece, Usage):
                 usage = piece
                 continue
             if not isinstance(piece, str):
                 raise errors.PermanentError(f"generate {key!r}: produced {type(piece).__name__}")
-            for part in storable_parts(piece):
-                pieces.append(part)
-                await ctx._output(Emitted(ctx.now(), "chunk", {"text": part}, key=key, seq=seq))
-                seq += 1
+            await stream.add(piece)
         if usage is None:
             raise errors.PermanentError(f"generate {key!r}: the model reported no usage")
-        value = {"text": "".join(pieces), "chunks": seq, "continued_from": len(partial)}
+        value = {"text": stream.text, "chunks": stream.seq, "continued_from": len(stream.partial)}
         return {**value, **usage.to_json()}, usage
 
     recorded: dict[str, Any] = await ctx.model_call(key, call, budget=budget, tokens=tokens)

@@ -68,6 +68,8 @@ class EffectStore:
     spawned: list[tuple[str, str, Any]] = field(default_factory=list)  # (key, kind, payload)
     # Streamed answers' chunks as job_output holds them: key to seq to text (once each).
     chunks: dict[str, dict[int, str]] = field(default_factory=dict)
+    # Every chunk the attempts emitted, (key, seq) in order, a repeat included.
+    chunk_writes: list[tuple[str, int]] = field(default_factory=list)
     usage: dict[str, Usage] = field(default_factory=dict)  # model effects' usage, by key
     clock: dt.datetime = field(default_factory=lambda: dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
 
@@ -111,6 +113,7 @@ class MemoryContext(JobContext[D]):
     async def _output(self, item: Emitted) -> None:
         await super()._output(item)
         if item.type == "chunk" and item.key is not None and item.seq is not None:
+            self.store.chunk_writes.append((item.key, item.seq))
             written = self.store.chunks.setdefault(item.key, {})
             written.setdefault(item.seq, item.data["text"])
             # INSIDE_STREAM: the attempt dies once this many chunks of it are written.

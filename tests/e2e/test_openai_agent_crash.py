@@ -1,9 +1,10 @@
 """An OpenAI Agents SDK agent (examples/openai_agent: triage hands off to a researcher
 with three tools) in a real worker, SIGKILLed after the second of its three tool calls:
 the next attempt, on another worker, sends no model request and calls no tool that ran
-before the kill, and ends with the answer and the conversation an uninterrupted run has.
-The model is the fake OpenAI-compatible server, its own process, over real HTTP; the
-tools log each call to a file."""
+before the kill, and ends with the answer and the conversation an uninterrupted run has;
+the job's stream (GET /v1/jobs/{id}/stream) reads each response's text once. The model is
+the fake OpenAI-compatible server, its own process, over real HTTP; the tools log each
+call to a file."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from tests.e2e.test_agent_crash import (
     logged_tool_calls,
     model_requests,
     start_fake_model,
+    stream_matches_records,
 )
 from tests.e2e.test_crash_points import died_by_sigkill
 from tests.helpers import crash_env
 from tests.unit.test_openai_agents import ANSWERS, QUESTION, STEPS
+from tests.unit.test_openai_agents_stream import FINAL, response_texts
 
 pytestmark = pytest.mark.e2e
 
@@ -63,11 +66,15 @@ def test_an_sdk_agent_killed_after_its_second_tool_call_repeats_no_request_and_n
         stack.worker()  # takes the job once its message is visible again
         job = finished(client, job_id)
         effects = client.get(f"/v1/jobs/{job_id}/effects").json()
+        texts = response_texts({e["key"]: e["result"] for e in effects})
+        assert list(texts) == [FINAL]
+        stream_matches_records(client, job_id, texts)
         crashed_requests, crashed_tools = requests(), tool_calls()
 
         # The same question, uninterrupted, on the healthy worker.
         calm_id = client.post("/v1/jobs", json={"kind": KIND, "payload": QUESTION}).json()["id"]
         calm = finished(client, calm_id)
+        stream_matches_records(client, calm_id, {FINAL: calm["result"]["answer"]})
         usage = client.get("/v1/usage").json()
 
     # No request and no tool call repeated: each once over both attempts.

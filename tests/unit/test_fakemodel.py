@@ -97,6 +97,15 @@ def server(tmp_path: Path) -> Iterator[RunningServer]:
     running.stop()
 
 
+def streamed_chunks(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A streamed answer's chunks (the SSE data lines before [DONE])."""
+    with httpx.stream("POST", url, json=body, timeout=10) as streamed:
+        assert streamed.headers["content-type"].startswith("text/event-stream")
+        lines = [ln.removeprefix("data: ") for ln in streamed.iter_lines() if ln]
+    assert lines[-1] == "[DONE]"
+    return [json.loads(ln) for ln in lines[:-1]]
+
+
 def test_over_http_it_answers_streams_logs_and_counts_repeats(
     server: RunningServer, tmp_path: Path
 ) -> None:
@@ -104,24 +113,21 @@ def test_over_http_it_answers_streams_logs_and_counts_repeats(
     plain = httpx.post(url, json={"model": "m", "messages": ASK}, timeout=10)
     assert plain.status_code == 200
     assert plain.json()["choices"][0]["message"]["content"] == "Answer to 'what is a lease?'."
-    with httpx.stream(
-        "POST", url, json={"model": "m", "messages": ASK, "stream": True}, timeout=10
-    ) as streamed:
-        assert streamed.headers["content-type"].startswith("text/event-stream")
-        lines = [ln.removeprefix("data: ") for ln in streamed.iter_lines() if ln]
-    assert lines[-1] == "[DONE]"
-    chunks = [json.loads(ln) for ln in lines[:-1]]
+    usage = {"include_usage": True}
+    chunks = streamed_chunks(url, {"model": "m", "messages": ASK, "stream": True})
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert text == "Answer to 'what is a lease?'."
-    assert chunks[-1]["usage"]["completion_tokens"] > 0
+    assert not any("usage" in c for c in chunks)  # as OpenAI's: only if asked
+    asked = {"model": "m", "messages": ASK, "stream": True, "stream_options": usage}
+    assert streamed_chunks(url, asked)[-1]["usage"]["completion_tokens"] > 0
     bad = httpx.post(url, content=b"not json", timeout=10)
     assert bad.status_code == 400
     assert "bad chat completion request" in bad.json()["error"]["message"]
     seen = httpx.get(f"{server.url}/requests", timeout=10).json()
-    assert seen["count"] == 2
-    assert seen["repeated"] == [seen["requests"][0]["digest"]]  # the same conversation twice
+    assert seen["count"] == 3
+    assert seen["repeated"] == [seen["requests"][0]["digest"]]  # the same conversation again
     logged = (tmp_path / "requests.jsonl").read_text().splitlines()
-    assert [json.loads(ln)["stream"] for ln in logged] == [False, True]
+    assert [json.loads(ln)["stream"] for ln in logged] == [False, True, True]
 
 
 def test_a_throttle_answers_429_with_retry_after_then_answers_again(

@@ -1,10 +1,12 @@
 """ctx.generate through the in-memory runner: replay, continuation from the recorded
-chunks after a crash mid-stream, usage and cost; the fake's deterministic stream."""
+chunks after a crash mid-stream, usage and cost; the fake's deterministic stream; and
+ChunkStream.said, the agent integrations' streaming of an answer asked for again."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,8 @@ from app.demos.triage import settings as triage_settings
 from app.demos.triage.writing import fake_text
 from app.demos.writer import write
 from app.kinds import JobContext, kind
-from app.kinds.generate import Usage
-from app.kinds.testing import EffectStore, run_kind
+from app.kinds.generate import ChunkStream, Usage
+from app.kinds.testing import EffectStore, MemoryContext, run_kind
 from app.services import costs
 from app.settings import config
 
@@ -214,3 +216,36 @@ def test_a_dated_model_version_takes_its_models_price() -> None:
     assert costs.cost_usd(settings, "gpt-4o-mini-2024-07-18", 1_000_000, 0) == 1.0
     assert costs.cost_usd(settings, "gpt-4o-2024-08-06", 0, 1_000_000) == 5.0
     assert costs.cost_usd(settings, "o3-2025-04-16", 1, 1) is None
+
+
+async def said(store: EffectStore, pieces: list[str]) -> ChunkStream:
+    ctx: MemoryContext[None] = MemoryContext(
+        store=store, job_id=uuid.uuid4(), kind="test", attempt=2, deps=None
+    )
+    stream = await ChunkStream.open(ctx, "k")
+    for piece in pieces:
+        await stream.said(piece)
+    return stream
+
+
+@pytest.mark.asyncio
+async def test_an_answer_said_again_is_streamed_only_past_the_recorded_chunks() -> None:
+    store = EffectStore(chunks={"k": {0: "The cat ", 1: "sa"}})
+    stream = await said(store, ["The ", "cat sat", " on the mat."])
+    assert not stream.diverged
+    assert store.chunks["k"] == {0: "The cat ", 1: "sa", 2: "t", 3: " on the mat."}
+    assert stream.text == "The cat sat on the mat."
+
+
+@pytest.mark.asyncio
+async def test_an_answer_that_differs_from_the_recorded_prefix_continues_past_its_length(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A model that says something else on the attempt after the crash: the reader has
+    the recorded prefix, then the new answer past that length (the record holds the new
+    answer whole); the divergence is logged."""
+    store = EffectStore(chunks={"k": {0: "The cat ", 1: "sat"}})
+    stream = await said(store, ["A dog ", "ran off."])
+    assert stream.diverged
+    assert "".join(store.chunks["k"].values()) == "The cat sat" + "A dog ran off."[11:]
+    assert "differs from the text streamed before the crash" in caplog.text

@@ -313,14 +313,14 @@ def test_a_provider_s_refusal_is_permanent_and_its_5xx_stays_a_retry() -> None:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    from app.integrations.pydantic_ai import _as_tasklease_error
+    from app.integrations.pydantic_ai_model import as_tasklease_error
 
     provider = OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key="k")
     model = OpenAIChatModel("fake-model", provider=provider)
-    refused = _as_tasklease_error(ModelHTTPError(400, "fake-model", "bad"), model)
+    refused = as_tasklease_error(ModelHTTPError(400, "fake-model", "bad"), model)
     assert isinstance(refused, PermanentError) and "refused the request (400)" in str(refused)
     down = ModelHTTPError(503, "fake-model", "down")
-    assert _as_tasklease_error(down, model) is down  # retried with backoff, an attempt used
+    assert as_tasklease_error(down, model) is down  # retried with backoff, an attempt used
 
 
 def test_a_step_key_past_the_table_s_limit_keeps_its_head_and_a_digest() -> None:

@@ -5,7 +5,8 @@ client (Pydantic AI's ``OpenAIChatModel``, the ``openai`` SDK) talks to it uncha
 - A request that offers tools it has not called yet in this conversation is answered
   with a call to the next one, its arguments built from the tool's JSON schema;
   otherwise with a final text that quotes every tool's result.
-- Every answer reports ``usage``; ``stream: true`` is answered as server-sent events.
+- Every answer reports ``usage``; ``stream: true`` is answered as server-sent events,
+  the usage in a last chunk if ``stream_options.include_usage`` asks for it (as OpenAI's).
 - ``GET /v1/requests`` lists the requests answered (each with a digest of its messages),
   so a test sees whether one was sent twice; ``POST /v1/throttle {"next": N}`` answers
   the next N requests with a 429 and Retry-After.

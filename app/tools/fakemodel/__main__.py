@@ -18,8 +18,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8089)
     parser.add_argument("--log", type=Path, default=None, help="a JSON line per request")
+    parser.add_argument(
+        "--chunk-ms", type=float, default=0, help="a pause before each chunk of a streamed answer"
+    )
     args = parser.parse_args(argv)
-    uvicorn.run(create_app(args.log), host=args.host, port=args.port, log_level="warning")
+    app = create_app(args.log, chunk_ms=args.chunk_ms)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -131,9 +131,9 @@ def answer(request: Any) -> dict[str, Any]:
     }
 
 
-def stream_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
+def stream_chunks(completion: dict[str, Any], *, usage: bool = True) -> list[dict[str, Any]]:
     """``completion`` as the chunks of a streamed answer: the text word by word (or the
-    tool call whole), then the finish reason, then the usage."""
+    tool call whole), then the finish reason, then (``usage``) the usage."""
     choice = completion["choices"][0]
     message = choice["message"]
     base = {k: completion[k] for k in ("id", "created", "model")}
@@ -150,5 +150,6 @@ def stream_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
         words = message["content"].split(" ")
         chunks += [chunk({"content": w if i == 0 else " " + w}) for i, w in enumerate(words)]
     chunks.append(chunk({}, choice["finish_reason"]))
-    chunks.append({**base, "choices": [], "usage": completion["usage"]})
+    if usage:
+        chunks.append({**base, "choices": [], "usage": completion["usage"]})
     return chunks

@@ -20,8 +20,9 @@ from app.tools.fakemodel.answers import BadChatRequest, answer, digest, stream_c
 RETRY_AFTER_SECONDS = 1
 
 
-def create_app(log_path: Path | None = None) -> FastAPI:
-    """The server; ``log_path``: a JSON line per request answered, appended."""
+def create_app(log_path: Path | None = None, *, chunk_ms: float = 0) -> FastAPI:
+    """The server; ``log_path``: a JSON line per request answered, appended; ``chunk_ms``:
+    a pause before each chunk of a streamed answer (a test that kills mid-answer)."""
     app = FastAPI(title="tasklease fake model")
     answered: list[dict[str, Any]] = []
     throttle = {"next": 0}
@@ -56,10 +57,14 @@ def create_app(log_path: Path | None = None) -> FastAPI:
         if not body.get("stream"):
             return JSONResponse(completion)
 
+        # As OpenAI's: the usage comes in the stream only if stream_options ask for it.
+        options = body.get("stream_options")
+        usage = isinstance(options, dict) and options.get("include_usage") is True
+
         async def events() -> AsyncIterator[str]:
-            for chunk in stream_chunks(completion):
+            for chunk in stream_chunks(completion, usage=usage):
+                await asyncio.sleep(chunk_ms / 1000)
                 yield f"data: {json.dumps(chunk)}\n\n"
-                await asyncio.sleep(0)
             yield "data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")
