@@ -77,14 +77,18 @@ async def ask_approval(
 ) -> tuple[bool, str | None]:
     """Wait on callback ``<key>:approve:<call_id>`` for a tool call that needs approval
     (``notify(token, item)`` tells whoever answers), and read the answer as (approved,
-    the denial's message or None); an unanswered call suspends the job."""
+    the denial's message or None); an unanswered call suspends the job. A callback
+    answered with an error (the web view's Reject) is a denial saying that error."""
     wait_key = f"{key}:approve:{call_id}"
 
     def tell(token: str) -> Awaitable[Any]:
         assert notify is not None
         return notify(token, item)
 
-    answer = await ctx.wait_for_callback(
-        wait_key, timeout=timeout, notify=None if notify is None else tell
-    )
+    try:
+        answer = await ctx.wait_for_callback(
+            wait_key, timeout=timeout, notify=None if notify is None else tell
+        )
+    except errors.CallbackFailed as exc:
+        return False, exc.error or str(exc)
     return parse_approval(answer, wait_key)

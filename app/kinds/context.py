@@ -292,7 +292,9 @@ class JobContext(abc.ABC, Generic[D]):
         if status.state == "succeeded":
             return status.result
         if status.state == "failed":
-            raise errors.CallbackFailed(f"callback {key!r} answered with an error: {status.error}")
+            raise errors.CallbackFailed(
+                f"callback {key!r} answered with an error: {status.error}", error=status.error
+            )
         if status.state == "timed_out":
             raise errors.CallbackTimedOut(f"callback {key!r}: no answer by {status.deadline}")
         raise errors.Suspend(Wait("callback", key, wake_at=status.deadline))

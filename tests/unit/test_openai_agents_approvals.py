@@ -55,8 +55,11 @@ async def invoice(ctx: JobContext[AgentDeps], q: Question) -> dict[str, Any]:
     return {"answer": result.final_output, "items": items_json(result)}
 
 
-async def answered(server: RunningServer, answer: Any) -> KindRun[dict[str, Any]]:
-    """Run the kind until it waits for approval, answer, and resume it."""
+async def answered(
+    server: RunningServer, answer: Any = None, *, error: str | None = None
+) -> KindRun[dict[str, Any]]:
+    """Run the kind until it waits for approval, answer (or fail the callback with
+    ``error``, as the web view's Reject does), and resume it."""
     PAID.clear()
     TOLD.clear()
     deps = deps_for(server)
@@ -66,7 +69,7 @@ async def answered(server: RunningServer, answer: Any) -> KindRun[dict[str, Any]
         assert (waiting.value.wait.kind, waiting.value.wait.key) == ("callback", WAIT)
         assert PAID == []  # nothing paid before the answer
         assert [name for _, name in TOLD] == ["pay"]
-        waiting.value.store.answer(WAIT, result=answer)
+        waiting.value.store.answer(WAIT, result=answer, error=error)
         return await waiting.value.resume(invoice, QUESTION, deps=deps)
     finally:
         await deps.aclose()
@@ -104,3 +107,15 @@ async def test_an_answer_that_is_not_an_approval_is_refused_saying_what_to_send(
     with pytest.raises(PermanentError, match=r"answer with true, false or \{\"approved\""):
         await answered(server, "sure")
     assert PAID == []
+
+
+@pytest.mark.asyncio
+async def test_a_rejected_callback_is_a_denial_and_the_run_goes_on_without_the_tool(
+    server: RunningServer,
+) -> None:
+    """The web view's Reject answers the callback with an error: the tool is denied with
+    that text, and the job succeeds rather than failing with CallbackFailed."""
+    done = await answered(server, error="rejected in the web view")
+    assert PAID == []
+    assert "pay said 'rejected in the web view'" in done.result["answer"]
+    assert not any(":tool:" in k for k in done.effects)

@@ -62,12 +62,15 @@ async def until_approval(deps: ResearchDeps) -> KindSuspended:
     return waiting.value
 
 
-async def answered(server: RunningServer, answer: Any) -> KindRun[dict[str, Any]]:
-    """Run the kind until it waits for approval, answer, and resume it."""
+async def answered(
+    server: RunningServer, answer: Any = None, *, error: str | None = None
+) -> KindRun[dict[str, Any]]:
+    """Run the kind until it waits for approval, answer (or fail the callback with
+    ``error``, as the web view's Reject does), and resume it."""
     deps = deps_for(server)
     try:
         waiting = await until_approval(deps)
-        waiting.store.answer(WAIT, result=answer)
+        waiting.store.answer(WAIT, result=answer, error=error)
         return await waiting.resume(invoice, QUESTION, deps=deps)
     finally:
         await deps.aclose()
@@ -104,3 +107,15 @@ async def test_an_answer_that_is_not_an_approval_is_refused_saying_what_to_send(
     with pytest.raises(PermanentError, match=r"answer with true, false or \{\"approved\""):
         await answered(server, "sure")
     assert PAID == []
+
+
+@pytest.mark.asyncio
+async def test_a_rejected_callback_is_a_denial_and_the_run_goes_on_without_the_tool(
+    server: RunningServer,
+) -> None:
+    """The web view's Reject answers the callback with an error: the tool is denied with
+    that text, and the job succeeds rather than failing with CallbackFailed."""
+    done = await answered(server, error="rejected in the web view")
+    assert PAID == []
+    assert "pay said 'rejected in the web view'" in done.result["answer"]
+    assert not any(":tool:" in k for k in done.ran)
