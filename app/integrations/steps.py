@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from app import errors
 from app.kinds.context import MAX_EFFECT_KEY, JobContext
+from app.kinds.output import unstorable
 
 Item = TypeVar("Item")
 
@@ -62,7 +63,9 @@ def approval_details(item: Any) -> dict[str, Any]:
         shown = json.dumps(str(args))
     if len(shown) > ARGS_SHOWN_CHARS:
         return {"tool": tool, "args": shown[: ARGS_SHOWN_CHARS - 1] + "…"}
-    return {"tool": tool, "args": json.loads(shown)}
+    args = json.loads(shown)
+    # A NUL in the arguments (escaped in the model's text) could not be stored: the text.
+    return {"tool": tool, "args": shown if unstorable(args) else args}
 
 
 @dataclass

@@ -132,6 +132,8 @@ def test_an_approval_s_details_name_the_tool_and_cut_long_arguments() -> None:
     call = ToolCallPart("save_note", '{"note": "hi"}', "c1")
     assert approval_details(call) == {"tool": "save_note", "args": {"note": "hi"}}
     assert approval_details(ToolCallPart("pay", "not json", "c2"))["args"] == "not json"
+    nul = approval_details(ToolCallPart("pay", '{"to": "a\\u0000b"}', "c4"))
+    assert nul["args"] == '{"to": "a\\u0000b"}'  # a NUL could not be stored: the text
     long = approval_details(ToolCallPart("save_note", {"note": "é" * 5000}, "c3"))
     assert long["args"].startswith('{"note": "\\u00e9') and long["args"].endswith("…")
     assert len(json.dumps(long).encode()) < MAX_DETAILS_BYTES
