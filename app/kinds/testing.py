@@ -59,7 +59,7 @@ class SimulatedCrash(BaseException):
 class EffectStore:
     """One job's recorded effects, as the effects table holds them: key to JSON result;
     and what its waits see: callbacks (key to CallbackStatus, answer them with
-    ``answer``), children (id to ChildStatus, finish them with ``finish_child``) and a
+    ``answer``; ``callback_details``: what each asks), children (id to ChildStatus, finish them with ``finish_child``) and a
     clock (``clock``, advanced by the test)."""
 
     records: dict[str, Any] = field(default_factory=dict)
