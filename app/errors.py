@@ -119,7 +119,11 @@ class CallbackFailed(PermanentError):
 
     The three wait failures are permanent: the answer (or its absence, or the children's
     outcome) is recorded, so another attempt would fail the same way. A kind that wants
-    to go on catches them."""
+    to go on catches them. ``error`` is the answer's error text, as it was sent."""
+
+    def __init__(self, message: str | None = None, *, error: str | None = None) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 class CallbackTimedOut(PermanentError):

@@ -19,6 +19,10 @@ PAGES = {
     "queues": "Queues deliver at least once, so a job may run more than once.",
 }
 
+# How long a note waits for a person's approval (a question asked with approve_notes):
+# the job is `waiting` meanwhile, holding no worker; Approve or Reject in the web view.
+APPROVAL_TIMEOUT = 24 * 3600
+
 
 @dataclass
 class Endpoint:

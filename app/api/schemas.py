@@ -230,6 +230,11 @@ class CallbackPublic(BaseModel):
     created_at: dt.datetime
     answered_at: dt.datetime | None
     error: str | None
+    details: Any = Field(
+        None,
+        description="what the callback asks, as the kind gave it (wait_for_callback's "
+        'details, at most 8 KiB), e.g. an agent\'s tool call: {"tool": ..., "args": ...}',
+    )
     result: Any  # last: the one field of any size
 
 

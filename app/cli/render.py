@@ -157,7 +157,7 @@ def wait_what(w: dict[str, Any]) -> str:
 
 def callbacks(rows: list[dict[str, Any]]) -> Table:
     table = PlainTable(
-        "key", "state", "deadline", "heartbeats", "answered", "error", title="callbacks"
+        "key", "state", "deadline", "heartbeats", "answered", "error", "asks", title="callbacks"
     )
     for c in rows:
         table.add_row(
@@ -167,8 +167,19 @@ def callbacks(rows: list[dict[str, Any]]) -> Table:
             c["heartbeats"],
             when(c["answered_at"]),
             short(c["error"]),
+            short(asks(c.get("details"))),
         )
     return table
+
+
+def asks(details: Any) -> str:
+    """What a callback asks (its details) in one line: an agent's tool call that needs
+    approval as ``save_note {"note": "…"}``, other details as JSON."""
+    if details is None:
+        return ""
+    if isinstance(details, dict) and isinstance(details.get("tool"), str):
+        return f"{details['tool']} {json.dumps(details.get('args'), ensure_ascii=False)}"
+    return json.dumps(details, ensure_ascii=False)
 
 
 def children(rows: list[dict[str, Any]], total: int) -> IdListing:

@@ -110,7 +110,12 @@ async def approval(ctx: JobContext[None], p: ApprovalPayload) -> dict[str, Any]:
         return {"notified": "log"}
 
     try:
-        answer = await ctx.wait_for_callback("approve", timeout=p.timeout_seconds, notify=notify)
+        answer = await ctx.wait_for_callback(
+            "approve",
+            timeout=p.timeout_seconds,
+            notify=notify,
+            details={"asks": "approve this demo job", "on_timeout": p.on_timeout},
+        )
     except errors.CallbackTimedOut:
         if p.on_timeout == "fail":
             raise errors.PermanentError("no approval before the deadline") from None

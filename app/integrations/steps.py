@@ -3,7 +3,9 @@ keys, the model steps' text on the job's stream and the reading of an approval's
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -11,10 +13,15 @@ from typing import Any, TypeVar
 from app import errors
 from app.kinds.context import MAX_EFFECT_KEY, JobContext
 from app.kinds.generate import ChunkStream
+from app.kinds.output import unstorable
 
 Item = TypeVar("Item")
 
 ANSWER = 'true, false or {"approved": true|false, "message": "why (on a denial)"}'
+# A tool call's arguments shown with its approval: longer ones are cut (a callback's
+# details are bounded, MAX_DETAILS_BYTES; whoever decides needs the gist, the run keeps
+# the whole).
+ARGS_SHOWN_CHARS = 3000
 
 
 def step_key(*parts: str) -> str:
@@ -37,6 +44,29 @@ def parse_approval(answer: Any, key: str) -> tuple[bool, str | None]:
         why = message if isinstance(message, str) and message else None
         return answer["approved"], None if answer["approved"] else why
     raise errors.PermanentError(f"approval {key!r}: answer with {ANSWER}, not {answer!r}")
+
+
+def approval_details(item: Any) -> dict[str, Any]:
+    """What an approval asks, kept with its callback for whoever answers: the tool call's
+    name and arguments (Pydantic AI's ToolCallPart: ``tool_name``, ``args``; the OpenAI
+    Agents SDK's ToolApprovalItem: ``tool_name``, ``arguments``), a JSON text as the value
+    it holds, cut when long."""
+    tool = getattr(item, "tool_name", None)
+    args = (
+        getattr(item, "args", None) if hasattr(item, "args") else getattr(item, "arguments", None)
+    )
+    if isinstance(args, str):
+        with contextlib.suppress(ValueError):
+            args = json.loads(args)
+    try:  # as the details' bound measures it (ASCII JSON): a cut one stays within it
+        shown = json.dumps(args, default=str, allow_nan=False)
+    except ValueError:
+        shown = json.dumps(str(args))
+    if len(shown) > ARGS_SHOWN_CHARS:
+        return {"tool": tool, "args": shown[: ARGS_SHOWN_CHARS - 1] + "…"}
+    args = json.loads(shown)
+    # A NUL in the arguments (escaped in the model's text) could not be stored: the text.
+    return {"tool": tool, "args": shown if unstorable(args) else args}
 
 
 @dataclass
@@ -85,15 +115,23 @@ async def ask_approval(
     notify: Callable[[str, Item], Awaitable[Any]] | None,
 ) -> tuple[bool, str | None]:
     """Wait on callback ``<key>:approve:<call_id>`` for a tool call that needs approval
-    (``notify(token, item)`` tells whoever answers), and read the answer as (approved,
-    the denial's message or None); an unanswered call suspends the job."""
+    (``notify(token, item)`` tells whoever answers; the callback's details name the tool
+    and its arguments), and read the answer as (approved, the denial's message or None);
+    an unanswered call suspends the job. A callback answered with an error (the web
+    view's Reject) is a denial saying that error."""
     wait_key = f"{key}:approve:{call_id}"
 
     def tell(token: str) -> Awaitable[Any]:
         assert notify is not None
         return notify(token, item)
 
-    answer = await ctx.wait_for_callback(
-        wait_key, timeout=timeout, notify=None if notify is None else tell
-    )
+    try:
+        answer = await ctx.wait_for_callback(
+            wait_key,
+            timeout=timeout,
+            notify=None if notify is None else tell,
+            details=approval_details(item),
+        )
+    except errors.CallbackFailed as exc:
+        return False, exc.error or str(exc)
     return parse_approval(answer, wait_key)

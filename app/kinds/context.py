@@ -22,7 +22,7 @@ from app import errors, tracing
 from app.kinds import generate as generating
 from app.kinds import threads
 from app.kinds.generate import ModelCall, Produce, Usage
-from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted, unstorable
+from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted, checked_json, unstorable
 from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
 from app.settings import bounds
 
@@ -32,6 +32,7 @@ T = TypeVar("T")
 MAX_EFFECT_KEY = bounds.MAX_EFFECT_KEY_CHARS
 # The longest wait a kind may ask for: a sleep, or a callback's timeout.
 MAX_WAIT = dt.timedelta(days=366)
+MAX_DETAILS_BYTES = 8 * 1024  # a callback's details: what it asks, not a document
 # The recorded steps of the waits, under these prefixes in the effects table.
 SLEEP, CALLBACK, NOTIFY, SPAWN, GATHER = "sleep:", "callback:", "notify:", "spawn:", "gather:"
 
@@ -286,18 +287,25 @@ class JobContext(abc.ABC, Generic[D]):
         *,
         timeout: float,  # noqa: ASYNC109 - a deadline for the answer, not for this call
         notify: Callable[[str], Awaitable[Any]] | Callable[[str], Any] | None = None,
+        details: Any = None,
     ) -> Any:
         """Wait for an outside answer: ``POST /v1/callbacks/{token}`` with ``{"result":
         ...}`` (returned here) or ``{"error": ...}`` (raised as CallbackFailed). No answer
         within ``timeout`` seconds (a heartbeat pushes the deadline) raises
         CallbackTimedOut. ``notify(token)`` hands the token to the outside party; it is
         an effect, run once (its result is recorded under ``notify:{key}``), ``async
-        def`` or plain as ``effect``'s ``fn``."""
+        def`` or plain as ``effect``'s ``fn``. ``details`` (JSON, up to 8 KiB) says what
+        is asked: kept with the callback when it is opened, and shown to whoever answers
+        (GET /v1/jobs/{id}/callbacks, the web view, ``tasklease jobs show``)."""
         if not 0 < timeout <= MAX_WAIT.total_seconds():
             raise errors.PermanentError(
                 f"callback {key!r}: timeout must be 1 to {int(MAX_WAIT.total_seconds())} s"
             )
-        await self.effect(CALLBACK + key, functools.partial(self._open_callback, key, timeout))
+        if details is not None:
+            details = checked_json(details, f"callback {key!r} details", MAX_DETAILS_BYTES)
+        await self.effect(
+            CALLBACK + key, functools.partial(self._open_callback, key, timeout, details)
+        )
         if notify is not None:
             token = await self._callback_token(key)
             await self.effect(NOTIFY + key, functools.partial(notify, token))
@@ -307,7 +315,9 @@ class JobContext(abc.ABC, Generic[D]):
         if status.state == "succeeded":
             return status.result
         if status.state == "failed":
-            raise errors.CallbackFailed(f"callback {key!r} answered with an error: {status.error}")
+            raise errors.CallbackFailed(
+                f"callback {key!r} answered with an error: {status.error}", error=status.error
+            )
         if status.state == "timed_out":
             raise errors.CallbackTimedOut(f"callback {key!r}: no answer by {status.deadline}")
         raise errors.Suspend(Wait("callback", key, wake_at=status.deadline))
@@ -370,9 +380,9 @@ class JobContext(abc.ABC, Generic[D]):
     def _no_waits(self) -> errors.PermanentError:
         return errors.PermanentError(f"{type(self).__name__} does not run waits")
 
-    async def _open_callback(self, key: str, seconds: float) -> dict[str, Any]:
-        """Create this job's callback ``key`` (once) with its deadline; the recorded
-        result says when it was opened (never the token)."""
+    async def _open_callback(self, key: str, seconds: float, details: Any) -> dict[str, Any]:
+        """Create this job's callback ``key`` (once) with its deadline and details; the
+        recorded result says when it was opened (never the token)."""
         raise self._no_waits()
 
     async def _callback_token(self, key: str) -> str:

@@ -29,16 +29,22 @@ class Emitted:
 
 def check_emitted(data: Any) -> Any:
     """``data`` as the JSON a reader will get; PermanentError when it is not JSON or too big."""
+    return checked_json(data, "emit", MAX_EMIT_BYTES)
+
+
+def checked_json(data: Any, what: str, max_bytes: int) -> Any:
+    """``data`` as the JSON a reader will get; PermanentError (saying ``what``) when it is
+    not JSON, could not be stored, or is more than ``max_bytes`` as JSON."""
     try:
         # No NaN or Infinity: PostgreSQL's jsonb refuses them, as the API does.
         text = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise errors.PermanentError("emit: data must be a JSON value") from exc
+        raise errors.PermanentError(f"{what}: data must be a JSON value") from exc
     problem = unstorable(data)
     if problem:
-        raise errors.PermanentError(f"emit: {problem}")
-    if len(text.encode()) > MAX_EMIT_BYTES:
-        raise errors.PermanentError(f"emit: data is more than {MAX_EMIT_BYTES} bytes as JSON")
+        raise errors.PermanentError(f"{what}: {problem}")
+    if len(text.encode()) > max_bytes:
+        raise errors.PermanentError(f"{what}: data is more than {max_bytes} bytes as JSON")
     return json.loads(text)
 
 

@@ -59,11 +59,12 @@ class SimulatedCrash(BaseException):
 class EffectStore:
     """One job's recorded effects, as the effects table holds them: key to JSON result;
     and what its waits see: callbacks (key to CallbackStatus, answer them with
-    ``answer``), children (id to ChildStatus, finish them with ``finish_child``) and a
+    ``answer``; ``callback_details``: what each asks), children (id to ChildStatus, finish them with ``finish_child``) and a
     clock (``clock``, advanced by the test)."""
 
     records: dict[str, Any] = field(default_factory=dict)
     callbacks: dict[str, CallbackStatus] = field(default_factory=dict)
+    callback_details: dict[str, Any] = field(default_factory=dict)  # as opened, by key
     children: dict[str, ChildStatus] = field(default_factory=dict)
     spawned: list[tuple[str, str, Any]] = field(default_factory=list)  # (key, kind, payload)
     # Streamed answers' chunks as job_output holds them: key to seq to text (once each).
@@ -141,9 +142,11 @@ class MemoryContext(JobContext[D]):
     async def _callback_token(self, key: str) -> str:
         return f"memory-token:{self.job_id}:{key}"
 
-    async def _open_callback(self, key: str, seconds: float) -> dict[str, Any]:
+    async def _open_callback(self, key: str, seconds: float, details: Any) -> dict[str, Any]:
         deadline = self.now() + dt.timedelta(seconds=seconds)
-        self.store.callbacks.setdefault(key, CallbackStatus("pending", deadline))
+        if key not in self.store.callbacks:
+            self.store.callbacks[key] = CallbackStatus("pending", deadline)
+            self.store.callback_details[key] = details
         return {"opened_at": self.now().isoformat()}
 
     async def _callback_status(self, key: str) -> CallbackStatus:

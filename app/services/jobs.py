@@ -177,7 +177,8 @@ async def children(
 async def callbacks(
     db: store.Database, job_id: uuid.UUID, *, scope: str | None
 ) -> list[dict[str, Any]]:
-    """A job's callbacks: key, state, deadline, heartbeats, the answer; never a token."""
+    """A job's callbacks: key, state, deadline, heartbeats, what each asks (details), the
+    answer; never a token."""
     await find(db, job_id, scope=scope)
     return [
         {
@@ -188,6 +189,7 @@ async def callbacks(
             "heartbeats": c.heartbeats,
             "created_at": c.created_at,
             "answered_at": c.answered_at,
+            "details": c.details,
             "result": c.result,
             "error": c.error,
         }

@@ -129,6 +129,7 @@ class Callback:
     heartbeats: int
     created_at: dt.datetime
     answered_at: dt.datetime | None
+    details: Any  # what the callback asks, for whoever answers (JSON), or None
 
     @classmethod
     def from_row(cls, row: Row) -> Callback:
@@ -143,9 +144,11 @@ async def open_callback(
     key: str,
     token_hash: bytes,
     timeout_seconds: int,
+    details: Any = None,
 ) -> tuple[dt.datetime, bytes] | None:
-    """Create the job's callback ``key`` once (fenced); when it was opened and the hash it
-    was opened with, or None when the lease moved on and nothing was created."""
+    """Create the job's callback ``key`` once (fenced), with its ``details`` (JSON, or
+    None); when it was opened and the hash it was opened with, or None when the lease
+    moved on and nothing was created."""
     row = await db.fetch_one(
         q("open_callback"),
         {
@@ -154,6 +157,7 @@ async def open_callback(
             "key": key,
             "token_hash": token_hash,
             "timeout": timeout_seconds,
+            "details": Jsonb(details) if details is not None else None,
         },
     )
     return (row["created_at"], bytes(row["token_hash"])) if row else None

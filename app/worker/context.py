@@ -85,7 +85,7 @@ class LeasedContext(JobContext[Any]):
     async def _callback_token(self, key: str) -> str:
         return await callbacks.token_for(self._db, self.job_id, key)
 
-    async def _open_callback(self, key: str, seconds: float) -> dict[str, Any]:
+    async def _open_callback(self, key: str, seconds: float, details: Any) -> dict[str, Any]:
         token = await self._callback_token(key)
         opened = await store.waits.open_callback(
             self._db,
@@ -94,6 +94,7 @@ class LeasedContext(JobContext[Any]):
             key=key,
             token_hash=callbacks.token_hash(token),
             timeout_seconds=math.ceil(seconds),
+            details=details,
         )
         if opened is None:
             raise errors.LeaseLost()

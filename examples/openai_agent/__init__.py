@@ -5,7 +5,10 @@ A ``triage`` agent, guarded by an input guardrail, hands the question off to a
 ``save_note`` (a side effect: it appends to OPENAI_AGENT_NOTES, if set). The agents are
 written as any OpenAI Agents SDK agents are; ``durable_run`` runs them inside the kind,
 so each model response and each tool call is a recorded step: after a crash the next
-attempt replays them and no note is saved twice, no request sent twice.
+attempt replays them and no note is saved twice, no request sent twice. A question asked with
+``"approve_notes": true`` saves its note only once a person approves it: the job waits
+(``waiting``, holding no worker) on callback ``oai:approve:<call id>``, answered with
+Approve or Reject in the web view; a rejected note is not saved and the answer says so.
 
 Start it with ``TASKLEASE_KINDS=examples.openai_agent`` (and this folder's parent on
 PYTHONPATH). The model: the fake OpenAI-compatible server, started in the worker, by
@@ -16,7 +19,7 @@ OPENAI_AGENT_API_KEY and OPENAI_AGENT_MODEL (docs/howto/openai-agents.md).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agents import (
@@ -48,6 +51,8 @@ class Question(BaseModel):
     question: str = Field(min_length=1, max_length=2_000)
     # The items of an earlier answer (its ``items``), to continue that conversation.
     history: list[dict[str, Any]] | None = None
+    # save_note waits for a person's approval (the web view's Approve or Reject).
+    approve_notes: bool = False
 
 
 class Research(BaseModel):
@@ -64,6 +69,7 @@ class AgentDeps:
     client: AsyncOpenAI
     server: RunningServer | None = None
     tools: notes.Tools = field(default_factory=lambda: notes.tools(PREFIX))
+    approve_notes: bool = False  # this run's question asked for approval of its notes
 
     @property
     def calls(self) -> list[str]:
@@ -104,7 +110,13 @@ def read_page(ctx: RunContextWrapper[AgentDeps], page: str) -> str:
     return ctx.context.tools.read_page(page)
 
 
-@function_tool
+async def notes_need_approval(
+    ctx: RunContextWrapper[AgentDeps], params: dict[str, Any], call_id: str
+) -> bool:
+    return ctx.context.approve_notes
+
+
+@function_tool(needs_approval=notes_need_approval)
 def save_note(ctx: RunContextWrapper[AgentDeps], note: str) -> str:
     """Save ``note`` for later (a side effect: it must not happen twice)."""
     return ctx.context.tools.save_note(note)
@@ -142,8 +154,9 @@ async def research(ctx: JobContext[AgentDeps], q: Question) -> Research:
         ctx,
         triage,
         prompt,
-        context=ctx.deps,
+        context=replace(ctx.deps, approve_notes=q.approve_notes),
         run_config=RunConfig(model=ctx.deps.model, tracing_disabled=True),
+        approval_timeout=notes.APPROVAL_TIMEOUT if q.approve_notes else None,
     )
     return Research(
         answer=str(result.final_output), agent=result.last_agent.name, items=items_json(result)

@@ -4,7 +4,10 @@ A research agent with three tools: ``search`` the notes, ``read_page`` one, and
 ``save_note`` (a side effect: it appends to RESEARCH_AGENT_NOTES, if set). The agent is
 written as any Pydantic AI agent is; ``TaskleaseAgent`` runs it inside the kind, so each
 model request and each tool call is a recorded step: after a crash the next attempt
-replays them and no note is saved twice, no request sent twice.
+replays them and no note is saved twice, no request sent twice. A question asked with
+``"approve_notes": true`` saves its note only once a person approves it: the job waits
+(``waiting``, holding no worker) on callback ``pai:approve:<call id>``, answered with
+Approve or Reject in the web view; a rejected note is not saved and the answer says so.
 
 Start it with ``TASKLEASE_KINDS=examples.research_agent`` (and this folder's parent on
 PYTHONPATH). The model: the fake OpenAI-compatible server, started in the worker, by
@@ -14,13 +17,13 @@ RESEARCH_AGENT_API_KEY and RESEARCH_AGENT_MODEL (docs/howto/pydantic-ai.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx2
 from openai import AsyncOpenAI
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent, ApprovalRequired, RunContext
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -39,6 +42,8 @@ class Question(BaseModel):
     question: str = Field(min_length=1, max_length=2_000)
     # The messages of an earlier answer (its ``messages``), to continue that conversation.
     history: list[dict[str, Any]] | None = None
+    # save_note waits for a person's approval (the web view's Approve or Reject).
+    approve_notes: bool = False
 
 
 class Research(BaseModel):
@@ -54,6 +59,7 @@ class ResearchDeps:
     http: httpx2.AsyncClient
     server: RunningServer | None = None
     tools: notes.Tools = field(default_factory=lambda: notes.tools(PREFIX))
+    approve_notes: bool = False  # this run's question asked for approval of its notes
 
     @property
     def calls(self) -> list[str]:
@@ -106,6 +112,8 @@ def read_page(ctx: RunContext[ResearchDeps], page: str) -> str:
 @agent.tool
 def save_note(ctx: RunContext[ResearchDeps], note: str) -> str:
     """Save ``note`` for later (a side effect: it must not happen twice)."""
+    if ctx.deps.approve_notes and not ctx.tool_call_approved:
+        raise ApprovalRequired  # the run ends; the job waits for a person's answer
     return ctx.deps.tools.save_note(note)
 
 
@@ -117,6 +125,11 @@ async def research(ctx: JobContext[ResearchDeps], q: Question) -> Research:
     """Answer a question with the research agent, every step recorded."""
     history = messages_from_json(q.history) if q.history else None
     result = await durable.run(
-        ctx, q.question, deps=ctx.deps, model=ctx.deps.model, message_history=history
+        ctx,
+        q.question,
+        deps=replace(ctx.deps, approve_notes=q.approve_notes),
+        model=ctx.deps.model,
+        message_history=history,
+        approval_timeout=notes.APPROVAL_TIMEOUT if q.approve_notes else None,
     )
     return Research(answer=result.output, messages=messages_json(result))

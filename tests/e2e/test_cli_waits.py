@@ -68,6 +68,7 @@ def test_an_operator_sees_a_waiting_job_and_answers_its_callback_by_job_and_key(
     assert code == 0, err
     assert "waiting for" in out and "callback approve until" in out
     assert "callbacks" in out and "pending" in out
+    assert "approve this demo job" in out  # what it asks (its details)
     code, out, err = finish(listing)
     assert code == 0, err
     assert job_id in out and "1 jobs" in out

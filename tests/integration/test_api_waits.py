@@ -95,6 +95,8 @@ def test_a_callback_answered_by_its_token_wakes_the_job_once_without_an_api_key(
         None,
     )
     assert token not in str(cb) and "token" not in " ".join(cb)
+    # What it asks, as the kind gave it (wait_for_callback's details), for whoever answers.
+    assert cb["details"] == {"asks": "approve this demo job", "on_timeout": "escalate"}
 
     # A heartbeat pushes the deadline, with no Authorization header at all.
     beat = api.post(f"/v1/callbacks/{token}/heartbeat", headers={"Authorization": ""})

@@ -11,6 +11,7 @@ import pytest
 from agents import Agent, RunConfig, function_tool
 from agents.items import ToolApprovalItem
 
+from examples import openai_agent
 from examples.openai_agent import AgentDeps, Question
 from tasklease import JobContext, PermanentError, kind
 from tasklease.fakemodel import RunningServer
@@ -18,6 +19,7 @@ from tasklease.openai_agents import durable_run, items_json
 from tasklease.testing import KindRun, KindSuspended, run_kind
 from tests.unit.test_openai_agents import QUESTION, deps_for
 from tests.unit.test_pydantic_ai import requests_of, server
+from tests.unit.test_pydantic_ai_approvals import approve_notes
 
 pytestmark = pytest.mark.unit
 __all__ = ["server"]  # the fixture, used by name
@@ -55,8 +57,11 @@ async def invoice(ctx: JobContext[AgentDeps], q: Question) -> dict[str, Any]:
     return {"answer": result.final_output, "items": items_json(result)}
 
 
-async def answered(server: RunningServer, answer: Any) -> KindRun[dict[str, Any]]:
-    """Run the kind until it waits for approval, answer, and resume it."""
+async def answered(
+    server: RunningServer, answer: Any = None, *, error: str | None = None
+) -> KindRun[dict[str, Any]]:
+    """Run the kind until it waits for approval, answer (or fail the callback with
+    ``error``, as the web view's Reject does), and resume it."""
     PAID.clear()
     TOLD.clear()
     deps = deps_for(server)
@@ -66,7 +71,9 @@ async def answered(server: RunningServer, answer: Any) -> KindRun[dict[str, Any]
         assert (waiting.value.wait.kind, waiting.value.wait.key) == ("callback", WAIT)
         assert PAID == []  # nothing paid before the answer
         assert [name for _, name in TOLD] == ["pay"]
-        waiting.value.store.answer(WAIT, result=answer)
+        details = waiting.value.store.callback_details[WAIT]
+        assert details == {"tool": "pay", "args": {"amount": 1}}  # what the web view shows
+        waiting.value.store.answer(WAIT, result=answer, error=error)
         return await waiting.value.resume(invoice, QUESTION, deps=deps)
     finally:
         await deps.aclose()
@@ -104,3 +111,27 @@ async def test_an_answer_that_is_not_an_approval_is_refused_saying_what_to_send(
     with pytest.raises(PermanentError, match=r"answer with true, false or \{\"approved\""):
         await answered(server, "sure")
     assert PAID == []
+
+
+@pytest.mark.asyncio
+async def test_a_rejected_callback_is_a_denial_and_the_run_goes_on_without_the_tool(
+    server: RunningServer,
+) -> None:
+    """The web view's Reject answers the callback with an error: the tool is denied with
+    that text, and the job succeeds rather than failing with CallbackFailed."""
+    done = await answered(server, error="rejected in the web view")
+    assert PAID == []
+    assert "pay said 'rejected in the web view'" in done.result["answer"]
+    assert not any(":tool:" in k for k in done.effects)
+
+
+@pytest.mark.parametrize("error", [None, "rejected in the web view"])
+@pytest.mark.asyncio
+async def test_the_example_asked_to_approve_notes_waits_then_saves_or_not(
+    server: RunningServer, error: str | None
+) -> None:
+    """examples.openai_agent with approve_notes: Approve saves the note; Reject does not,
+    and the run goes on to an answer that says so."""
+    await approve_notes(
+        openai_agent.research, deps_for(server), "oai:approve:call_4_save_note", error
+    )

@@ -136,6 +136,28 @@ def test_a_callback_answered_before_the_code_looks_returns_without_suspending() 
     assert str(run.result).startswith("memory-token:")
 
 
+class Asks(BaseModel):
+    details: Any
+
+
+def test_a_callback_keeps_the_details_it_was_opened_with_and_refuses_big_or_odd_ones() -> None:
+    """What a callback asks is kept when it is opened (once: a replay writes nothing);
+    details that are not JSON, or more than 8 KiB of it, fail the job."""
+
+    @kind("test.waits.details")
+    async def asks(ctx: JobContext[None], p: Asks) -> Any:
+        return await ctx.wait_for_callback("k", timeout=10, details=p.details)
+
+    waiting = suspended(run_kind(asks, {"details": {"tool": "pay", "args": {"amount": 1}}}))
+    assert waiting.store.callback_details == {"k": {"tool": "pay", "args": {"amount": 1}}}
+    again = suspended(waiting.resume(asks, {"details": "other"}))
+    assert again.store.callback_details == {"k": {"tool": "pay", "args": {"amount": 1}}}
+
+    for bad, why in (({"n": float("nan")}, "must be a JSON value"), ("x" * 9000, "8192 bytes")):
+        with pytest.raises(errors.PermanentError, match=f"callback 'k' details: .*{why}"):
+            asyncio.run(run_kind(asks, {"details": bad}))
+
+
 # --- children ---------------------------------------------------------------------
 
 

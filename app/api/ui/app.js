@@ -363,13 +363,22 @@ function renderHead(head, job) {
     ["created", when(job.created_at)], ["finished", when(job.finished_at) || "not yet"], ["worker", job.lease_owner || "none (no lease)"],
     ["last error", job.last_error || "none"]].flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
 }
+// What a callback asks (the details its kind gave): an agent's tool call that needs
+// approval, by its tool's name and arguments; other details as JSON. All as text.
+function asks(d) {
+  if (d === null || d === undefined) return null;
+  const tool = typeof d === "object" && !Array.isArray(d) && typeof d.tool === "string";
+  return el("div", { class: "asks" }, tool
+    ? ["run tool ", el("code", { class: "tool" }, d.tool), " with ", el("pre", { class: "args" }, json(d.args ?? null))]
+    : el("pre", {}, json(d)));
+}
 function renderWaits(box, job, cbs, reload) {
   const w = job.waiting_for;
   box.replaceChildren(el("p", {}, w ? `waiting for ${w.kind}${w.key ? ` "${w.key}"` : ""}${w.until ? ` until ${when(w.until)}` : ""}`
     : "not waiting"));
   for (const cb of cbs) {
     const row = el("div", { class: "callback", "data-callback": cb.key }, el("b", {}, cb.key), " ", badge(cb.state),
-      ` deadline ${when(cb.deadline)}`, cb.error ? ` · ${cb.error}` : "");
+      ` deadline ${when(cb.deadline)}`, cb.error ? ` · ${cb.error}` : "", asks(cb.details));
     if (cb.state === "pending") {
       const answer = (body) => async () => {
         try {

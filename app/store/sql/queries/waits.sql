@@ -71,10 +71,12 @@ RETURNING wake_sent_at IS NOT NULL AS send_now,
           greatest(0, extract(epoch FROM wake_at - now()))::float8 AS delay;
 
 -- name: open_callback
--- Fenced by the lease; once per (job, key): a second open returns the first.
+-- Fenced by the lease; once per (job, key): a second open returns the first (and keeps
+-- the first's details).
 WITH made AS (
-    INSERT INTO callbacks (token_hash, job_id, key, timeout_seconds, deadline)
-    SELECT %(token_hash)s, j.id, %(key)s, %(timeout)s, now() + make_interval(secs => %(timeout)s)
+    INSERT INTO callbacks (token_hash, job_id, key, timeout_seconds, deadline, details)
+    SELECT %(token_hash)s, j.id, %(key)s, %(timeout)s, now() + make_interval(secs => %(timeout)s),
+           %(details)s
     FROM jobs j
     WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state = 'running'
     ON CONFLICT (job_id, key) DO NOTHING
