@@ -6,8 +6,9 @@ client (Pydantic AI's ``OpenAIChatModel``, the ``openai`` SDK) talks to it uncha
   with a call to the next one, its arguments built from the tool's JSON schema;
   otherwise with a final text that quotes every tool's result.
 - Every answer reports ``usage``; ``stream: true`` is answered as server-sent events.
-- ``GET /v1/requests`` lists the requests answered (each with a digest of its messages),
-  so a test sees whether one was sent twice; ``POST /v1/throttle {"next": N}`` answers
+- ``GET /v1/requests`` lists the requests answered (each with a digest of its messages,
+  its time, its turn: the assistant messages before it, and its ``X-Tasklease-Job``
+  header), so a test sees whether one was sent twice; ``POST /v1/throttle {"next": N}`` answers
   the next N requests with a 429 and Retry-After.
 
 ``python -m app.tools.fakemodel --port 8089`` serves it; ``serve_in_thread()`` starts one
