@@ -24,6 +24,8 @@ from app.tools.stack import embedded
 from app.tools.stack.stack import Process, Stack
 from app.transport import QueueUrls
 
+# The agent kind (app/demos/agent.py): named beside the demos when the run has agent jobs.
+AGENT_KINDS = "app.demos.agent"
 MARKER = ".tasklease-chaos"  # only a directory holding this file is ever wiped
 # Waits on a short clock: a timer longer than this delay cap is woken through the
 # sweeper (as one longer than SQS's 15 minutes is on AWS), and a wake-up lost with the
@@ -51,6 +53,7 @@ class ChaosStack(Stack):
         self.worker_env: dict[str, str] = {}
         self.api_headers: dict[str, str] = {}
         self.hook_url = ""
+        self.agent_model_url = ""  # the fake model server the agent runs talk to
 
     # start-up
 
@@ -77,7 +80,8 @@ class ChaosStack(Stack):
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if any(name in cmdline for name in (b"app.cli", b"moto.server", b"redis-server")):
+            ours = (b"app.cli", b"app.tools.fakemodel", b"moto.server", b"redis-server")
+            if any(name in cmdline for name in ours):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
@@ -182,6 +186,8 @@ class ChaosStack(Stack):
             "Authorization": "Bearer " + self.create_key("chaos", "tasklease chaos")
         }
         self.worker_env = {"TASKLEASE_FAKE_MODEL_TRANSIENT_RATE": str(cfg.transient_rate)}
+        if cfg.agents > 0:
+            self.start_agent_model()
         self.start_webhook(hook_port, self.dir / "webhook-deliveries.jsonl")
         self.services["webhook"] = self.procs[-1]
         self.start_api()
@@ -189,6 +195,20 @@ class ChaosStack(Stack):
         self.services["sweeper"] = self.start_sweeper()
         for slot in range(cfg.workers):
             self.start_slot(slot)
+
+    def start_agent_model(self) -> None:
+        """The agent runs' model: the fake model server, a process beside the stack logging
+        every request (the checker's witness), and the agent kind named for every process."""
+        self.agent_model_url = self.start_fake_model(self.agent_model_log, name="agent-model")
+        self._save_pids()
+        self.env["DEMO_AGENT_BASE_URL"] = self.agent_model_url
+        self.env["TASKLEASE_KINDS"] = ",".join(
+            k for k in (self.env.get("TASKLEASE_KINDS"), AGENT_KINDS) if k
+        )
+
+    @property
+    def agent_model_log(self) -> Path:
+        return self.dir / "agent-model.jsonl"
 
     # workers
 
