@@ -218,8 +218,8 @@ def chaos(
         typer.Option(
             min=0,
             max=1,
-            help="share of the jobs that are agent runs (Pydantic AI, needs the pydantic-ai "
-            "extra when above 0)",
+            help="share of the jobs that are agent runs (Pydantic AI and the OpenAI Agents "
+            "SDK: needs the pydantic-ai and openai-agents extras when above 0)",
         ),
     ] = 0.1,
     workers: Annotated[int, typer.Option(min=1, max=16, help="worker processes")] = 3,

@@ -77,8 +77,19 @@ def whys(report: dict[str, Any]) -> list[str]:
     return [u["why"] for u in report["unexpected_jobs"]]
 
 
-def test_an_agent_job_as_an_uninterrupted_run_is_valid() -> None:
-    report = check(**witness())
+def openai_agent(f: dict[str, Any]) -> dict[str, Any]:
+    """The same witness, of a demo.openai_agent job (its steps' keys ``oai:...``)."""
+    f["jobs"][0]["kind"] = "demo.openai_agent"
+    for e in f["effects"]:
+        e["key"] = e["key"].replace("pai:", "oai:")
+    for d in f["deliveries"]:
+        d["idempotency_key"] = d["idempotency_key"].replace(":pai:", ":oai:")
+    return f
+
+
+@pytest.mark.parametrize("framework", [lambda f: f, openai_agent], ids=["pydantic_ai", "openai"])
+def test_an_agent_job_as_an_uninterrupted_run_is_valid(framework: Any) -> None:
+    report = check(**framework(witness()))
     assert whys(report) == []
     assert not violated(report)
     agents = report["agents"]
@@ -126,12 +137,12 @@ def test_a_tool_call_applied_again_after_a_kill_inside_it_is_the_documented_wind
 
 
 def test_a_model_step_recorded_twice_fails_the_gate() -> None:
-    f = witness()
-    f["effects"].append(effect("a", "pai:model:2", None, 40))
+    f = openai_agent(witness())
+    f["effects"].append(effect("a", "oai:model:2", None, 40))
     report = check(**f)
     assert violated(report)
     assert report["agents"]["steps_recorded_twice"] == 1
-    assert "step 'pai:model:2' recorded 2 times" in whys(report)
+    assert "step 'oai:model:2' recorded 2 times" in whys(report)
 
 
 def test_a_model_request_sent_again_by_the_attempt_that_recorded_it_fails_the_gate() -> None:

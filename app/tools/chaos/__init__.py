@@ -4,8 +4,9 @@ Starts a stack of its own in a fresh data directory (embedded PostgreSQL, moto's
 SQS server or LocalStack, or an embedded Redis with --transport redis, webhook
 receiver, API, K workers, sweeper), submits N jobs
 through the API (``support.triage`` tickets, waiting work: naps, approvals the
-harness answers once, twice or never, fan-outs, and agent runs: demo.agent, a Pydantic
-AI agent over HTTP to the fake model server, a process of the run's) while the fake
+harness answers once, twice or never, fan-outs, and agent runs: demo.agent and
+demo.openai_agent, Pydantic AI and OpenAI Agents SDK agents over HTTP to the fake model
+server, a process of the run's) while the fake
 model injects transient
 and permanent failures and some workers answer slower than the visibility
 timeout, SIGKILLs a random worker every few seconds, restarts the SQS server once

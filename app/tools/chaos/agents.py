@@ -1,10 +1,12 @@
-"""The chaos run's agent jobs (demo.agent, app/demos/agent.py), the harness's side: what
-an uninterrupted run of each question gives, the fake model server's request log, and a
-throttle of that server while the faults run. The checks are per_agent's."""
+"""The chaos run's agent jobs (demo.agent, demo.openai_agent: app/demos/agent.py), the
+harness's side: what an uninterrupted run of each question gives, the fake model
+server's request log, and a throttle of that server while the faults run. The checks
+are per_agent's."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,36 +27,43 @@ from app.tools.fakemodel import serve_in_thread
 THROTTLED_REQUESTS = 3
 
 
+KINDS = {demo_agent.KIND: demo_agent.agent, demo_agent.OPENAI_KIND: demo_agent.openai_agent}
+
+
+def require_frameworks() -> None:
+    """The agent kinds import their frameworks at their first job: say up front (without
+    importing them, which takes seconds) if an extra is missing."""
+    for module, extra in (("pydantic_ai", "pydantic-ai"), ("agents", "openai-agents")):
+        if importlib.util.find_spec(module) is None:
+            raise errors.ConfigError(
+                f"the chaos run's agent jobs need the {extra} extra ({module} is not "
+                "installed): uv sync --all-extras, or run with --agents 0"
+            )
+
+
 async def uninterrupted(items: Iterable[Item]) -> dict[str, Any]:
-    """Each agent job's ref to the result an uninterrupted run of its question gives: the
-    kind run once per question, in memory, against a fake model server of this process's,
-    its tools telling nobody. The fake model is deterministic, so this is what a run
-    interrupted anywhere must end with too."""
-    asked = [i for i in items if i.kind == demo_agent.KIND]
+    """Each agent job's ref to the result an uninterrupted run of its question gives: its
+    kind run once per question, in memory, against a fake model server of this
+    process's, its tools telling nobody. The fake model is deterministic, so this is what
+    a run interrupted anywhere must end with too."""
+    asked = [i for i in items if i.kind in KINDS]
     if not asked:
         return {}
-    try:
-        demo_agent.durable_agent()
-    except ImportError as exc:
-        raise errors.ConfigError(
-            f"the chaos run's agent jobs need Pydantic AI ({exc}): install the pydantic-ai "
-            "extra (uv sync --extra pydantic-ai), or run with --agents 0"
-        ) from exc
     server = serve_in_thread()
     hook = deps_from(triage_settings.load())
     hook.webhook_url = None
     deps = demo_agent.AgentDeps(server.url, "fake-model", "fake-key", hook)
-    by_question: dict[str, Any] = {}
+    found: dict[tuple[str, str], Any] = {}
     try:
         for item in asked:
-            question = str(item.payload["question"])
-            if question not in by_question:
-                run = await run_kind(demo_agent.agent, item.payload, deps=deps)
-                by_question[question] = run.stored
+            asks = (item.kind, str(item.payload["question"]))
+            if asks not in found:
+                run = await run_kind(KINDS[item.kind], item.payload, deps=deps)
+                found[asks] = run.stored
     finally:
         await deps.aclose()
         server.stop()
-    return {i.ref: by_question[str(i.payload["question"])] for i in asked}
+    return {i.ref: found[(i.kind, str(i.payload["question"]))] for i in asked}
 
 
 async def throttle(url: str, n: int = THROTTLED_REQUESTS) -> None:

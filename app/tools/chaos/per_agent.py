@@ -1,6 +1,7 @@
 """The chaos checker's look at the agent jobs (demo.agent: a Pydantic AI agent run by
-tasklease.pydantic_ai, every model request ``<key>:model:<n>`` and every tool call
-``<key>:tool:<name>:<call id>`` a step). For each one:
+tasklease.pydantic_ai, key ``pai``; demo.openai_agent: an OpenAI Agents SDK agent run by
+tasklease.openai_agents, key ``oai``; every model request ``<key>:model:<n>`` and every
+tool call ``<key>:tool:<name>:<call id>`` a step). For each one:
 
 - succeeded, its result equals what an uninterrupted run of its question gives (the
   harness ran each question once, in memory, against a fake model of its own: the fake
@@ -27,7 +28,10 @@ from app.demos import agent as demo_agent
 from app.states import JobState
 from app.tools.chaos.repeats import classify_repeats, when
 
-AGENT_KINDS = {demo_agent.KIND: demo_agent.KEY}  # kind -> its steps' key prefix
+AGENT_KINDS = {  # kind -> its steps' key prefix
+    demo_agent.KIND: demo_agent.KEY,
+    demo_agent.OPENAI_KIND: demo_agent.OPENAI_KEY,
+}
 Row = Mapping[str, Any]
 # The report's counts (every one shown, zero or not).
 COUNTS = (
@@ -151,7 +155,7 @@ def _result(
     models = sorted(k for k in fx if k.startswith(f"{prefix}:model:"))
     tools = [k.split(":")[2] for k in fx if k.startswith(f"{prefix}:tool:")]
     found = []
-    if f"{prefix}:start" not in fx or len(models) != expected["requests"]:
+    if len(models) != expected["requests"]:
         found.append(f"its steps {sorted(fx)} are not {expected['requests']} model requests")
     if sorted(tools) != sorted(expected["tools"]):
         found.append(f"its tool calls recorded are {sorted(tools)}, not {expected['tools']}")

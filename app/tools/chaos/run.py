@@ -4,6 +4,7 @@ the redrive of transient dead letters, the second drain, the facts gathered and 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
@@ -29,7 +30,7 @@ from app.tools.chaos import config as exits
 from app.tools.chaos.answers import answer_all
 from app.tools.chaos.checker import check, violated
 from app.tools.chaos.config import Config, Run, err, out
-from app.tools.chaos.faults import inject_faults
+from app.tools.chaos.faults import inject_faults, note_exits
 from app.tools.chaos.leases import most_live_leases
 from app.tools.chaos.per_kind import FINAL, cause
 from app.tools.chaos.report import render
@@ -61,9 +62,7 @@ async def drain(
             left = await asyncio.wait_for(audit.count_unfinished(database, FINAL), 5)
             if done == len(ids) and not left:
                 return True
-        for dead in stack.exited_unbidden():
-            run.exits.append(dead)
-            run.note(f"[yellow]exited unbidden:[/] {dead}")
+        note_exits(stack, run)
         await asyncio.sleep(0.5)
     return False
 
@@ -292,13 +291,8 @@ def main(cfg: Config) -> int:
     stack = ChaosStack(cfg)
     run = Run()
     try:
-        # Before the stack: a missing pydantic-ai extra is said at once.
-        agent_results = asyncio.run(agents.uninterrupted(workload(cfg)[0]))
         stack.prepare_dir()
-        carrier = "Redis" if cfg.transport == "redis" else "the SQS server"
-        with err.status(f"starting PostgreSQL, {carrier}, API, workers, sweeper…"):
-            stack.start_servers()
-            stack.start_processes()
+        agent_results = _start(cfg, stack)
         run.mark("started")
         run.note(
             f"seed {cfg.seed}; stack up in {run.timings['started']:.1f} s: {cfg.workers} workers "
@@ -332,10 +326,25 @@ def main(cfg: Config) -> int:
     return _conclude(cfg, stack, run, report)
 
 
+def _start(cfg: Config, stack: ChaosStack) -> dict[str, Any]:
+    """The stack started, and meanwhile, on a thread, an uninterrupted run of each agent
+    job's question (agents.uninterrupted): what each agent job must end with."""
+    if cfg.agents > 0:
+        agents.require_frameworks()
+    carrier = "Redis" if cfg.transport == "redis" else "the SQS server"
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        uninterrupted = pool.submit(asyncio.run, agents.uninterrupted(workload(cfg)[0]))
+        with err.status(f"starting PostgreSQL, {carrier}, API, workers, sweeper…"):
+            stack.start_servers()
+            stack.start_processes()
+        return uninterrupted.result()
+
+
 def _conclude(cfg: Config, stack: ChaosStack, run: Run, report: dict[str, Any]) -> int:
     """The checker's report with the run's faults and timings: written, shown, judged."""
     report["faults"] = {
         "kills": len(run.kills),
+        "agent_crashes": [k["point"] for k in run.kills if "point" in k],
         "sqs_restarts": run.sqs_restarts,
         "redis_restarts": run.redis_restarts,
         "carrier_restarts": run.carrier_restarts,

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from app.demos.agent import KIND as AGENT_KIND
+from app.demos import agent as demo_agent
 from app.tools.chaos.config import Config, Run
 from app.tools.chaos.stack import ChaosStack
 
@@ -54,8 +54,8 @@ FANOUTS = [
     {"children": 5, "at_least": 2, "fail": [1, 3], "child_seconds": 1.0},
     {"children": 3, "tolerate": 1, "fail": [], "child_seconds": 0.5},  # all, tolerating 1
 ]
-# Agent runs (demo.agent, Pydantic AI against the fake model server): 4 model requests
-# and 3 tool calls each, every one a step; a worker killed between two replays the first.
+# Agent runs (demo.agent: Pydantic AI, demo.openai_agent: the OpenAI Agents SDK, against
+# the fake model server): 4 model requests and 3 tool calls each, every one a step.
 AGENT_QUESTIONS = [
     "Why does a lease expire?",
     "What does an effect record?",
@@ -101,10 +101,11 @@ def waiting_work(cfg: Config, rng: random.Random) -> list[Item]:
 
 
 def agent_work(cfg: Config) -> list[Item]:
-    """``cfg.agents`` of the jobs: agent runs, the questions in turn."""
+    """``cfg.agents`` of the jobs: agent runs, the frameworks and the questions in turn."""
     n = round(cfg.agents * cfg.jobs)
+    kinds = (demo_agent.KIND, demo_agent.OPENAI_KIND)
     return [
-        Item(f"A-{i}", AGENT_KIND, {"question": AGENT_QUESTIONS[i % len(AGENT_QUESTIONS)]})
+        Item(f"A-{i}", kinds[i % 2], {"question": AGENT_QUESTIONS[i % len(AGENT_QUESTIONS)]})
         for i in range(n)
     ]
 
