@@ -101,10 +101,11 @@ def render(report: dict[str, Any]) -> Table:
     carrier = "redis" if f.get("redis_restarts") else "sqs"
     restarts = f.get("redis_restarts") or f["sqs_restarts"]
     inside = len(f.get("agent_crashes") or [])
+    at_points = f" ({inside} at a crash point inside an agent's step)" if inside else ""
     row(
         "faults",
-        f"kills {f['kills']} ({inside} at a crash point inside an agent's step), "
-        f"{carrier} restarts {restarts}, pg restarts {f['pg_restarts']}",
+        f"kills {f['kills']}{at_points}, {carrier} restarts {restarts}, "
+        f"pg restarts {f['pg_restarts']}",
     )
     for r in f.get("carrier_restarts", []):
         if "lost" not in r:
