@@ -213,6 +213,15 @@ def chaos(
         float,
         typer.Option(min=0, max=1, help="share of the jobs that wait: naps, approvals, fan-outs"),
     ] = 0.3,
+    agents: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=1,
+            help="share of the jobs that are agent runs (Pydantic AI and the OpenAI Agents "
+            "SDK: needs the pydantic-ai and openai-agents extras when above 0)",
+        ),
+    ] = 0.1,
     workers: Annotated[int, typer.Option(min=1, max=16, help="worker processes")] = 3,
     max_running: Annotated[
         int, typer.Option(min=1, help="the tenant's running cap (below the workers' 2 slots each)")
@@ -262,6 +271,7 @@ def chaos(
         chaos_mod.Config(
             jobs=jobs,
             waiting=waiting,
+            agents=agents,
             workers=workers,
             max_running=max_running,
             transport=transport,

@@ -10,7 +10,6 @@ over real HTTP; the tools log each call to a file."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,6 @@ import httpx
 import pytest
 
 from app.crashpoints import Point
-from app.tools.stack import embedded
-from app.tools.stack.stack import Process
 from tests.conftest import ROOT, Stack, api_client, wait_for
 from tests.e2e.test_crash_points import died_by_sigkill
 from tests.e2e.test_stream_crash import streamed_chunks
@@ -39,19 +36,7 @@ CHUNK_MS = "20"
 def start_fake_model(stack: Stack, *options: str) -> str:
     """``python -m app.tools.fakemodel`` on a free port (with ``options``): its base URL
     (ending in /v1)."""
-    port = embedded.free_port()
-    name = f"fakemodel-{len(stack.procs)}"
-    proc = Process(
-        name,
-        [sys.executable, "-m", "app.tools.fakemodel", "--port", str(port), *options],
-        log_path=stack.logs_dir / f"{name}.log",
-        env=stack.env,
-        new_session=False,
-    )
-    stack.procs.append(proc)
-    url = f"http://127.0.0.1:{port}/v1"
-    embedded.wait_for_http(f"{url}/requests", timeout=30, proc=proc)
-    return url
+    return stack.start_fake_model(name=f"fakemodel-{len(stack.procs)}", options=options)
 
 
 def model_requests(model_url: str) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """The chaos gate, as CI runs it: ``tasklease chaos`` with 150 jobs (a third of them
 waiting work: naps, approvals answered once, twice or never, fan-outs, and the children
-those spawn) and 3 workers, SIGKILLs every few seconds, the carrier's server and
+those spawn; a tenth agent runs: Pydantic AI and OpenAI Agents SDK agents against the
+fake model server) and 3 workers, SIGKILLs every few seconds, the carrier's server and
 PostgreSQL restarted. The command starts its own stack (embedded PostgreSQL, moto or
 LocalStack, or an embedded Redis) and checks the invariants itself; this test checks
 that it says so, that the faults really happened and that every kind of wait really did.
@@ -145,5 +146,19 @@ def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> Non
     assert report["redriven"] >= 1, "no dead letter was redriven: the redrive path went untested"
     # And the fake provider throttled (429) calls, which were retried without an attempt
     assert report["throttles"]["retried_without_an_attempt"] > 0, report["throttles"]
+    # And the agent jobs (Pydantic AI and OpenAI Agents SDK agents over HTTP to the fake
+    # model server, its own process) each ended as an uninterrupted run does, every tool call applied and none
+    # twice outside the effect window, no model step recorded twice (unexpected: 0)
+    agents = report["agents"]
+    assert agents["jobs"] == 15, agents
+    assert agents["succeeded"] == agents["equal_to_an_uninterrupted_run"] == 15, agents
+    assert agents["tool_calls_recorded"] == 45 <= agents["tool_calls_made"], agents
+    assert agents["model_steps_recorded"] == 60 <= agents["model_requests_made"], agents
+    assert agents["requests_throttled"] > 0, agents
+    # And a worker died inside an agent's step (a crash point: the call made, not recorded),
+    # whose next attempt made that call again: the effect window, not a duplicate
+    assert report["faults"]["agent_crashes"], report["faults"]
+    window = agents["tool_calls_repeats_in_window"] + agents["model_requests_repeats_in_window"]
+    assert window > 0, agents
     assert proc.returncode == 0, logs
     shutil.rmtree(data_dir, ignore_errors=True)  # kept when the run fails, for its logs

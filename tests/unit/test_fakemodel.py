@@ -142,3 +142,14 @@ def test_a_throttle_answers_429_with_retry_after_then_answers_again(
     assert throttled.status_code == 429
     assert throttled.headers["retry-after"] == "1"
     assert httpx.post(url, json={"messages": ASK}, timeout=10).status_code == 200
+
+
+def test_the_log_says_whose_request_each_was_its_turn_and_when(server: RunningServer) -> None:
+    url = f"{server.url}/chat/completions"
+    first = httpx.post(url, json={"messages": ASK, "tools": TOOLS}, timeout=10).json()
+    convo = [*ASK, first["choices"][0]["message"], {"role": "tool", "content": "x"}]
+    headers = {"X-Tasklease-Job": "job-1"}
+    httpx.post(url, json={"messages": convo}, headers=headers, timeout=10).raise_for_status()
+    seen = httpx.get(f"{server.url}/requests", timeout=10).json()["requests"]
+    assert [(r["job"], r["turn"]) for r in seen] == [(None, 0), ("job-1", 1)]
+    assert seen[0]["at"] <= seen[1]["at"]

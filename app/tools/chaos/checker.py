@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.states import FINAL_FOR_NOW, TERMINAL, JobState
+from app.tools.chaos.per_agent import agent_check
 from app.tools.chaos.per_kind import (
     FINAL,
     TRIAGE,
@@ -45,6 +46,8 @@ def check(
     kills: list[dict[str, Any]],
     callbacks: Sequence[Mapping[str, Any]] = (),
     chunks: Sequence[Mapping[str, Any]] = (),
+    agent_requests: Sequence[Mapping[str, Any]] = (),
+    agent_results: Mapping[str, Any] | None = None,
     plans: Mapping[str, str] | None = None,
     answers: Mapping[str, Mapping[str, Any]] | None = None,
     now: dt.datetime | None = None,
@@ -58,8 +61,9 @@ def check(
     twice, no wait left stuck (its callback answered, its gather decided or its time
     overdue by more than ``grace`` seconds at ``now``), and what each kind should have
     done, done (``plans``: ref -> what the harness did with an approval; ``answers``:
-    what its answers met). Past a screen on purpose: index, one pass and report read
-    best as one."""
+    what its answers met; ``agent_results``: ref -> what an uninterrupted run of an agent
+    job gives, ``agent_requests``: the agent model's log, per_agent.py). Past a screen
+    on purpose: index, one pass and report read best as one."""
     plans, answers = plans or {}, answers or {}
     by_id = {j["id"]: j for j in jobs}
     ref_of = {job_id: ref for ref, job_id in acked.items()}
@@ -122,6 +126,19 @@ def check(
         for why in found:
             odd(job_id, why)
 
+    agents, agent_findings = agent_check(
+        jobs=jobs,
+        effects=effects,
+        effects_of=effects_of,
+        events_of=events_of,
+        delivered=delivered,
+        requests=agent_requests,
+        kills=kills,
+        expected={acked[r]: v for r, v in (agent_results or {}).items() if r in acked},
+    )
+    for job_id, why in agent_findings:
+        odd(job_id, why)
+
     completions = Counter(e["job_id"] for e in events if e["to_state"] == JobState.SUCCEEDED)
     duplicated_completions = sorted(j for j, n in completions.items() if n > 1)
 
@@ -151,6 +168,7 @@ def check(
         "duplicated_deliveries": duplicated,
         "redriven": len(redriven),
         "waits": wait_stats(jobs, events, effects, callbacks, answers, delay_cap),
+        "agents": agents,
         "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
         "model_calls": model_call_stats(model_calls, calls_of, succeeded, kills),
         "throttles": throttle_counts(model_calls, events),

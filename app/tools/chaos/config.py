@@ -27,6 +27,10 @@ class Config:
     # This share of the jobs is waiting work (naps, approvals, fan-outs: workload.py);
     # the rest are support.triage tickets.
     waiting: float = 0.3
+    # This share are agent runs (demo.agent, demo.openai_agent: Pydantic AI and OpenAI
+    # Agents SDK agents against the fake model server, its own process); 0: none, and
+    # the run needs neither the pydantic-ai nor the openai-agents extra.
+    agents: float = 0.1
     workers: int = 3
     # The tenant's running cap (TASKLEASE_MAX_RUNNING_PER_TENANT): below the workers'
     # slots (3 x 2), so claims are deferred all through the run.

@@ -67,11 +67,22 @@ async def inject_faults(
                 run.note(
                     f"SIGKILL {kill['worker']} (pid {kill['pid']}), started {kill['replacement']}"
                 )
-        for dead in stack.exited_unbidden():
-            run.exits.append(dead)
-            run.note(f"[yellow]exited unbidden:[/] {dead}")
+        note_exits(stack, run)
         await asyncio.sleep(0.1)
     await asyncio.gather(*watches)
+
+
+def note_exits(stack: ChaosStack, run: Run) -> None:
+    """The workers that died unbidden, and those that died at their crash point inside an
+    agent's step (kills: the run's faults); each replaced."""
+    for dead in stack.exited_unbidden():
+        run.exits.append(dead)
+        run.note(f"[yellow]exited unbidden:[/] {dead}")
+    while stack.crashed:
+        kill = stack.crashed.pop(0)
+        run.kills.append(kill)
+        run.last_fault = time.monotonic()
+        run.note(f"{kill['worker']} died at {kill['point']}, started {kill['replacement']}")
 
 
 async def restart(

@@ -84,17 +84,21 @@ def delivery_repeats(
     kills: list[dict[str, Any]],
 ) -> tuple[int, int, Counter[str], list[str]]:
     """Webhook keys delivered more than once: (window repeats, duplicates, the window's
-    causes, the duplicated keys)."""
+    causes, the duplicated keys). A key is ``<job id>:<effect key>`` (ctx.idempotency_key):
+    a triage's post, an agent's tool call."""
     window = duplicated = 0
     window_causes: Counter[str] = Counter()
     duplicated_keys = []
     for key, times in delivered.items():
         if len(times) < 2:
             continue
-        job_id = key.removesuffix(":post")
-        post = effects_of.get(job_id, {}).get("post")
+        job_id, _, step = key.partition(":")
+        recorded = effects_of.get(job_id, {}).get(step)
         w, dup, c = classify_repeats(
-            sorted(times), events_of.get(job_id, []), post["attempt"] if post else None, kills
+            sorted(times),
+            events_of.get(job_id, []),
+            recorded["attempt"] if recorded else None,
+            kills,
         )
         window, duplicated, window_causes = window + w, duplicated + dup, window_causes + c
         if dup:

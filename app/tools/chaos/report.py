@@ -75,6 +75,7 @@ def render(report: dict[str, Any]) -> Table:
     if w["duplicate_answers_accepted"]:
         row("  duplicate answers accepted", w["duplicate_answers_accepted"], bad=True)
     row("children spawned", w["children_spawned"])
+    agent_rows(row, report.get("agents") or {})
     row("jobs by kind and state", report["by_kind"])
     if "running_cap" in report:
         cap = report["running_cap"]
@@ -99,9 +100,12 @@ def render(report: dict[str, Any]) -> Table:
     f = report["faults"]
     carrier = "redis" if f.get("redis_restarts") else "sqs"
     restarts = f.get("redis_restarts") or f["sqs_restarts"]
+    inside = len(f.get("agent_crashes") or [])
+    at_points = f" ({inside} at a crash point inside an agent's step)" if inside else ""
     row(
         "faults",
-        f"kills {f['kills']}, {carrier} restarts {restarts}, pg restarts {f['pg_restarts']}",
+        f"kills {f['kills']}{at_points}, {carrier} restarts {restarts}, "
+        f"pg restarts {f['pg_restarts']}",
     )
     for r in f.get("carrier_restarts", []):
         if "lost" not in r:
@@ -134,3 +138,32 @@ def render(report: dict[str, Any]) -> Table:
     for s in report["stuck_wait_jobs"][:10]:
         row("  stuck wait", f"{s['job_id']}: {s['why']}", bad=True)
     return table
+
+
+def agent_rows(row: Any, a: dict[str, Any]) -> None:
+    """The agent jobs (per_agent.py): results against an uninterrupted run, tool calls
+    applied (the webhook's count), model requests (the fake model's log)."""
+    if not a.get("jobs"):
+        return
+    row(
+        "agent jobs: succeeded / equal to an uninterrupted run",
+        f"{a['jobs']}: {a.get('succeeded', 0)} / {a.get('equal_to_an_uninterrupted_run', 0)}",
+        bad=a.get("succeeded", 0) != a.get("equal_to_an_uninterrupted_run", 0),
+    )
+    row(
+        "agent tool calls: recorded / applied / again in the window / again outside",
+        f"{a.get('tool_calls_recorded', 0)} / {a.get('tool_calls_made', 0)} / "
+        f"{a.get('tool_calls_repeats_in_window', 0)} / {a.get('tool_calls_made_again', 0)}",
+        bad=bool(a.get("tool_calls_made_again")),
+    )
+    row(
+        "agent model requests: recorded / answered / again in the window / again outside",
+        f"{a.get('model_steps_recorded', 0)} / {a.get('model_requests_made', 0)} / "
+        f"{a.get('model_requests_repeats_in_window', 0)} / {a.get('model_requests_made_again', 0)}",
+        bad=bool(a.get("model_requests_made_again")),
+    )
+    row(
+        "agent steps recorded twice / requests throttled (429)",
+        f"{a.get('steps_recorded_twice', 0)} / {a.get('requests_throttled', 0)}",
+        bad=bool(a.get("steps_recorded_twice")),
+    )

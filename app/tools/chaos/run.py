@@ -4,6 +4,7 @@ the redrive of transient dead letters, the second drain, the facts gathered and 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
@@ -24,11 +25,12 @@ from app import errors, transport
 from app.states import JobState
 from app.store import audit
 from app.store.pool import Database
+from app.tools.chaos import agents
 from app.tools.chaos import config as exits
 from app.tools.chaos.answers import answer_all
 from app.tools.chaos.checker import check, violated
 from app.tools.chaos.config import Config, Run, err, out
-from app.tools.chaos.faults import inject_faults
+from app.tools.chaos.faults import inject_faults, note_exits
 from app.tools.chaos.leases import most_live_leases
 from app.tools.chaos.per_kind import FINAL, cause
 from app.tools.chaos.report import render
@@ -60,9 +62,7 @@ async def drain(
             left = await asyncio.wait_for(audit.count_unfinished(database, FINAL), 5)
             if done == len(ids) and not left:
                 return True
-        for dead in stack.exited_unbidden():
-            run.exits.append(dead)
-            run.note(f"[yellow]exited unbidden:[/] {dead}")
+        note_exits(stack, run)
         await asyncio.sleep(0.5)
     return False
 
@@ -101,7 +101,11 @@ async def progress(cfg: Config, database: Database, run: Run, stop: asyncio.Even
         await asyncio.sleep(0.5)
 
 
-async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any]:
+async def orchestrate(
+    cfg: Config, stack: ChaosStack, run: Run, agent_results: dict[str, Any]
+) -> dict[str, Any]:
+    """The run from the first submission to the checker's report; ``agent_results``: what
+    an uninterrupted run of each agent job gives (agents.uninterrupted)."""
     items, tags = workload(cfg)
     database = Database(stack.database_url, min_size=1, max_size=4)
     await database.open()
@@ -115,6 +119,7 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         submitted = asyncio.Event()
         # Set when the drain has ended: until then the harness keeps answering.
         over = asyncio.Event()
+        await agents.throttle(stack.agent_model_url)
         faults = asyncio.create_task(inject_faults(cfg, stack, run, submitted, database))
         answering = asyncio.create_task(
             answer_all(cfg, run, database, stack.api_url, items, submitted, over)
@@ -166,6 +171,7 @@ async def orchestrate(cfg: Config, stack: ChaosStack, run: Run) -> dict[str, Any
         redriven=redriven,
         kills=run.kills,
         plans={i.ref: i.plan for i in items if i.plan},
+        agent_results=agent_results,
         answers=run.answers,
         # A wake-up lost is re-sent after the grace; the re-sent one gets as long again.
         grace=2 * WAKE_GRACE_SECONDS,
@@ -254,7 +260,8 @@ async def gather_facts(database: Database, stack: ChaosStack) -> dict[str, Any]:
     async with httpx.AsyncClient(timeout=30) as client:
         resp = await client.get(f"{stack.hook_url}/deliveries")
         deliveries = resp.json()["deliveries"]
-    return {**facts, "model_calls": calls, "deliveries": deliveries}
+    requests = agents.requests_logged(stack.agent_model_log)
+    return {**facts, "model_calls": calls, "deliveries": deliveries, "agent_requests": requests}
 
 
 def main(cfg: Config) -> int:
@@ -276,20 +283,22 @@ def main(cfg: Config) -> int:
     # Both, explicitly: a shell starts background jobs with SIGINT ignored.
     signal.signal(signal.SIGTERM, interrupted)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    if cfg.waiting + cfg.agents > 1:
+        err.print(
+            f"[red]--waiting and --agents add up to more than 1 ({cfg.waiting + cfg.agents:g})[/]"
+        )
+        return 2
     stack = ChaosStack(cfg)
     run = Run()
     try:
         stack.prepare_dir()
-        carrier = "Redis" if cfg.transport == "redis" else "the SQS server"
-        with err.status(f"starting PostgreSQL, {carrier}, API, workers, sweeper…"):
-            stack.start_servers()
-            stack.start_processes()
+        agent_results = _start(cfg, stack)
         run.mark("started")
         run.note(
             f"seed {cfg.seed}; stack up in {run.timings['started']:.1f} s: {cfg.workers} workers "
             f"({stack.slow_slots} slow), {stack.carrier_name}, logs in {stack.logs_dir}"
         )
-        report = asyncio.run(orchestrate(cfg, stack, run))
+        report = asyncio.run(orchestrate(cfg, stack, run, agent_results))
     except Unavailable as exc:
         err.print(f"[red]unavailable:[/] {exc}")
         return exits.EXIT_UNAVAILABLE
@@ -317,10 +326,25 @@ def main(cfg: Config) -> int:
     return _conclude(cfg, stack, run, report)
 
 
+def _start(cfg: Config, stack: ChaosStack) -> dict[str, Any]:
+    """The stack started, and meanwhile, on a thread, an uninterrupted run of each agent
+    job's question (agents.uninterrupted): what each agent job must end with."""
+    if cfg.agents > 0:
+        agents.require_frameworks()
+    carrier = "Redis" if cfg.transport == "redis" else "the SQS server"
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        uninterrupted = pool.submit(asyncio.run, agents.uninterrupted(workload(cfg)[0]))
+        with err.status(f"starting PostgreSQL, {carrier}, API, workers, sweeper…"):
+            stack.start_servers()
+            stack.start_processes()
+        return uninterrupted.result()
+
+
 def _conclude(cfg: Config, stack: ChaosStack, run: Run, report: dict[str, Any]) -> int:
     """The checker's report with the run's faults and timings: written, shown, judged."""
     report["faults"] = {
         "kills": len(run.kills),
+        "agent_crashes": [k["point"] for k in run.kills if "point" in k],
         "sqs_restarts": run.sqs_restarts,
         "redis_restarts": run.redis_restarts,
         "carrier_restarts": run.carrier_restarts,

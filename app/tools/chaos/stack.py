@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from app import errors
+from app import crashpoints, errors
+from app.demos import agent as demo_agent
 from app.settings import config
 from app.settings.config import Settings
 from app.tools.chaos.config import PRUNE_BATCH, Config
@@ -24,6 +25,17 @@ from app.tools.stack import embedded
 from app.tools.stack.stack import Process, Stack
 from app.transport import QueueUrls
 
+# The agent kinds (app/demos/agent.py): named beside the demos when the run has agent jobs.
+AGENT_KINDS = "app.demos.agent"
+# The steps of an agent run inside which a worker is made to die (the outside call made,
+# its record not written: the effect window), each carried by one worker slot until it
+# fires: a Pydantic AI run's second tool call (the fake model names its calls
+# call_<n>_<name>) and an OpenAI Agents SDK run's third model request. The random
+# SIGKILLs seldom land inside a step that short.
+AGENT_CRASH_STEPS = (
+    f"{demo_agent.KEY}:tool:{demo_agent.TOOLS[1]}:call_2_{demo_agent.TOOLS[1]}",
+    f"{demo_agent.OPENAI_KEY}:model:2",
+)
 MARKER = ".tasklease-chaos"  # only a directory holding this file is ever wiped
 # Waits on a short clock: a timer longer than this delay cap is woken through the
 # sweeper (as one longer than SQS's 15 minutes is on AWS), and a wake-up lost with the
@@ -51,6 +63,10 @@ class ChaosStack(Stack):
         self.worker_env: dict[str, str] = {}
         self.api_headers: dict[str, str] = {}
         self.hook_url = ""
+        self.agent_model_url = ""  # the fake model server the agent runs talk to
+        # slot -> the crash point its processes carry until one dies there
+        self.crash_points: dict[int, str] = {}
+        self.crashed: list[dict[str, Any]] = []  # those deaths, as kills, for the run
 
     # start-up
 
@@ -77,7 +93,8 @@ class ChaosStack(Stack):
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if any(name in cmdline for name in (b"app.cli", b"moto.server", b"redis-server")):
+            ours = (b"app.cli", b"app.tools.fakemodel", b"moto.server", b"redis-server")
+            if any(name in cmdline for name in ours):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
@@ -182,6 +199,8 @@ class ChaosStack(Stack):
             "Authorization": "Bearer " + self.create_key("chaos", "tasklease chaos")
         }
         self.worker_env = {"TASKLEASE_FAKE_MODEL_TRANSIENT_RATE": str(cfg.transient_rate)}
+        if cfg.agents > 0:
+            self.start_agent_model()
         self.start_webhook(hook_port, self.dir / "webhook-deliveries.jsonl")
         self.services["webhook"] = self.procs[-1]
         self.start_api()
@@ -189,6 +208,23 @@ class ChaosStack(Stack):
         self.services["sweeper"] = self.start_sweeper()
         for slot in range(cfg.workers):
             self.start_slot(slot)
+
+    def start_agent_model(self) -> None:
+        """The agent runs' model: the fake model server, a process beside the stack logging
+        every request (the checker's witness), and the agent kind named for every process."""
+        self.agent_model_url = self.start_fake_model(self.agent_model_log, name="agent-model")
+        self._save_pids()
+        self.env["DEMO_AGENT_BASE_URL"] = self.agent_model_url
+        slots = range(self.cfg.workers - 1, -1, -1)  # the last first: slot 0 may be slow
+        points = (f"{crashpoints.Point.INSIDE_EFFECT.value}@{k}" for k in AGENT_CRASH_STEPS)
+        self.crash_points = dict(zip(slots, points, strict=False))
+        self.env["TASKLEASE_KINDS"] = ",".join(
+            k for k in (self.env.get("TASKLEASE_KINDS"), AGENT_KINDS) if k
+        )
+
+    @property
+    def agent_model_log(self) -> Path:
+        return self.dir / "agent-model.jsonl"
 
     # workers
 
@@ -204,6 +240,9 @@ class ChaosStack(Stack):
         name = f"w{slot}-{self.generation}"
         latency = self.cfg.visibility * 1000 + 1500 if slot < self.slow_slots else 50
         env = {**self.worker_env, "TASKLEASE_FAKE_MODEL_LATENCY_MS": str(latency)}
+        if slot in self.crash_points:
+            env["TASKLEASE_CRASH_AT"] = self.crash_points[slot]
+            env["TASKLEASE_ALLOW_CRASH_POINTS"] = crashpoints.CONSENT
         self.workers[slot] = self.start_worker(name, concurrency=2, env=env)
         return name
 
@@ -226,12 +265,21 @@ class ChaosStack(Stack):
             self.start_slot(slot)
 
     def exited_unbidden(self) -> list[str]:
-        """Processes that died without being killed; workers get a replacement."""
+        """Processes that died without being killed; workers get a replacement. A worker
+        that died at its slot's crash point is a kill (``crashed``), not among them."""
         dead = []
         for slot, proc in list(self.workers.items()):
-            if proc.poll() is not None:
-                dead.append(f"{proc.name} (exit {proc.returncode})")
-                self.start_slot(slot)
+            if proc.poll() is None:
+                continue
+            if slot in self.crash_points and b"crash point" in proc.log_path.read_bytes():
+                at = dt.datetime.now(dt.UTC).isoformat()
+                point = self.crash_points.pop(slot)
+                replacement = self.start_slot(slot)
+                kill = {"at": at, "worker": proc.name, "pid": proc.pid, "point": point}
+                self.crashed.append({**kill, "replacement": replacement})
+                continue
+            dead.append(f"{proc.name} (exit {proc.returncode})")
+            self.start_slot(slot)
         for name, proc in list(self.services.items()):
             if proc.poll() is not None:
                 dead.append(f"{name} (exit {proc.returncode})")

@@ -1,5 +1,6 @@
 """The chaos run's workload: the tickets (some tagged to fail), the waiting work mixed in
-(naps, approvals the harness answers or leaves to time out, fan-outs), and the clients
+(naps, approvals the harness answers or leaves to time out, fan-outs), the agent runs,
+and the clients
 that submit them through the API, each retried with its Idempotency-Key until a 202."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from app.demos import agent as demo_agent
 from app.tools.chaos.config import Config, Run
 from app.tools.chaos.stack import ChaosStack
 
@@ -51,6 +53,13 @@ FANOUTS = [
     {"children": 3, "at_least": 2, "fail": [], "child_seconds": 0.0},
     {"children": 5, "at_least": 2, "fail": [1, 3], "child_seconds": 1.0},
     {"children": 3, "tolerate": 1, "fail": [], "child_seconds": 0.5},  # all, tolerating 1
+]
+# Agent runs (demo.agent: Pydantic AI, demo.openai_agent: the OpenAI Agents SDK, against
+# the fake model server): 4 model requests and 3 tool calls each, every one a step.
+AGENT_QUESTIONS = [
+    "Why does a lease expire?",
+    "What does an effect record?",
+    "When is a job dead-lettered?",
 ]
 # Streamed answers (ctx.generate): a worker killed mid-answer leaves the next to continue.
 WRITES = [
@@ -91,12 +100,24 @@ def waiting_work(cfg: Config, rng: random.Random) -> list[Item]:
     return items
 
 
+def agent_work(cfg: Config) -> list[Item]:
+    """``cfg.agents`` of the jobs: agent runs, the frameworks and the questions in turn."""
+    n = round(cfg.agents * cfg.jobs)
+    kinds = (demo_agent.KIND, demo_agent.OPENAI_KIND)
+    return [
+        Item(f"A-{i}", kinds[i % 2], {"question": AGENT_QUESTIONS[i % len(AGENT_QUESTIONS)]})
+        for i in range(n)
+    ]
+
+
 def workload(cfg: Config) -> tuple[list[Item], dict[str, str]]:
-    """The tickets and the waiting work, mixed (deterministic by --seed), and the tag
-    each tagged ticket carries."""
-    payloads, tags = tickets(cfg, cfg.jobs - round(cfg.waiting * cfg.jobs))
+    """The tickets, the waiting work and the agent runs, mixed (deterministic by --seed),
+    and the tag each tagged ticket carries."""
+    others = round(cfg.waiting * cfg.jobs) + round(cfg.agents * cfg.jobs)
+    payloads, tags = tickets(cfg, cfg.jobs - others)
     rng = random.Random(cfg.seed + 2)  # noqa: S311 - reproducible test data, not secrets
-    waits = waiting_work(cfg, rng)
+    waits = waiting_work(cfg, rng) + agent_work(cfg)
+    rng.shuffle(waits)
     items = [Item(p["ticket_id"], TRIAGE, p) for p in payloads]
     # Spread the waiting work through the submissions, so it meets every fault.
     spread = len(items)

@@ -7,8 +7,9 @@ client (Pydantic AI's ``OpenAIChatModel``, the ``openai`` SDK) talks to it uncha
   otherwise with a final text that quotes every tool's result.
 - Every answer reports ``usage``; ``stream: true`` is answered as server-sent events,
   the usage in a last chunk if ``stream_options.include_usage`` asks for it (as OpenAI's).
-- ``GET /v1/requests`` lists the requests answered (each with a digest of its messages),
-  so a test sees whether one was sent twice; ``POST /v1/throttle {"next": N}`` answers
+- ``GET /v1/requests`` lists the requests answered (each with a digest of its messages,
+  its time, its turn: the assistant messages before it, and its ``X-Tasklease-Job``
+  header), so a test sees whether one was sent twice; ``POST /v1/throttle {"next": N}`` answers
   the next N requests with a 429 and Retry-After.
 
 ``python -m app.tools.fakemodel --port 8089`` serves it; ``serve_in_thread()`` starts one

@@ -4,6 +4,7 @@ the throttle switch."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import threading
 from collections.abc import AsyncIterator
@@ -18,6 +19,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.tools.fakemodel.answers import BadChatRequest, answer, digest, stream_chunks
 
 RETRY_AFTER_SECONDS = 1
+# A client may name the job a request is for; the log keeps it (the chaos gate's checks).
+JOB_HEADER = "x-tasklease-job"
 
 
 def create_app(log_path: Path | None = None, *, chunk_ms: float = 0) -> FastAPI:
@@ -46,14 +49,21 @@ def create_app(log_path: Path | None = None, *, chunk_ms: float = 0) -> FastAPI:
         except (ValueError, BadChatRequest) as exc:
             return error(400, f"bad chat completion request: {exc}")
         key = digest(body["messages"])
+        # Whose request, and which of its conversation's turns: a harness counts repeats.
+        seen = {
+            "digest": key,
+            "at": dt.datetime.now(dt.UTC).isoformat(),
+            "job": request.headers.get(JOB_HEADER),
+            "turn": sum(1 for m in body["messages"] if m["role"] == "assistant"),
+        }
         if throttle["next"] > 0:
             throttle["next"] -= 1
-            logged({"digest": key, "answer": "429"})
+            logged({**seen, "answer": "429"})
             return error(429, "rate limited (fake)", **{"retry-after": str(RETRY_AFTER_SECONDS)})
         message = completion["choices"][0]["message"]
         calls = message.get("tool_calls") or []
         said = f"tool:{calls[0]['function']['name']}" if calls else "text"
-        logged({"digest": key, "answer": said, "stream": bool(body.get("stream"))})
+        logged({**seen, "answer": said, "stream": bool(body.get("stream"))})
         if not body.get("stream"):
             return JSONResponse(completion)
 

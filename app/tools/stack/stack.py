@@ -287,6 +287,27 @@ class Stack:
         ready = [p for p in workers if p.ready_path is not None and p.ready_path.exists()]
         return len(ready), len(workers)
 
+    def start_fake_model(
+        self, log: Path | None = None, name: str = "fakemodel", options: Iterable[str] = ()
+    ) -> str:
+        """The fake OpenAI-compatible model server (``python -m app.tools.fakemodel``) on a
+        free port with its command-line ``options``, logging each request to ``log``: its
+        base URL (ending in /v1)."""
+        port = embedded.free_port()
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        args = [sys.executable, "-m", "app.tools.fakemodel", "--port", str(port), *options]
+        proc = Process(
+            name,
+            args + (["--log", str(log)] if log else []),
+            log_path=self.logs_dir / f"{name}.log",
+            env=self.env,
+            new_session=self.new_session,
+        )
+        self.procs.append(proc)
+        url = f"http://127.0.0.1:{port}/v1"
+        embedded.wait_for_http(f"{url}/requests", timeout=30, proc=proc)
+        return url
+
     def start_sweeper(self, name: str = "sweeper") -> Process:
         return self.launch(name, ["sweep"])
 
