@@ -46,7 +46,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from app import errors
-from app.integrations.steps import Steps, ask_approval
+from app.integrations.steps import Steps, ask_approval, check_budget
 from app.kinds.context import JobContext
 from app.kinds.generate import ChunkStream, Usage
 
@@ -150,6 +150,16 @@ def _asking_usage(
     return bound.args[1:], bound.kwargs
 
 
+def _request_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What a model call sends that its input tokens are estimated from: the system
+    instructions and the input items."""
+    try:
+        bound = _MODEL_CALL.bind(None, *args, **kwargs)
+    except TypeError:  # not the signature this SDK version has: whatever was passed
+        return [args, kwargs]
+    return [bound.arguments.get("system_instructions"), bound.arguments.get("input")]
+
+
 class TaskleaseModel(Model):
     """A model whose ``get_response`` is a recorded step (``ctx.model_call``); the
     provider's answer is streamed, its text to the job's stream as it comes
@@ -184,7 +194,8 @@ class TaskleaseModel(Model):
             usage = Usage(name, response.usage.input_tokens, response.usage.output_tokens)
             return {"response": recorded}, usage
 
-        record = await steps.ctx.model_call(key, call)
+        budget = steps.reservation(f"openai/{name}", _request_of(args, kwargs))
+        record = await steps.ctx.model_call(key, call, **budget)
         return _RESPONSE.validate_python(record["response"])
 
     async def _streamed(
@@ -331,6 +342,7 @@ async def durable_run(
     approval_timeout: float | None = None,
     notify_approval: NotifyApproval | None = None,
     stream_tokens: bool = True,
+    budget: str | None = None,
     **options: Any,
 ) -> RunResult:
     """``Runner.run(agent, input, run_config=..., **options)`` with its steps recorded under
@@ -345,9 +357,15 @@ async def durable_run(
     ``stream_tokens``: each model response is streamed from the provider
     (``stream_response``) and its text goes to the job's stream as it comes (chunks under
     the response's step key, as ``ctx.generate``'s); False: ``get_response``, as the SDK
-    calls it, and nothing streamed."""
+    calls it, and nothing streamed.
+
+    ``budget``: the shared model budget ("provider/model" in TASKLEASE_MODEL_BUDGETS) each
+    model response reserves under, with an estimate of its input tokens, settled by its
+    usage; by default "openai/<the model's name>". Over a budget the job waits holding
+    nothing; the tenant's daily tokens apply as to ``ctx.generate``."""
     _check(ctx, agent, key, options)
-    durable = _Durable(Steps(ctx, key, stream_tokens=stream_tokens))
+    check_budget(budget, "durable_run")
+    durable = _Durable(Steps(ctx, key, stream_tokens=stream_tokens, budget=budget))
     config = durable.run_config(run_config)
     start: str | list[Any] | RunState[Any] = input
     for _ in range(MAX_APPROVAL_ROUNDS):

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from app import errors
-from app.integrations.steps import step_key
+from app.integrations.steps import check_budget, step_key
 from app.kinds.context import JobContext
 
 try:
@@ -172,6 +172,7 @@ class TaskleaseAgent(Generic[D, O]):
         approval_timeout: float | None = None,
         notify_approval: NotifyApproval | None = None,
         stream_tokens: bool = True,
+        budget: str | None = None,
         **options: Any,
     ) -> AgentRunResult[O]:
         """``agent.run(user_prompt, deps=..., ...)`` with its steps recorded under ``key``
@@ -186,7 +187,12 @@ class TaskleaseAgent(Generic[D, O]):
 
         ``stream_tokens``: each model request's text goes to the job's stream as it comes
         (chunks under the request's step key, as ``ctx.generate``'s); False: the requests
-        are not streamed (``request`` as the agent makes it)."""
+        are not streamed (``request`` as the agent makes it).
+
+        ``budget``: the shared model budget ("provider/model" in TASKLEASE_MODEL_BUDGETS)
+        each model request reserves under, with an estimate of its input tokens, settled
+        by its usage; by default the model's own ("openai/gpt-4o-mini"). Over a budget the
+        job waits holding nothing; the tenant's daily tokens apply as to ``ctx.generate``."""
         # A misuse is the kind's code's mistake: PermanentError, not retried in vain.
         if not isinstance(ctx, JobContext):
             raise errors.PermanentError(
@@ -196,6 +202,7 @@ class TaskleaseAgent(Generic[D, O]):
             raise errors.PermanentError(
                 f"TaskleaseAgent.run: key must be 1 to 40 characters without ':', not {key!r}"
             )
+        check_budget(budget, "TaskleaseAgent.run")
         for taken in ("run_id", "conversation_id", "capabilities", "deferred_tool_results"):
             if taken in options:
                 raise errors.PermanentError(
@@ -203,7 +210,14 @@ class TaskleaseAgent(Generic[D, O]):
                 )
         if approval_timeout is None:
             return await self._run_once(
-                ctx, key, user_prompt, deps, message_history, options, stream_tokens=stream_tokens
+                ctx,
+                key,
+                user_prompt,
+                deps,
+                message_history,
+                options,
+                stream_tokens=stream_tokens,
+                budget=budget,
             )
         options["output_type"] = with_deferred(options.get("output_type", self.agent.output_type))
         deferred: DeferredToolResults | None = None
@@ -219,6 +233,7 @@ class TaskleaseAgent(Generic[D, O]):
                 options,
                 deferred,
                 stream_tokens=stream_tokens,
+                budget=budget,
             )
             if not isinstance(result.output, DeferredToolRequests):
                 return result
@@ -241,8 +256,9 @@ class TaskleaseAgent(Generic[D, O]):
         deferred: DeferredToolResults | None = None,
         *,
         stream_tokens: bool,
+        budget: str | None,
     ) -> AgentRunResult[Any]:
-        steps = AgentSteps(ctx, key, stream_tokens=stream_tokens)
+        steps = AgentSteps(ctx, key, stream_tokens=stream_tokens, budget=budget)
         started: str = await ctx.effect(step_key(key, "start"), _now_iso(ctx))
         steps.clock = dt.datetime.fromisoformat(started)
         capability = _DurableSteps(steps=steps, run_id=f"{ctx.job_id}:{key}")

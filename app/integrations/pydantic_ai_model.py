@@ -103,7 +103,9 @@ class TaskleaseModel(WrapperModel):
         self._steps = steps
 
     async def _step(
-        self, send: Callable[[ChunkStream | None], Awaitable[ModelResponse]]
+        self,
+        send: Callable[[ChunkStream | None], Awaitable[ModelResponse]],
+        messages: list[ModelMessage],
     ) -> ModelResponse:
         steps = self._steps
         key = steps.next_model_key()
@@ -120,7 +122,11 @@ class TaskleaseModel(WrapperModel):
             at = steps.ctx.now().isoformat()
             return {"response": recorded, "at": at}, _usage_of(response, self.wrapped)
 
-        record = await steps.ctx.model_call(key, call)
+        name = f"{self.wrapped.system}/{self.wrapped.model_name}"
+        budget = steps.reservation(
+            name, ModelMessagesTypeAdapter.dump_python(messages, mode="json")
+        )
+        record = await steps.ctx.model_call(key, call, **budget)
         steps.saw(key)
         steps.clock = dt.datetime.fromisoformat(record["at"])
         (message,) = ModelMessagesTypeAdapter.validate_python([record["response"]])
@@ -169,7 +175,7 @@ class TaskleaseModel(WrapperModel):
                 )
             return await self._drained(chunks, messages, model_settings, model_request_parameters)
 
-        return await self._step(send)
+        return await self._step(send, messages)
 
     @contextlib.asynccontextmanager
     async def request_stream(
@@ -184,7 +190,8 @@ class TaskleaseModel(WrapperModel):
         response = await self._step(
             lambda chunks: self._drained(
                 chunks, messages, model_settings, model_request_parameters, run_context
-            )
+            ),
+            messages,
         )
         yield CompletedStreamedResponse(
             response, model_request_parameters=model_request_parameters, replay_events=True

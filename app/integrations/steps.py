@@ -69,6 +69,18 @@ def approval_details(item: Any) -> dict[str, Any]:
     return {"tool": tool, "args": shown if unstorable(args) else args}
 
 
+def check_budget(budget: Any, who: str) -> None:
+    """A run's ``budget=``: None or "provider/model", else PermanentError naming it."""
+    ok = budget is None or (
+        isinstance(budget, str) and 0 < len(budget) <= 200 and "/" in budget.strip("/")
+    )
+    if not ok:
+        raise errors.PermanentError(
+            f'{who}: budget must be "provider/model" as TASKLEASE_MODEL_BUDGETS names it, '
+            f"not {budget!r}"
+        )
+
+
 @dataclass
 class Steps:
     """One agent run's steps: the job's context, the key prefix and the counters that name
@@ -78,6 +90,7 @@ class Steps:
     ctx: JobContext[Any]
     key: str
     stream_tokens: bool = True
+    budget: str | None = None  # "provider/model" the requests reserve under; None: the model's
     model_requests: int = 0
     tool_keys: set[str] = field(default_factory=set)
     tool_calls: int = 0
@@ -92,6 +105,15 @@ class Steps:
         step's key: what earlier attempts recorded is not streamed again); None when the
         run does not stream tokens."""
         return await ChunkStream.open(self.ctx, key) if self.stream_tokens else None
+
+    def reservation(self, model: str, request: Any) -> dict[str, Any]:
+        """What a model request reserves under the shared budgets (``ctx.model_call``'s
+        ``budget`` and ``tokens``): the run's budget, else ``model`` ("provider/model",
+        as TASKLEASE_MODEL_BUDGETS names it; without a budget of that name only the
+        tenant's daily tokens apply, if set), and an estimate of the request's input
+        tokens (about four characters a token of its JSON); its usage settles it."""
+        text = json.dumps(request, default=str, ensure_ascii=False)
+        return {"budget": self.budget or model, "tokens": max(1, len(text) // 4)}
 
     def tool_key(self, name: str, tool_call_id: str | None) -> str:
         """``<key>:tool:<name>:<id>``; without an id, or with one the model gave before in
