@@ -9,8 +9,6 @@ server), as tests/conftest.py starts them; ``tests.invariants`` checks what is l
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from typing import Any
 
@@ -21,7 +19,7 @@ from app.services import messages
 from app.states import JobState
 from tests.conftest import Stack, job_row, wait_for
 from tests.e2e.test_crash_points import died_by_sigkill, submit, submit_now
-from tests.e2e.test_wait_crash_points import keys, sweep_once, unsent
+from tests.e2e.test_wait_crash_points import keys, killed_running, sweep_once, unsent
 from tests.helpers import crash_env, engine_for
 from tests.invariants import check_invariants, describe, wait_for_state
 
@@ -121,14 +119,7 @@ def test_a_sender_killed_after_its_commit_wakes_the_job_through_the_outbox(
     job_id = submit_now(stack, "demo.chat", {"messages": 1})
     wait_for_state(sql, job_id, JobState.WAITING, timeout=60)
     # ...sent a message by a process that dies after the commit, before the job's message.
-    sending = subprocess.run(
-        [sys.executable, "-c", SEND, str(job_id)],
-        env={**stack.env, **crash_env(Point.AFTER_MESSAGE_SENT)},
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert sending.returncode == -9, sending.stderr.decode()[-3000:]
+    killed_running(stack, SEND, str(job_id), Point.AFTER_MESSAGE_SENT)
     # The message and the wake committed together: queued, its message to send unsent.
     assert job_row(sql, job_id)["state"] == JobState.QUEUED, describe(sql, job_id)
     assert unsent(sql, job_id) == 1 and consumed(sql, job_id) == [("hi", None)]
