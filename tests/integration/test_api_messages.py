@@ -6,6 +6,7 @@ once; a finished job is 409 naming its state, another tenant's job 404; the limi
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
@@ -142,3 +143,62 @@ def test_the_limits_are_4xx_naming_them_and_store_nothing(
         f"job {job_id} has 2 messages, the most one job may be sent (MAX_MESSAGES_PER_JOB = 2)"
     )
     assert count(sql, "job_messages") == 2
+
+
+def running(sql: Any, job_id: str, token: uuid.UUID) -> None:
+    """The job as a worker holding its lease leaves it."""
+    sql.execute(
+        "UPDATE jobs SET state = 'running', attempt = 1, lease_token = %s, "
+        "lease_expires_at = now() + interval '1 minute' WHERE id = %s",
+        (token, job_id),
+    )
+
+
+def test_a_message_stored_while_the_job_ran_wakes_it_as_it_suspends(
+    api: Any, stack: Stack, sql: Any
+) -> None:
+    """The race between a receive that found nothing and the suspension that follows: a
+    message committed in between is seen by the suspending transaction (wake_if_met), so
+    the job is queued again at once, not left waiting with a message unread."""
+    from app import store
+
+    job_id = submit(api, {"kind": "demo.noop", "payload": {}})["id"]
+    token = uuid.uuid4()
+    running(sql, job_id, token)
+    assert post(api, job_id, "user", "meanwhile").json()["job_woken"] is False
+    other = post(api, job_id, "other", "not this topic")
+    assert other.status_code == 201, other.text
+
+    async def suspend(topic: str) -> Any:
+        assert stack.settings.database_url is not None
+        async with store.connect(stack.settings.database_url, min_size=1, max_size=1) as db:
+            return await store.waits.suspend(
+                db,
+                uuid.UUID(job_id),
+                token,
+                wait_kind="message",
+                wait_key=topic,
+                wake_at=None,
+                rule=None,
+                cap=900,
+                detail=f"waiting for message on {topic}",
+            )
+
+    done = asyncio.run(suspend("user"))
+    assert done.changed and done.woken, done
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.QUEUED and row["wait_kind"] is None
+    (event,) = sql.execute(
+        "SELECT detail FROM job_events WHERE job_id = %s AND from_state = 'waiting'", (job_id,)
+    ).fetchall()
+    assert event["detail"] == "woken at once: waiting for message on user"
+
+    # Running again, it suspends on a topic with nothing unread: it waits.
+    running(sql, job_id, token)
+    sql.execute(
+        "UPDATE job_messages SET consumed_at = now(), consumed_by = 'receive:user:1' "
+        "WHERE topic = 'user'"
+    )
+    done = asyncio.run(suspend("user"))
+    assert done.changed and not done.woken
+    assert job_row(sql, job_id)["state"] == JobState.WAITING
