@@ -21,6 +21,7 @@ from app.services import submit as service
 from app.settings import bounds
 from app.settings.config import Settings
 from app.states import JobState
+from app.store.messages import Message
 from app.store.pool import Database
 
 group = typer.Typer(help="Look at jobs.", no_args_is_help=True)
@@ -188,6 +189,7 @@ class JobView(NamedTuple):
     children_count: int
     callbacks: list[dict[str, Any]]
     usage: dict[str, Any]
+    messages: list[Message]
 
 
 async def _view(s: Settings, database: Database, job_id: uuid.UUID) -> JobView:
@@ -201,6 +203,7 @@ async def _view(s: Settings, database: Database, job_id: uuid.UUID) -> JobView:
         count,
         await jobs.callbacks(database, job_id, scope=None),
         await costs.of_job(s, database, job_id),
+        await messages.of_job(database, job_id, scope=None),
     )
 
 
@@ -221,7 +224,7 @@ def usage_line(usage: dict[str, Any]) -> str:
 @group.command("show")
 def show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
     """A job (what it waits for, its parent), its timeline, its recorded effects, its
-    callbacks and its children."""
+    callbacks, its children and its messages."""
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
     view = runner.on_database(s, lambda database: _view(s, database, jid))
@@ -234,6 +237,8 @@ def show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
         out.print(render.callbacks(view.callbacks))
     if view.children_count:
         render.print_listing(render.children(view.children, view.children_count))
+    if view.messages:
+        out.print(render.messages(view.messages))
 
 
 @group.command("list")

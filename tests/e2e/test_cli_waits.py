@@ -267,6 +267,10 @@ def test_an_operator_sends_a_job_a_message_once_per_key_and_a_finished_job_refus
 
     asyncio.run(handle_once(stack))
     assert job_row(sql, job_id)["state"] == JobState.SUCCEEDED
+    code, out, err = cli(stack, "jobs", "show", job_id)
+    assert code == 0, err
+    shown = out[out.index("messages") :]
+    assert '{"text": "hi"}' in shown and "unread" not in shown, shown
     code, out, err = cli(stack, "jobs", "send", job_id, "user", '"late"')
     assert code == 1 and f"job {job_id} is succeeded: it takes no messages" in err, err
     for proc, says in zip(
