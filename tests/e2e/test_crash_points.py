@@ -295,6 +295,13 @@ async def test_the_invariant_checker_fails_on_what_it_guards_against(
         (job_id,),
     )
     sql.execute("DELETE FROM outbox WHERE job_id = %s", (job_id,))
+    # Messages read out of order: the newer one first, and under another topic's receive.
+    sql.execute(
+        "INSERT INTO job_messages (job_id, topic, body, request_hash, consumed_at, consumed_by) "
+        "VALUES (%(id)s, 'user', '1', 'h', NULL, NULL), "
+        "(%(id)s, 'user', '2', 'h', now(), 'receive:other:1')",
+        {"id": job_id},
+    )
     with pytest.raises(pytest.fail.Exception) as failed:
         check_invariants(sql, stack, [job_id])
     message = str(failed.value)
@@ -305,6 +312,8 @@ async def test_the_invariant_checker_fails_on_what_it_guards_against(
         "3: effects ['late'] recorded after the job had succeeded",
         "after the job was succeeded",
         "5: no outbox row",
+        "6: on 'user', a message was read before an older one",
+        "6: on 'user', a message read by another topic's receive",
     ):
         assert expected in message, message
 
