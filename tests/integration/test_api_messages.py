@@ -202,3 +202,22 @@ def test_a_message_stored_while_the_job_ran_wakes_it_as_it_suspends(
     done = asyncio.run(suspend("user"))
     assert done.changed and not done.woken
     assert job_row(sql, job_id)["state"] == JobState.WAITING
+
+
+def test_a_receive_past_its_timeout_ends_the_wait_on_a_real_worker(
+    api: Any, stack: Stack, sql: Any
+) -> None:
+    """The deadline's path is a callback's: wake_at is the deadline, the wake-up comes at
+    it, and the run records the time-out (demo.chat catches ReceiveTimedOut)."""
+    job_id = submit(api, {"kind": "demo.chat", "payload": {"messages": 1, "timeout_seconds": 1}})[
+        "id"
+    ]
+    asyncio.run(handle_once(stack))
+    waiting = api.get(f"/v1/jobs/{job_id}").json()["waiting_for"]
+    assert (waiting["kind"], waiting["key"]) == ("message", "user")
+    assert waiting["until"] is not None
+    asyncio.run(drain(stack, sql, [job_id]))
+    row = job_row(sql, job_id)
+    assert row["result"] == {"answers": [], "timed_out": True}
+    late = post(api, job_id, "user", "too late")
+    assert late.status_code == 409 and "is succeeded" in late.json()["detail"]
