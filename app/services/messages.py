@@ -56,6 +56,16 @@ def _request_hash(topic: str, text: str) -> str:
     return hashlib.sha256(json.dumps([topic, text]).encode()).hexdigest()
 
 
+def _check_key(key: str | None) -> None:
+    if key is None:
+        return
+    if not 1 <= len(key) <= bounds.MAX_IDEMPOTENCY_KEY_CHARS or submit.unstorable(key):
+        raise errors.BadRequest(
+            f"Idempotency-Key must be 1 to {bounds.MAX_IDEMPOTENCY_KEY_CHARS} characters "
+            "of storable text"
+        )
+
+
 async def send(
     db: store.Database,
     queue: Transport,
@@ -69,12 +79,7 @@ async def send(
     """Send ``body`` on ``topic`` to the job (in ``scope``'s tenant; None: any)."""
     check_topic(topic)
     digest = _request_hash(topic, _encoded(body))
-    if idempotency_key is not None and not (
-        1 <= len(idempotency_key) <= bounds.MAX_IDEMPOTENCY_KEY_CHARS
-    ):
-        raise errors.BadRequest(
-            f"Idempotency-Key must be 1 to {bounds.MAX_IDEMPOTENCY_KEY_CHARS} characters"
-        )
+    _check_key(idempotency_key)
     sending = await store.messages.send(
         db,
         job_id,

@@ -253,6 +253,7 @@ def test_an_operator_sends_a_job_a_message_once_per_key_and_a_finished_job_refus
         start(stack, "jobs", "send", job_id, "user", "{nope"),
         start(stack, "jobs", "send", "not-an-id", "user", "1"),
     ]
+    empty_key = start(stack, "jobs", "send", job_id, "user", "1", "--key", "")
     code, out, err = cli(stack, "jobs", "send", job_id, "user", '{"text": "hi"}', "--key", "k1")
     assert code == 0, err
     (message,) = sql.execute("SELECT id, body FROM job_messages").fetchall()
@@ -278,4 +279,6 @@ def test_an_operator_sends_a_job_a_message_once_per_key_and_a_finished_job_refus
     ):
         code, _, err = finish(proc)
         assert code == 2 and says in err, (says, err)
+    code, _, err = finish(empty_key)
+    assert code == 1 and "Idempotency-Key must be 1 to 200 characters" in err, err
     assert [r["n"] for r in sql.execute("SELECT count(*) AS n FROM job_messages")] == [1]
