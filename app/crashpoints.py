@@ -46,6 +46,11 @@ class Point(enum.StrEnum):
     AFTER_SUSPEND = "after_suspend"  # the row says waiting; wake-up not sent, message not deleted
     AFTER_WAKE_MARKED = "after_wake_marked"  # sweeper: wake-up marked sent, not sent yet
     AFTER_CALLBACK_ANSWER = "after_callback_answer"  # API: answer committed, job's message not sent
+    # API: a message to a job committed (the job, waiting on its topic, woken in that
+    # transaction); the job's message not sent.
+    AFTER_MESSAGE_SENT = "after_message_sent"
+    # Worker: a receive marked a message consumed (by its key); the step not recorded.
+    AFTER_MESSAGE_TAKEN = "after_message_taken"
     # A child's finish committed (its parent woken in that transaction); nothing sent.
     AFTER_CHILD_FINISHED = "after_child_finished"
     # Sweeper: a schedule's slot made its job and moved next_slot (committed together);

@@ -130,5 +130,10 @@ class CallbackTimedOut(PermanentError):
     """No answer came before the callback's deadline."""
 
 
+class ReceiveTimedOut(PermanentError):
+    """No message came on the topic before the receive's timeout (like CallbackTimedOut:
+    recorded, so a replay raises it again; catch it to go on without one)."""
+
+
 class GatherFailed(PermanentError):
     """Too many child jobs failed for the gather's rule to hold."""

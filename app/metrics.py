@@ -86,7 +86,8 @@ WAKEUPS = Counter(
     "tasklease_wakeups",
     "Wake-ups of waiting jobs, by path. Timer messages sent: submit (a delayed job), "
     "suspend, early (a message that came early, re-delayed), sweeper. Jobs woken: callback "
-    "(an answer), child (a child finished), answered (an answer that woke nobody, repaired).",
+    "(an answer), message (a message on the topic it waited on), child (a child finished), "
+    "answered (an answer that woke nobody, repaired).",
     ["path"],
 )
 OUTBOX_RELAYED = Counter(

@@ -51,6 +51,9 @@ if TYPE_CHECKING:
         PermanentError as PermanentError,
     )
     from app.errors import (
+        ReceiveTimedOut as ReceiveTimedOut,
+    )
+    from app.errors import (
         Retry as Retry,
     )
     from app.errors import (
@@ -63,6 +66,7 @@ if TYPE_CHECKING:
     from app.kinds.generate import Usage as Usage
     from app.kinds.kind import Kind as Kind
     from app.kinds.kind import kind as kind
+    from app.kinds.messages import Message as Message
     from app.kinds.waits import Gathered as Gathered
     from app.settings.config import Settings as Settings
 
@@ -74,6 +78,7 @@ _EXPORTS = {
     "Settings": "app.settings.config",
     "Usage": "app.kinds.generate",
     "Gathered": "app.kinds.waits",
+    "Message": "app.kinds.messages",
     "TaskleaseError": "app.errors",
     "ConfigError": "app.errors",
     "JobError": "app.errors",
@@ -83,6 +88,7 @@ _EXPORTS = {
     "CallbackFailed": "app.errors",
     "CallbackTimedOut": "app.errors",
     "GatherFailed": "app.errors",
+    "ReceiveTimedOut": "app.errors",
 }
 
 __all__ = [
@@ -94,7 +100,9 @@ __all__ = [
     "JobContext",
     "JobError",
     "Kind",
+    "Message",
     "PermanentError",
+    "ReceiveTimedOut",
     "Retry",
     "Settings",
     "TaskleaseError",

@@ -12,8 +12,9 @@ assert run.replayed == ["summarize"]  # attempt 2 replayed it instead of running
 ``crash_inside_effect=N`` once the N-th effect's function returned but before its record
 (that function runs again, as it would after a real crash there);
 ``crash_inside_stream=N`` once N chunks of a streamed answer are written. A kind that
-waits ends the run with ``KindSuspended``: answer its callback, finish its children or
-advance the clock on its ``store``, then ``resume`` it.
+waits ends the run with ``KindSuspended``: answer its callback, finish its children,
+send it a message (``store.send(topic, body)``, for ``ctx.receive``) or advance the clock
+on its ``store``, then ``resume`` it.
 """
 
 from app.kinds.testing import EffectStore, KindRun, KindSuspended, SimulatedCrash, run_kind

@@ -20,6 +20,9 @@ a job ends with ``redrive_and_check`` (invariant 4).
 4. A dead-lettered job can be redriven and then succeeds (``redrive_and_check``).
 5. Nothing is half-written: a job row has its kind, payload and request hash, an
    outbox row and an 'accepted' event.
+6. Messages to a job are read once each and in order: on each topic, the messages read
+   are the oldest ones (none unread before a read one), each by its own receive, the
+   receives numbered in the order of the messages.
 """
 
 from __future__ import annotations
@@ -173,6 +176,7 @@ def check_invariants(
             settled=settled,
         )
         problems[job_id] += _with_waits(sql, row, found, settled=settled)
+        problems[job_id] += messages_violations(sql, job_id)
     for key, found in checker.delivery_violations(outside):
         problems[_job_of(key)].append(found)
     if counts_maintained(sql) != counts_by_scan(sql):
@@ -209,6 +213,29 @@ def _with_waits(
         found.append(
             f"1: still waiting for {row['wait_kind']} {row['wait_key']!r} whose condition is met"
         )
+    return found
+
+
+def messages_violations(sql: Any, job_id: Any) -> list[str]:
+    """Invariant 6, from job_messages alone."""
+    rows = sql.execute(
+        "SELECT id, topic, consumed_by FROM job_messages WHERE job_id = %s ORDER BY id", (job_id,)
+    ).fetchall()
+    found: list[str] = []
+    by_topic: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for r in rows:
+        by_topic[r["topic"]].append(r)
+    for topic, sent in by_topic.items():
+        read = [r for r in sent if r["consumed_by"] is not None]
+        if sent[: len(read)] != read:
+            found.append(f"6: on {topic!r}, a message was read before an older one")
+        numbers = [int(r["consumed_by"].rsplit(":", 1)[1]) for r in read]
+        if any(
+            r["consumed_by"] != f"receive:{topic}:{n}" for r, n in zip(read, numbers, strict=True)
+        ):
+            found.append(f"6: on {topic!r}, a message read by another topic's receive")
+        if numbers != sorted(set(numbers)):
+            found.append(f"6: on {topic!r}, the receives {numbers} are not in the messages' order")
     return found
 
 

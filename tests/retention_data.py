@@ -10,6 +10,16 @@ from app.store.retention import TABLES
 
 # Where a prune deletes from, and the column that names the job there.
 JOB_COLUMN = {t: ("id" if t == "jobs" else "job_id") for t in TABLES}
+# The rows old_job writes for one job, by table: what a prune of it deletes.
+ONE_JOB = {
+    "jobs": 1,
+    "job_events": 2,
+    "job_output": 1,
+    "effects": 1,
+    "outbox": 1,
+    "callbacks": 1,
+    "job_messages": 1,
+}
 
 
 def old_job(
@@ -74,6 +84,11 @@ def old_job(
         "INSERT INTO callbacks (token_hash, job_id, key, timeout_seconds, deadline) "
         "VALUES (%s, %s, 'approve', 60, now())",
         (uuid.uuid4().bytes, job_id),
+    )
+    sql.execute(
+        "INSERT INTO job_messages (job_id, topic, body, request_hash) "
+        "VALUES (%s, 'user', '\"hi\"', 'h')",
+        (job_id,),
     )
     return job_id
 

@@ -106,12 +106,14 @@ class WaitRule(BaseModel):
 
 
 class WaitingFor(BaseModel):
-    kind: Literal["timer", "callback", "children"]
+    kind: Literal["timer", "callback", "children", "message"]
     key: str | None = Field(
-        description="the wait's key in the kind's code ('run_at' for a delayed submission)"
+        description="the wait's key in the kind's code ('run_at' for a delayed submission; "
+        "a message's topic)"
     )
     until: dt.datetime | None = Field(
-        description="a timer's due time, a callback's deadline (none for children)"
+        description="a timer's due time, a callback's or a receive's deadline (none for "
+        "children, nor for a receive without a timeout)"
     )
     rule: WaitRule | None = Field(description="children only: the gather's rule")
 

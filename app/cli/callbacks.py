@@ -5,17 +5,15 @@ derives the token the job handed out (app/services/callbacks.token_for)."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.text import Text
 
 from app import errors
 from app.cli import render, runner
-from app.cli.jobs import job_id_or_exit
+from app.cli.jobs import job_id_or_exit, json_or_exit
 from app.cli.render import err, out
 from app.services import callbacks
 from app.store.pool import Database
@@ -69,13 +67,7 @@ def complete(
     if (result is None) == (error is None):
         err.print("[red]give --result JSON or --error MESSAGE (exactly one)[/]")
         raise typer.Exit(2)
-    answer: Any = None
-    if result is not None:
-        try:
-            answer = json.loads(result)
-        except ValueError as exc:
-            err.print(f"[red]--result is not valid JSON:[/] {escape(str(exc))}")
-            raise typer.Exit(2) from exc
+    answer: Any = None if result is None else json_or_exit(result, "--result")
     s = runner.settings_or_exit()
 
     async def work(c: runner.Clients) -> callbacks.Answered:

@@ -1,5 +1,5 @@
-"""Jobs: `tasklease submit` and `tasklease jobs show|list|cancel` (the operator's view:
-every tenant unless one is named)."""
+"""Jobs: `tasklease submit` and `tasklease jobs show|list|cancel|send` (the operator's
+view: every tenant unless one is named)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from rich.text import Text
 from app.cli import remote, render, runner
 from app.cli.render import err, out
 from app.priorities import Priority
-from app.services import auth, costs, jobs
+from app.services import auth, costs, jobs, messages
 from app.services import submit as service
 from app.settings import bounds
 from app.settings.config import Settings
 from app.states import JobState
+from app.store.messages import Message
 from app.store.pool import Database
 
 group = typer.Typer(help="Look at jobs.", no_args_is_help=True)
@@ -31,6 +32,15 @@ def job_id_or_exit(job_id: str) -> uuid.UUID:
         return uuid.UUID(job_id)
     except ValueError as exc:
         err.print(f"[red]not a job id:[/] {escape(repr(job_id))}")
+        raise typer.Exit(2) from exc
+
+
+def json_or_exit(text: str, what: str) -> Any:
+    """``text`` read as JSON, or exit 2 saying that ``what`` is not."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        err.print(f"[red]{what} is not valid JSON:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
 
 
@@ -179,6 +189,7 @@ class JobView(NamedTuple):
     children_count: int
     callbacks: list[dict[str, Any]]
     usage: dict[str, Any]
+    messages: list[Message]
 
 
 async def _view(s: Settings, database: Database, job_id: uuid.UUID) -> JobView:
@@ -192,6 +203,7 @@ async def _view(s: Settings, database: Database, job_id: uuid.UUID) -> JobView:
         count,
         await jobs.callbacks(database, job_id, scope=None),
         await costs.of_job(s, database, job_id),
+        await messages.of_job(database, job_id, scope=None),
     )
 
 
@@ -212,7 +224,7 @@ def usage_line(usage: dict[str, Any]) -> str:
 @group.command("show")
 def show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
     """A job (what it waits for, its parent), its timeline, its recorded effects, its
-    callbacks and its children."""
+    callbacks, its children and its messages."""
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
     view = runner.on_database(s, lambda database: _view(s, database, jid))
@@ -225,6 +237,8 @@ def show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
         out.print(render.callbacks(view.callbacks))
     if view.children_count:
         render.print_listing(render.children(view.children, view.children_count))
+    if view.messages:
+        out.print(render.messages(view.messages))
 
 
 @group.command("list")
@@ -255,4 +269,37 @@ def cancel(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
     line = Text.assemble(f"job {jid}: ", render.state(job["state"]))
     if job["state"] != JobState.CANCELLED:
         line.append(", cancel requested: its worker stops it now (next heartbeat at the latest)")
+    out.print(line)
+
+
+@group.command("send")
+def send(
+    job_id: Annotated[str, typer.Argument(help="the job's id")],
+    topic: Annotated[str, typer.Argument(help="the topic its ctx.receive(topic) reads")],
+    body: Annotated[str, typer.Argument(help="the message: any JSON")] = "null",
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key", help="an Idempotency-Key: sent again with it, the message is not stored twice"
+        ),
+    ] = None,
+) -> None:
+    """Send a job a message (as POST /v1/jobs/{id}/messages): its code reads it with
+    ctx.receive(TOPIC); a job waiting on the topic is woken. Exit 1 when the job is
+    unknown, finished, or at its limit of messages (the reason is printed)."""
+    jid = job_id_or_exit(job_id)
+    value = json_or_exit(body, "BODY")
+    s = runner.settings_or_exit()
+
+    async def work(c: runner.Clients) -> messages.Sent:
+        return await messages.send(
+            c.database, c.queue, jid, scope=None, topic=topic, body=value, idempotency_key=key
+        )
+
+    sent = runner.on_clients(s, work)
+    line = Text(f"message {sent.message.id} to job {jid} on {topic!r}: ")
+    if not sent.created:
+        line.append("sent before with this key, not stored again")
+    else:
+        line.append("stored, the job is woken" if sent.job_woken else "stored")
     out.print(line)

@@ -29,6 +29,7 @@ from app.states import STYLE, JobState
 
 if TYPE_CHECKING:
     from app.services.redrive import RedriveReport
+    from app.store.messages import Message
 
 out = Console()
 err = Console(stderr=True)
@@ -363,4 +364,18 @@ def redrive_summary(report: RedriveReport) -> Table:
         report.stale_deleted,
         report.left_in_dlq,
     )
+    return table
+
+
+def messages(rows: Sequence[Message]) -> Table:
+    """A job's messages (store records), oldest first: what each said and when it was read."""
+    table = PlainTable("id", "topic", "body", "sent", "read", title="messages")
+    for m in rows:
+        table.add_row(
+            str(m.id),
+            cell(m.topic),
+            short(json.dumps(m.body)),
+            when(m.created_at),
+            when(m.consumed_at) if m.consumed_at else "unread",
+        )
     return table

@@ -133,6 +133,26 @@ def redrive(job_id: JobId, force: bool) -> Call[models.Job]:
     return Call("POST", job_path(job_id, "/redrive"), _model(models.Job), params=params)
 
 
+def send_message(
+    job_id: JobId, topic: str, body: Any, idempotency_key: str | None
+) -> Call[models.MessageSent]:
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
+    return Call(
+        "POST",
+        job_path(job_id, "/messages"),
+        _model(models.MessageSent),
+        json={"topic": topic, "body": body},
+        headers=headers,
+    )
+
+
+def messages(job_id: JobId) -> Call[list[models.Message]]:
+    def parse(doc: Any) -> list[models.Message]:
+        return [models.Message.model_validate(m) for m in doc]
+
+    return Call("GET", job_path(job_id, "/messages"), parse)
+
+
 def _callback_path(token: str, tail: str = "") -> str:
     return f"/v1/callbacks/{urllib.parse.quote(token, safe='')}{tail}"
 

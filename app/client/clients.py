@@ -111,6 +111,17 @@ class Client:
     def redrive(self, job_id: JobId, force: bool = False) -> models.Job:
         return self.send(calls.redrive(job_id, force))
 
+    def send_message(
+        self, job_id: JobId, topic: str, body: Any = None, *, idempotency_key: str | None = None
+    ) -> models.MessageSent:
+        """Send the job a message on ``topic`` (its ``ctx.receive(topic)`` reads it); with
+        ``idempotency_key``, sending it again stores nothing more."""
+        return self.send(calls.send_message(job_id, topic, body, idempotency_key))
+
+    def messages(self, job_id: JobId) -> list[models.Message]:
+        """The job's messages, oldest first."""
+        return self.send(calls.messages(job_id))
+
     def wait(
         self, job_id: JobId, *, timeout: float, on_event: OnEvent | None = None
     ) -> models.JobDetail:
@@ -249,6 +260,15 @@ class AsyncClient:
 
     async def redrive(self, job_id: JobId, force: bool = False) -> models.Job:
         return await self.send(calls.redrive(job_id, force))
+
+    async def send_message(
+        self, job_id: JobId, topic: str, body: Any = None, *, idempotency_key: str | None = None
+    ) -> models.MessageSent:
+        """As ``Client.send_message``."""
+        return await self.send(calls.send_message(job_id, topic, body, idempotency_key))
+
+    async def messages(self, job_id: JobId) -> list[models.Message]:
+        return await self.send(calls.messages(job_id))
 
     async def wait(
         self,

@@ -69,7 +69,7 @@ class WaitRule(_Model):
 class WaitingFor(_Model):
     """WaitingFor: what a waiting job waits for."""
 
-    kind: Literal["timer", "callback", "children"]
+    kind: Literal["timer", "callback", "children", "message"]
     key: str | None
     until: dt.datetime | None
     rule: WaitRule | None
@@ -188,6 +188,25 @@ class StreamPage(_Model):
     events: list[StreamEvent]
     next: str
     done: bool
+
+
+class Message(_Model):
+    """MessagePublic: a message to a job; ``consumed_at`` is when a receive of the job
+    read it (None: unread)."""
+
+    id: int
+    job_id: uuid.UUID
+    topic: str
+    body: Any
+    sent_at: dt.datetime
+    consumed_at: dt.datetime | None
+
+
+class MessageSent(Message):
+    """MessageSent: the message stored (or, on a replay of its Idempotency-Key, the one
+    stored before); ``job_woken`` whether it woke the job."""
+
+    job_woken: bool
 
 
 class CallbackAnswered(_Model):

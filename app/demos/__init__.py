@@ -5,6 +5,7 @@ them.
 
 - ``app.demos.basic``: demo.noop, demo.sleep, demo.flaky, demo.nap, demo.fanout,
   demo.approval (timers, callbacks, children);
+- ``app.demos.chat``: demo.chat (messages to a running job, ``ctx.receive``);
 - ``app.demos.triage``: support.triage (a model call and a webhook, two effects);
 - ``app.demos.research``: agent.research and agent.subquery (an agent that fans out,
   waits for a person and a timer);
@@ -13,8 +14,9 @@ them.
 
 # The kinds by value (the registry finds Kind objects among a module's names); the
 # submodules keep their own names, so ``app.demos.triage`` stays the module.
-from app.demos import basic, research, triage, writer
+from app.demos import basic, chat, research, triage, writer
 from app.demos.basic import approval, fanout, flaky, nap, noop, sleep
+from app.demos.chat import chat as chat_kind
 from app.demos.research import research as research_kind
 from app.demos.research import subquery
 from app.demos.triage import triage as triage_kind
@@ -23,6 +25,8 @@ from app.demos.writer import write
 __all__ = [
     "approval",
     "basic",
+    "chat",
+    "chat_kind",
     "fanout",
     "flaky",
     "nap",

@@ -1,6 +1,6 @@
 """What a job kind's code sees: its job's ids and attempt, its dependencies,
 ``effect(key, fn)``, ``idempotency_key(key)``, a logger with the job's fields bound, and
-the waits: ``sleep``, ``wait_for_callback``, ``spawn`` and ``gather``.
+the waits: ``sleep``, ``wait_for_callback``, ``spawn``, ``gather`` and ``receive``.
 
 ``JobContext`` is abstract: where an effect's result is recorded is the runner's
 business (the worker's lease-fenced table in app/worker/context.py, or memory in
@@ -20,7 +20,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 from app import errors, tracing
 from app.kinds import generate as generating
-from app.kinds import threads
+from app.kinds import messages, threads
 from app.kinds.generate import ModelCall, Produce, Usage
 from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted, checked_json, unstorable
 from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
@@ -67,6 +67,7 @@ class JobContext(abc.ABC, Generic[D]):
         self._ran: list[str] = []
         self._used: set[str] = set()  # keys this run used: a key used twice is an error
         self._emitted: list[Emitted] = []
+        self._receives: dict[str, int] = {}  # receives this run made, by topic
         fields = {"job_id": job_id, "kind": kind, "attempt": attempt, **(log_fields or {})}
         self.log = JobLogger(logging.getLogger(f"app.kinds.{kind}"), fields)
 
@@ -373,6 +374,21 @@ class JobContext(abc.ABC, Generic[D]):
             )
         return gathered
 
+    async def receive(
+        self,
+        topic: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a deadline for a message, not this call
+    ) -> messages.Message:
+        """The next unread message to this job on ``topic`` (``POST
+        /v1/jobs/{id}/messages``), consumed once: a recorded step, so a replay returns the
+        same message, never the next one. With none unread, the job waits holding no
+        worker until one comes; none within ``timeout`` seconds (default: no limit)
+        raises ReceiveTimedOut. Receives are numbered per topic in the order the code
+        makes them: the code must make them in the same order on every run."""
+        n = self._receives[topic] = self._receives.get(topic, 0) + 1
+        return await messages.receive(self, topic, n, timeout)
+
     # --- what each runner provides for the waits --------------------------------
     # The worker's runner and the in-memory runner implement these; a runner without
     # waits (a bare test double) refuses them.
@@ -402,6 +418,11 @@ class JobContext(abc.ABC, Generic[D]):
 
     async def _children(self, ids: list[str]) -> list[ChildStatus]:
         """These children's states (an id that is not this job's child is an error)."""
+        raise self._no_waits()
+
+    async def _take_message(self, topic: str, key: str) -> messages.Message | None:
+        """The message receive ``key`` consumed already, else the oldest unread one of
+        ``topic``, marked consumed by ``key``; None when the topic has none unread."""
         raise self._no_waits()
 
     async def _recorded_chunks(self, key: str) -> list[tuple[int, str]]:

@@ -16,8 +16,10 @@ the answer from them). A second attempt then
 replays the store, as another worker would.
 
 A kind that waits ends the run with ``KindSuspended`` (its ``wait`` says for what);
-answer its callback, finish its children or advance the clock on ``store``, then
-``resume`` it: its code runs again from the top, replaying what was recorded.
+answer its callback, finish its children, send it a message or advance the clock on
+``store``, then ``resume`` it: its code runs again from the top, replaying what was
+recorded. ``store.send(topic, body)`` queues a message for ``ctx.receive`` (before the
+run too: a receive with one unread does not wait).
 
 ```python
 with pytest.raises(KindSuspended) as waiting:
@@ -39,6 +41,7 @@ from app.kinds.context import JobContext
 from app.kinds.deps import close
 from app.kinds.generate import Usage
 from app.kinds.kind import Kind
+from app.kinds.messages import Message
 from app.kinds.output import Emitted
 from app.kinds.waits import CallbackStatus, ChildStatus, Wait
 from app.settings import config
@@ -73,6 +76,9 @@ class EffectStore:
     chunk_writes: list[tuple[str, int]] = field(default_factory=list)
     usage: dict[str, Usage] = field(default_factory=dict)  # model effects' usage, by key
     clock: dt.datetime = field(default_factory=lambda: dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    # Messages sent to the job, in order, and the receive (its key) that consumed each.
+    messages: list[Message] = field(default_factory=list)
+    consumed: dict[int, str] = field(default_factory=dict)  # message id -> receive key
 
     def answer(self, key: str, *, result: Any = None, error: str | None = None) -> None:
         """The outside party answers callback ``key`` (only a pending one changes)."""
@@ -88,6 +94,16 @@ class EffectStore:
             self.children[child] = ChildStatus(child, "failed", error=error)
         else:
             self.children[child] = ChildStatus(child, "succeeded", result=result)
+
+    def send(self, topic: str, body: Any = None) -> Message:
+        """A message to the job (POST /v1/jobs/{id}/messages), after the ones sent before."""
+        message = Message(len(self.messages) + 1, topic, body, self.clock)
+        self.messages.append(message)
+        return message
+
+    def unread(self, topic: str) -> list[Message]:
+        """The topic's messages no receive consumed yet, oldest first."""
+        return [m for m in self.messages if m.topic == topic and m.id not in self.consumed]
 
     def advance(self, seconds: float) -> None:
         self.clock += dt.timedelta(seconds=seconds)
@@ -157,6 +173,16 @@ class MemoryContext(JobContext[D]):
         if cb.state == "pending" and cb.deadline <= self.now():
             self.store.callbacks[key] = CallbackStatus("timed_out", cb.deadline)
         return self.store.callbacks[key]
+
+    async def _take_message(self, topic: str, key: str) -> Message | None:
+        mine = [m for m in self.store.messages if self.store.consumed.get(m.id) == key]
+        if mine:
+            return mine[0]
+        unread = self.store.unread(topic)
+        if not unread:
+            return None
+        self.store.consumed[unread[0].id] = key
+        return unread[0]
 
     async def _spawn(self, key: str, kind: str, payload: Any) -> str:
         child = str(uuid.uuid5(self.job_id, key))

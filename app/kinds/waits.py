@@ -1,7 +1,7 @@
 """What a waiting job waits for, and the rule a gather of child jobs follows.
 
-A kind never builds these: ``ctx.sleep``, ``ctx.wait_for_callback`` and ``ctx.gather``
-do, and raise ``errors.Suspend(Wait(...))`` when the job must wait. The runner (the
+A kind never builds these: ``ctx.sleep``, ``ctx.wait_for_callback``, ``ctx.gather`` and
+``ctx.receive`` do, and raise ``errors.Suspend(Wait(...))`` when the job must wait. The runner (the
 worker's engine, or the in-memory runner) turns that into the ``waiting`` state.
 """
 
@@ -110,10 +110,11 @@ class CallbackStatus:
 
 @dataclass(frozen=True)
 class Wait:
-    """Why a job waits: ``kind`` is 'timer', 'callback' or 'children'; ``wake_at`` a
-    timer's due time or a callback's deadline; ``rule`` a gather's rule."""
+    """Why a job waits: ``kind`` is 'timer', 'callback', 'children' or 'message' (``key``
+    the topic); ``wake_at`` a timer's due time or a callback's or a receive's deadline;
+    ``rule`` a gather's rule."""
 
-    kind: Literal["timer", "callback", "children"]
+    kind: Literal["timer", "callback", "children", "message"]
     key: str
     wake_at: dt.datetime | None = None
     rule: Rule | None = None
@@ -123,6 +124,9 @@ class Wait:
             return f"timer {self.key} until {self.wake_at.isoformat()}"
         if self.kind == "callback" and self.wake_at is not None:
             return f"callback {self.key}, deadline {self.wake_at.isoformat()}"
+        if self.kind == "message":
+            until = f", deadline {self.wake_at.isoformat()}" if self.wake_at is not None else ""
+            return f"message on {self.key}{until}"
         rule = self.rule
         if rule is None:
             return f"{self.kind} {self.key}"

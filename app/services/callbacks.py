@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
-from app import crashpoints, errors, metrics, store, tracing
+from app import crashpoints, errors, store
 from app.services import outbox, server_secret
 from app.transport import Transport
 
@@ -78,16 +78,10 @@ async def answer(
     log.info("callback answered", extra=fields)
     crashpoints.hit(crashpoints.Point.AFTER_CALLBACK_ANSWER, **fields)
     if done.woken:
-        metrics.count(metrics.WAKEUPS, path="callback")
-        # The job's outbox row committed with the answer; the relay sends it if this fails.
-        rows = await store.waits.unsent_of(db, done.job_id)
-        for row in rows[:1]:
-            attrs = {"callback.key": done.key, "callback.state": state}
-            tracing.job_event("job.wake callback", done.job_id, row.trace_context, **attrs)
-        try:
-            await outbox.send(db, queue, rows)
-        except errors.QueueError as exc:
-            log.warning("wake-up not sent (the outbox relay will): %s", exc, extra=fields)
+        attrs = {"callback.key": done.key, "callback.state": state}
+        await outbox.send_wake_up(
+            db, queue, done.job_id, path="callback", span="job.wake callback", attributes=attrs
+        )
     return Answered(str(done.job_id), done.key, state, done.woken)
 
 

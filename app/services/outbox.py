@@ -9,9 +9,11 @@ the rows it locked are recorded inside it.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
+from typing import Any
 
-from app import batching, store
+from app import batching, errors, metrics, store, tracing
 from app.priorities import Priority, Route
 from app.settings import aws_limits
 from app.store.records import OutboxRow
@@ -49,6 +51,28 @@ async def send(
     else:
         await store.outbox.record_sends_txn(txn, sent=sent, failed=unsent, error=SEND_FAILED)
     return set(sent)
+
+
+async def send_wake_up(
+    db: store.Database,
+    queue: Transport,
+    job_id: uuid.UUID,
+    *,
+    path: str,
+    span: str,
+    attributes: dict[str, Any],
+) -> None:
+    """Send the message of a job a committed write woke (an answer, a message to it),
+    counted under ``path``, with a ``span`` in the job's trace. Its outbox row committed
+    with the write: the relay sends it if this cannot."""
+    metrics.count(metrics.WAKEUPS, path=path)
+    rows = await store.waits.unsent_of(db, job_id)
+    for row in rows[:1]:
+        tracing.job_event(span, job_id, row.trace_context, **attributes)
+    try:
+        await send(db, queue, rows)
+    except errors.QueueError as exc:
+        log.warning("wake-up not sent (the outbox relay will): %s", exc, extra={"job_id": job_id})
 
 
 async def routes(db: store.Database, rows: Sequence[OutboxRow]) -> list[Route]:

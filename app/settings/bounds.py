@@ -34,3 +34,9 @@ MAX_PAGE = 200
 MAX_CRON_CHARS = 100
 MAX_SCHEDULE_NAME_CHARS = 100
 MAX_TIMEZONE_CHARS = 100
+# Messages to a job (POST /v1/jobs/{id}/messages, ctx.receive): a topic's name
+# (job_messages.topic CHECK), the messages one job may be sent, and one message's body
+# (its JSON, compact, in bytes).
+MAX_TOPIC_CHARS = 100
+MAX_MESSAGES_PER_JOB = 1000
+MAX_MESSAGE_BYTES = 64 * 1024

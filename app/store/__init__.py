@@ -2,7 +2,7 @@
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
 cancels, effects, outbox, keys, tenants, model_limits, dead_letters, sweeper_marks, waits,
-schedules, streams, gauges, retention), each a set of small typed functions taking the
+messages, schedules, streams, gauges, retention), each a set of small typed functions taking the
 ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's transaction) and answering the records of
 ``store.records``.
 """
@@ -15,6 +15,7 @@ from app.store import (
     jobs,
     keys,
     leases,
+    messages,
     model_limits,
     outbox,
     records,
@@ -39,6 +40,7 @@ __all__ = [
     "jobs",
     "keys",
     "leases",
+    "messages",
     "migrate",
     "model_limits",
     "outbox",

@@ -16,6 +16,7 @@ from typing import Any
 from app import crashpoints, errors, store, tracing
 from app.kinds import JobContext
 from app.kinds.generate import Usage
+from app.kinds.messages import Message
 from app.kinds.output import Emitted
 from app.kinds.waits import CallbackStatus, ChildStatus
 from app.services import budgets, callbacks, costs, submit
@@ -117,6 +118,21 @@ class LeasedContext(JobContext[Any]):
     async def _time_out_callback(self, key: str) -> CallbackStatus:
         await store.waits.time_out_callback(self._db, self.job_id, key)
         return await self._callback_status(key)
+
+    # --- messages ------------------------------------------------------------------
+
+    async def _take_message(self, topic: str, key: str) -> Message | None:
+        held, found = await store.messages.take(
+            self._db, self.job_id, self._token, topic=topic, key=key
+        )
+        if not held:
+            raise errors.LeaseLost()
+        if found is None:
+            return None
+        crashpoints.hit(
+            crashpoints.Point.AFTER_MESSAGE_TAKEN, **self._fields(key), message_id=found.id
+        )
+        return Message(found.id, found.topic, found.body, found.created_at)
 
     # --- children ------------------------------------------------------------------
 

@@ -242,3 +242,44 @@ def test_a_job_that_ran_twice_and_waits_shows_its_runs_attempts_and_no_lease(
     assert listed[1]["until"] == f"{wake_at:%Y-%m-%d %H:%M:%S}", out
     assert listed[0]["waiting for"] == "timer run_at" and listed[0]["runs"] == "0", out
     assert "created" in header and "updated" not in header
+
+
+def test_an_operator_sends_a_job_a_message_once_per_key_and_a_finished_job_refuses(
+    stack: Stack, sql: Any
+) -> None:
+    job_id = submitted(stack, "demo.chat", "--payload", '{"messages": 1}')
+    asyncio.run(handle_once(stack))
+    assert job_row(sql, job_id)["state"] == JobState.WAITING
+    bad = [
+        start(stack, "jobs", "send", job_id, "user", "{nope"),
+        start(stack, "jobs", "send", "not-an-id", "user", "1"),
+    ]
+    empty_key = start(stack, "jobs", "send", job_id, "user", "1", "--key", "")
+    code, out, err = cli(stack, "jobs", "send", job_id, "user", '{"text": "hi"}', "--key", "k1")
+    assert code == 0, err
+    (message,) = sql.execute("SELECT id, body FROM job_messages").fetchall()
+    assert message["body"] == {"text": "hi"}
+    assert (
+        out.strip()
+        == f"message {message['id']} to job {job_id} on 'user': stored, the job is woken"
+    )
+    code, out, err = cli(stack, "jobs", "send", job_id, "user", '{"text": "hi"}', "--key", "k1")
+    assert code == 0 and "sent before with this key, not stored again" in out, err
+    assert job_row(sql, job_id)["state"] == JobState.QUEUED
+
+    asyncio.run(handle_once(stack))
+    assert job_row(sql, job_id)["state"] == JobState.SUCCEEDED
+    code, out, err = cli(stack, "jobs", "show", job_id)
+    assert code == 0, err
+    shown = out[out.index("messages") :]
+    assert '{"text": "hi"}' in shown and "unread" not in shown, shown
+    code, out, err = cli(stack, "jobs", "send", job_id, "user", '"late"')
+    assert code == 1 and f"job {job_id} is succeeded: it takes no messages" in err, err
+    for proc, says in zip(
+        bad, ["BODY is not valid JSON", "not a job id: 'not-an-id'"], strict=True
+    ):
+        code, _, err = finish(proc)
+        assert code == 2 and says in err, (says, err)
+    code, _, err = finish(empty_key)
+    assert code == 1 and "Idempotency-Key must be 1 to 200 characters" in err, err
+    assert [r["n"] for r in sql.execute("SELECT count(*) AS n FROM job_messages")] == [1]

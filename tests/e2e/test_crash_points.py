@@ -117,9 +117,12 @@ WAIT_POINTS = frozenset(
 # A streamed answer's point has its own test too (tests/e2e/test_stream_crash.py), and
 # so have a throttle's (tests/e2e/test_throttle_crash.py), a release of parked jobs
 # (tests/e2e/test_parking_crash.py), the cancel notification's
-# (tests/e2e/test_cancel_reaches_call.py) and a prune batch's (tests/e2e/test_prune_crash.py).
+# (tests/e2e/test_cancel_reaches_call.py), a prune batch's (tests/e2e/test_prune_crash.py)
+# and the messages' (tests/e2e/test_message_crash_points.py).
 OWN_TESTS = frozenset(
     {
+        Point.AFTER_MESSAGE_SENT,
+        Point.AFTER_MESSAGE_TAKEN,
         Point.INSIDE_STREAM,
         Point.AFTER_THROTTLE,
         Point.AFTER_RELEASE,
@@ -292,6 +295,13 @@ async def test_the_invariant_checker_fails_on_what_it_guards_against(
         (job_id,),
     )
     sql.execute("DELETE FROM outbox WHERE job_id = %s", (job_id,))
+    # Messages read out of order: the newer one first, and under another topic's receive.
+    sql.execute(
+        "INSERT INTO job_messages (job_id, topic, body, request_hash, consumed_at, consumed_by) "
+        "VALUES (%(id)s, 'user', '1', 'h', NULL, NULL), "
+        "(%(id)s, 'user', '2', 'h', now(), 'receive:other:1')",
+        {"id": job_id},
+    )
     with pytest.raises(pytest.fail.Exception) as failed:
         check_invariants(sql, stack, [job_id])
     message = str(failed.value)
@@ -302,6 +312,8 @@ async def test_the_invariant_checker_fails_on_what_it_guards_against(
         "3: effects ['late'] recorded after the job had succeeded",
         "after the job was succeeded",
         "5: no outbox row",
+        "6: on 'user', a message was read before an older one",
+        "6: on 'user', a message read by another topic's receive",
     ):
         assert expected in message, message
 

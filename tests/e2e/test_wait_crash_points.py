@@ -128,6 +128,19 @@ asyncio.run(main())
 """
 
 
+def killed_running(stack: Stack, script: str, arg: str, point: Point) -> None:
+    """Run ``script`` (python -c, with ``arg``) in the stack's environment, armed at
+    ``point``: it must die there by SIGKILL."""
+    proc = subprocess.run(
+        [sys.executable, "-c", script, arg],
+        env={**stack.env, **crash_env(point)},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == -9, proc.stderr.decode()[-3000:]
+
+
 def test_an_answer_killed_after_its_commit_wakes_the_job_through_the_outbox(
     stack: Stack, sql: Any
 ) -> None:
@@ -136,14 +149,7 @@ def test_an_answer_killed_after_its_commit_wakes_the_job_through_the_outbox(
     job_id = submit_now(stack, "demo.approval", {"timeout_seconds": 600})
     wait_for_state(sql, job_id, JobState.WAITING, timeout=60)
     # ...answered by a process that dies after the commit, before sending the job's message.
-    answering = subprocess.run(
-        [sys.executable, "-c", ANSWER, str(job_id)],
-        env={**stack.env, **crash_env(Point.AFTER_CALLBACK_ANSWER)},
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert answering.returncode == -9, answering.stderr.decode()[-3000:]
+    killed_running(stack, ANSWER, str(job_id), Point.AFTER_CALLBACK_ANSWER)
     row = job_row(sql, job_id)
     assert row["state"] == JobState.QUEUED, describe(sql, job_id)
     assert unsent(sql, job_id) == 1

@@ -6,6 +6,7 @@ connection (a TCP proxy closing it mid-stream) with no event repeated or skipped
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import json
@@ -224,6 +225,29 @@ def test_a_callback_is_heartbeaten_and_completed(tl: client.Client, module_stack
             party.callbacks.complete(token, error="too late")
     done = tl.wait(job.id, timeout=60)
     assert done.state == client.JobState.SUCCEEDED and done.result["answer"] == {"ok": True}
+
+
+def test_messages_are_sent_once_per_key_and_read_in_order_sync_and_async(
+    tl: client.Client, api_url: str, key: str
+) -> None:
+    job = tl.submit("demo.chat", {"messages": 2})
+    first = tl.send_message(job.id, "user", {"text": "hi"}, idempotency_key="m-1")
+    again = tl.send_message(job.id, "user", {"text": "hi"}, idempotency_key="m-1")
+    assert again.id == first.id and first.job_id == job.id
+
+    async def send_async() -> client.MessageSent:
+        async with client.AsyncClient(api_url, key, timeout=10) as atl:
+            return await atl.send_message(job.id, "user", "bye")
+
+    second = asyncio.run(send_async())
+    done = tl.wait(job.id, timeout=60)
+    assert [a["message"] for a in done.result["answers"]] == [first.id, second.id]
+    assert [(m.body, m.consumed_at is not None) for m in tl.messages(job.id)] == [
+        ({"text": "hi"}, True),
+        ("bye", True),
+    ]
+    with pytest.raises(client.Conflict, match="is succeeded"):
+        tl.send_message(job.id, "user", "too late")
 
 
 def test_a_dead_letter_is_waited_for_and_redriven(

@@ -8,8 +8,9 @@ TestClient with a real key per tenant. The rules are what callers, the broker an
 operator do: submit (two tenants, repeated Idempotency-Keys), cancel and redrive (own
 tenant and another's), deliver a batch (sometimes with too little time left), deliver
 the same records twice (in turn or at once), re-send a job's claim check, receive and
-drop (a poller that died), move dead letters back as the AWS console does, sweep, and
-wait. After every step ``tests/invariants.check_invariants`` (settled=False) and the
+drop (a poller that died), move dead letters back as the AWS console does, sweep,
+wait, and send jobs messages (own tenant and another's, repeated Idempotency-Keys,
+finished jobs; demo.chat reads two). After every step ``tests/invariants.check_invariants`` (settled=False) and the
 checks below run; at the end of an example the queue is drained, every job must be
 final and in the state its kind predicts, and every dead letter is redriven once more
 (invariant 4).
@@ -134,7 +135,11 @@ SPECS = [
     Spec("triage-transient", "support.triage", ticket("[transient] Refund"), fails_in_total=1),
     Spec("triage-transient-3", "support.triage", ticket("[transient:3] Refund"), fails_in_total=3),
     Spec("triage-permanent", "support.triage", ticket("[permanent] Refund"), permanent=True),
+    # Waits for two messages on "user" (the send_message rule; the drain sends what is
+    # missing), answering each once, in order.
+    Spec("chat-2", "demo.chat", {"messages": 2}),
 ]
+CHAT_MESSAGES = 2
 
 
 @dataclasses.dataclass
@@ -147,6 +152,8 @@ class Accepted:
     max_attempts: int
     cancelled: bool = False  # a cancel answered 200 with the job cancelled
     cancel_pending: bool = False  # a cancel answered 200 while a worker held the job
+    messages: list[tuple[int, str]] = dataclasses.field(default_factory=list)  # (id, topic)
+    sent_by_key: dict[str, tuple[str, str, int]] = dataclasses.field(default_factory=dict)
 
 
 # --- one example's world --------------------------------------------------------------
@@ -469,6 +476,78 @@ class JobsMachine(RuleBasedStateMachine):
             assert resp.json()["selected"] == 0, resp.json()
             self.unchanged(job_id, before, events, "a redrive of a job not dead-lettered")
 
+    @rule(
+        job_id=jobs,
+        as_owner=st.booleans(),
+        topic=st.sampled_from(["user", "user", "other"]),
+        body=st.sampled_from(["hi", "bye"]),
+        key=st.sampled_from([None, None, "m-1"]),
+    )
+    def send_message(
+        self, job_id: str, as_owner: bool, topic: str, body: str, key: str | None
+    ) -> None:
+        """POST /v1/jobs/{id}/messages: stored once per Idempotency-Key, refused by a
+        finished job (409) and for another tenant (404), waking the job only when it waits
+        on that topic."""
+        job = self.accepted[job_id]
+        before, events = self.row(job_id), self.n_events(job_id)
+        caller = job.tenant if as_owner else other(job.tenant)
+        headers = {"Idempotency-Key": key} if key else {}
+
+        resp = self.api(
+            "POST",
+            f"/v1/jobs/{job_id}/messages",
+            caller,
+            json={"topic": topic, "body": body},
+            headers=headers,
+        )
+
+        prior = job.sent_by_key.get(key) if key and as_owner else None
+        if not as_owner:
+            assert resp.status_code == 404, resp.text
+        elif prior is not None and prior[:2] != (topic, body):
+            assert resp.status_code == 409 and "Idempotency-Key" in resp.text, resp.text
+        elif prior is not None:
+            assert resp.status_code == 201, resp.text
+            assert resp.headers.get("Idempotent-Replayed") == "true"
+            assert (resp.json()["id"], resp.json()["job_woken"]) == (prior[2], False)
+        elif before["state"] in (JobState.SUCCEEDED, JobState.CANCELLED):
+            assert resp.status_code == 409, resp.text
+            assert f"is {before['state']}" in resp.json()["detail"], resp.text
+        else:
+            assert resp.status_code == 201, resp.text
+            sent = resp.json()
+            waited = before["state"] == JobState.WAITING and (
+                before["wait_kind"],
+                before["wait_key"],
+            ) == ("message", topic)
+            assert sent["job_woken"] == waited, (sent, describe(self.sql, job_id))
+            job.messages.append((sent["id"], topic))
+            if key:
+                job.sent_by_key[key] = (topic, body, sent["id"])
+            if waited:
+                assert self.row(job_id)["state"] == JobState.QUEUED, describe(self.sql, job_id)
+            return
+        self.unchanged(job_id, before, events, "a message refused or replayed")
+
+    def top_up_messages(self) -> None:
+        """demo.chat reads CHAT_MESSAGES on "user": send what is missing to those not
+        finished, so the drain can end them."""
+        for job_id, job in self.accepted.items():
+            if job.spec.kind != "demo.chat":
+                continue
+            if self.row(job_id)["state"] in (JobState.SUCCEEDED, JobState.CANCELLED):
+                continue
+            for n in range(sum(1 for _, t in job.messages if t == "user"), CHAT_MESSAGES):
+                resp = self.api(
+                    "POST",
+                    f"/v1/jobs/{job_id}/messages",
+                    job.tenant,
+                    json={"topic": "user", "body": f"top-up {n}"},
+                )
+                assert resp.status_code == 201, resp.text
+                job.messages.append((resp.json()["id"], "user"))
+
     # --- the broker and the workers --------------------------------------------------
 
     @rule()
@@ -601,6 +680,13 @@ class JobsMachine(RuleBasedStateMachine):
             )
             if job.cancelled:
                 assert row["state"] == JobState.CANCELLED, describe(self.sql, job_id)
+        # Every 201 to a message is a row, and nothing else is.
+        stored = {
+            (str(r["job_id"]), r["id"])
+            for r in self.sql.execute("SELECT job_id, id FROM job_messages").fetchall()
+        }
+        sent = {(j, m) for j, a in self.accepted.items() for m, _ in a.messages}
+        assert stored == sent, (sorted(stored), sorted(sent))
         if self.accepted:
             check_invariants(self.sql, self.fx.stack, list(self.accepted), settled=False)
         # A tenant sees its own jobs, all of them, and nobody else's.
@@ -610,7 +696,7 @@ class JobsMachine(RuleBasedStateMachine):
             mine = {j for j, a in self.accepted.items() if a.tenant == tenant}
             assert {j["id"] for j in listed.json()["items"]} == mine, tenant
         for job_id, job in list(self.accepted.items())[-1:]:
-            for path in ("", "/events", "/effects"):
+            for path in ("", "/events", "/effects", "/messages"):
                 resp = self.api("GET", f"/v1/jobs/{job_id}{path}", other(job.tenant))
                 assert resp.status_code == 404, (path, resp.text)
 
@@ -659,6 +745,10 @@ class JobsMachine(RuleBasedStateMachine):
             )
             if row["state"] == JobState.DEAD_LETTERED:
                 dead.append(job_id)
+            if job.spec.kind == "demo.chat" and row["state"] == JobState.SUCCEEDED:
+                first = [m for m, t in job.messages if t == "user"][:CHAT_MESSAGES]
+                answered = [a["message"] for a in row["result"]["answers"]]
+                assert answered == first, (answered, first, describe(self.sql, job_id))
         return dead
 
     def teardown(self) -> None:
@@ -667,6 +757,7 @@ class JobsMachine(RuleBasedStateMachine):
                 return
             if sys.exc_info()[0] is not None:
                 return  # a step failed (or Hypothesis stopped the run): report that
+            self.top_up_messages()
             self.drain()
             if not self.accepted:
                 return
@@ -678,6 +769,7 @@ class JobsMachine(RuleBasedStateMachine):
                 resp = self.api("POST", f"/v1/jobs/{job_id}/redrive", self.accepted[job_id].tenant)
                 assert resp.status_code == 202, resp.text
             if dead:
+                self.top_up_messages()
                 self.drain()
                 check_invariants(self.sql, self.fx.stack, list(self.accepted), settled=True)
                 self.check_outcomes()

@@ -267,3 +267,40 @@ def test_a_waiting_job_shows_its_runs_attempts_wait_and_deadline_in_creation_ord
     assert facts["worker"] == "none (no lease)", facts
     page.wait_for_selector("#waits >> text=waiting for timer")
     assert page.errors == []
+
+
+def test_a_message_sent_from_the_job_page_wakes_the_job_and_shows_as_text(
+    browser: Any, stack: Stack, sql: Any, request: pytest.FixtureRequest
+) -> None:
+    """Issue 32: the job page lists a job's messages and sends one (topic and JSON body);
+    a body with markup in it shows as text, and a finished job's page has no form."""
+    url = stack.api()
+    acme = stack.key("acme")
+    client = api_client(url, acme)
+    request.addfinalizer(client.close)
+    chat = submit(client, "demo.chat", {"messages": 1})
+    in_thread(handle_once(stack))
+    assert job_row(sql, chat)["state"] == "waiting"
+
+    page = open_page(browser, url, acme, viewport={"width": 1280, "height": 900})
+    page.goto(f"{url}/ui/#/jobs/{chat}")
+    page.wait_for_selector("#messages >> text=no messages")
+    page.fill("#send-message textarea", "{nope")
+    page.click("#send-message button")
+    page.wait_for_selector("#toast >> text=the body is not JSON")
+    page.fill("#send-message textarea", '{"text": "<img src=x onerror=alert(1)>"}')
+    page.click("#send-message button")
+    page.wait_for_selector("#toast >> text=sent: the job is woken")
+    page.wait_for_selector("#messages tr[data-message] >> text=unread")
+    assert page.locator("#messages img").count() == 0
+    assert "<img src=x onerror=alert(1)>" in page.text_content("#messages pre")
+    assert job_row(sql, chat)["state"] == "queued"
+
+    in_thread(handle_once(stack))
+    assert job_row(sql, chat)["state"] == "succeeded"
+    page.reload()
+    page.wait_for_selector("h1 .badge.s-succeeded")
+    wait_for(lambda: page.locator("#messages >> text=unread").count() == 0, what="read")
+    assert page.locator("#send-message").is_hidden()
+    shoot(page, "ui-job-messages")
+    assert page.errors == []

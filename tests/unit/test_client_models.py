@@ -30,6 +30,8 @@ PAIRS: list[tuple[type[BaseModel], str]] = [
     (models.StreamPage, "StreamPage"),
     (models.CallbackAnswered, "CallbackAnswered"),
     (models.CallbackHeartbeat, "CallbackHeartbeat"),
+    (models.Message, "MessagePublic"),
+    (models.MessageSent, "MessageSent"),
 ]
 
 

@@ -9,6 +9,7 @@ from app.api.routes import (
     jobs,
     kinds,
     me,
+    messages,
     metrics,
     schedules,
     streams,
@@ -18,6 +19,7 @@ from app.api.routes import (
 
 ROUTERS = (
     jobs.router,
+    messages.router,
     kinds.router,
     streams.router,
     callbacks.router,

@@ -293,6 +293,8 @@ async function jobPage(view, id) {
   const effects = el("tbody", { id: "effects" });
   const waits = el("div", { id: "waits" });
   const family = el("div", { id: "family" });
+  const inbox = el("tbody", { id: "messages" });
+  const sending = messageForm(id, () => load());
   view.append(head,
     el("section", { class: "card" }, el("h2", {}, "Progress and output"), quiet, progress, texts, output),
     el("section", { class: "card" }, el("h2", {}, "Waits"), waits),
@@ -300,7 +302,9 @@ async function jobPage(view, id) {
       el("thead", {}, el("tr", {}, ["time", "from", "to", "attempt", "worker", "detail"].map((h) => el("th", {}, h)))), timeline))),
     el("section", { class: "card" }, el("h2", {}, "Effects"), el("div", { class: "scroll" }, el("table", {},
       el("thead", {}, el("tr", {}, ["key", "seq", "attempt", "worker", "recorded", "result"].map((h) => el("th", {}, h)))), effects))),
-    el("section", { class: "card" }, el("h2", {}, "Parent and children"), family));
+    el("section", { class: "card" }, el("h2", {}, "Parent and children"), family),
+    el("section", { class: "card" }, el("h2", {}, "Messages"), el("div", { class: "scroll" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["id", "topic", "body", "sent", "read"].map((h) => el("th", {}, h)))), inbox)), sending));
 
   const chunks = new Map(); // effect key -> {seq -> text}, shown as one text per key
   const load = async () => {
@@ -317,6 +321,8 @@ async function jobPage(view, id) {
       el("td", {}, f.worker || ""), el("td", {}, when(f.recorded_at)), el("td", {}, el("pre", {}, json(f.result))))));
     if (!found.length) effects.append(el("tr", {}, el("td", { colspan: 6, class: "empty" }, "no effects recorded")));
     renderWaits(waits, job, cbs, load);
+    renderMessages(inbox, await api(`/v1/jobs/${id}/messages`));
+    sending.hidden = job.state === "succeeded" || job.state === "cancelled"; // they take none
     family.replaceChildren(
       el("p", {}, "parent: ", job.parent_id ? jobLink(job.parent_id, job.parent_id) : "none"),
       el("p", {}, `children: ${job.children_count}`),
@@ -393,6 +399,30 @@ function renderWaits(box, job, cbs, reload) {
     }
     box.append(row);
   }
+}
+// A job's messages (POST /v1/jobs/{id}/messages, read by its ctx.receive(topic)). The form
+// is made once per page: a reload on the job's transitions keeps what is being typed.
+function renderMessages(box, msgs) {
+  box.replaceChildren(...msgs.map((m) => el("tr", { "data-message": m.id }, el("td", {}, m.id), el("td", {}, m.topic),
+    el("td", {}, el("pre", {}, json(m.body))), el("td", {}, when(m.sent_at)),
+    el("td", {}, m.consumed_at ? when(m.consumed_at) : "unread"))));
+  if (!msgs.length) box.append(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "no messages")));
+}
+function messageForm(id, reload) {
+  const topic = el("input", { name: "topic", value: "user", required: true, maxlength: 100, "aria-label": "topic" });
+  const body = el("textarea", { name: "body", rows: 2, "aria-label": "body (JSON)", placeholder: '{"text": "hello"}' });
+  const send = async (ev) => {
+    ev.preventDefault();
+    let value;
+    try { value = JSON.parse(body.value.trim() || "null"); } catch (err) { toast(`the body is not JSON: ${err.message}`, true); return; }
+    try {
+      const sent = await api(`/v1/jobs/${id}/messages`, { method: "POST", body: { topic: topic.value, body: value } });
+      toast(sent.job_woken ? "sent: the job is woken" : "sent");
+      body.value = "";
+      await reload();
+    } catch (err) { toast(err.message, true); }
+  };
+  return el("form", { id: "send-message", class: "send", on: { submit: send } }, topic, body, el("button", { type: "submit" }, "Send"));
 }
 async function redrive(id) {
   try {
