@@ -9,6 +9,8 @@ from typing import Any
 from app.store.retention import TABLES
 
 # Where a prune deletes from, and the column that names the job there.
+# The rows old_job writes for one job, by table.
+ROWS_OF_ONE_JOB = dict.fromkeys(TABLES, 1) | {"job_events": 2}
 JOB_COLUMN = {t: ("id" if t == "jobs" else "job_id") for t in TABLES}
 
 
@@ -74,6 +76,10 @@ def old_job(
         "INSERT INTO callbacks (token_hash, job_id, key, timeout_seconds, deadline) "
         "VALUES (%s, %s, 'approve', 60, now())",
         (uuid.uuid4().bytes, job_id),
+    )
+    sql.execute(
+        "INSERT INTO published_state (job_id, key, value, version, attempt) VALUES (%s, 'step', '1', 1, 1)",
+        (job_id,),
     )
     return job_id
 

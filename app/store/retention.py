@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from app.store.pool import Database, q
 
 # The tables a prune deletes from, in the order they are reported.
-TABLES = ("jobs", "job_events", "job_output", "effects", "outbox", "callbacks")
+TABLES = ("jobs", "job_events", "job_output", "effects", "outbox", "callbacks", "published_state")
 
 
 @dataclass(frozen=True, slots=True)
