@@ -13,7 +13,8 @@ assert run.replayed == ["summarize"]  # attempt 2 replayed it instead of running
 (that function runs again, as it would after a real crash there);
 ``crash_inside_stream=N`` once N chunks of a streamed answer are written. A kind that
 waits ends the run with ``KindSuspended``: answer its callback, finish its children or
-advance the clock on its ``store``, then ``resume`` it.
+advance the clock on its ``store``, then ``resume`` it. What the kind published with
+``ctx.set_state`` is ``run.state`` (key to value; ``store.state`` has the versions).
 """
 
 from app.kinds.testing import EffectStore, KindRun, KindSuspended, SimulatedCrash, run_kind

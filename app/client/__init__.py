@@ -35,6 +35,7 @@ from app.client.models import (
     JobState,
     KindInfo,
     Priority,
+    StateValue,
     StreamEvent,
     StreamPage,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "PayloadTooLarge",
     "Priority",
     "RateLimited",
+    "StateValue",
     "StreamEvent",
     "StreamPage",
     "TaskleaseError",

@@ -117,7 +117,8 @@ WAIT_POINTS = frozenset(
 # A streamed answer's point has its own test too (tests/e2e/test_stream_crash.py), and
 # so have a throttle's (tests/e2e/test_throttle_crash.py), a release of parked jobs
 # (tests/e2e/test_parking_crash.py), the cancel notification's
-# (tests/e2e/test_cancel_reaches_call.py) and a prune batch's (tests/e2e/test_prune_crash.py).
+# (tests/e2e/test_cancel_reaches_call.py), a prune batch's (tests/e2e/test_prune_crash.py)
+# and published state's (tests/e2e/test_state_crash.py).
 OWN_TESTS = frozenset(
     {
         Point.INSIDE_STREAM,
@@ -125,6 +126,7 @@ OWN_TESTS = frozenset(
         Point.AFTER_RELEASE,
         Point.AFTER_CANCEL_NOTIFY,
         Point.AFTER_PRUNE_BATCH,
+        Point.AFTER_STATE_PUBLISHED,
     }
 )
 HERE = [p for p in Point if p not in WAIT_POINTS and p not in OWN_TESTS]

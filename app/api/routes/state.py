@@ -33,15 +33,17 @@ class StatePublic(BaseModel):
     value: Any  # last: the one field of any size
 
 
-class JobState(BaseModel):
+class StatePage(BaseModel):
+    """Every key a job published."""
+
     items: list[StatePublic]  # by key
 
 
-@router.get("/v1/jobs/{job_id}/state", response_model=JobState, responses=COMMON)
-async def get_state(job_id: uuid.UUID, caller: Caller, db: Db) -> JobState:
+@router.get("/v1/jobs/{job_id}/state", response_model=StatePage, responses=COMMON)
+async def get_state(job_id: uuid.UUID, caller: Caller, db: Db) -> StatePage:
     """Every key the job published with ``ctx.set_state``, by key (none yet: empty)."""
     found = await service.of_job(db, job_id, scope=caller.scope)
-    return JobState(items=[StatePublic.model_validate(s) for s in found])
+    return StatePage(items=[StatePublic.model_validate(s) for s in found])
 
 
 @router.get("/v1/jobs/{job_id}/state/{key:path}", response_model=StatePublic, responses=COMMON)
