@@ -12,7 +12,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, get_args
 
 import httpx
 from httpx_sse import ServerSentEvent
@@ -28,6 +28,8 @@ MAX_POLL_SECONDS = 25.0
 # Reconnecting a dropped stream: this many tries in a row, backing off up to RETRY_CAP.
 STREAM_RETRIES = 8
 RETRY_CAP = 5.0
+# The events a job's stream hands out (its SSE frames' names; "end" ends it).
+STREAM_EVENT_TYPES = frozenset(get_args(models.StreamEvent.model_fields["type"].annotation))
 # "No result given" (None is a result: JSON null).
 UNSET: Any = object()
 
@@ -348,7 +350,7 @@ class Resume:
         if sse.event == "end":
             self.ended = True
             return None
-        if sse.event not in ("transition", "progress", "output", "chunk"):
+        if sse.event not in STREAM_EVENT_TYPES:
             return None
         if sse.id and not self._new(sse.id):
             return None

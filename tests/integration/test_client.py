@@ -327,6 +327,8 @@ def test_published_state_is_read_and_waited_for(tl: client.Client) -> None:
         "done": (3, 3),
         "phase": ("finished", 2),
     }
+    changes = [(e.data["key"], e.data["version"]) for e in tl.stream(job.id) if e.type == "state"]
+    assert changes == [("phase", 1), ("done", 1), ("done", 2), ("done", 3), ("phase", 2)]
     # A finished job: the key as it is (compare the version), or NotFound when unset.
     assert tl.wait_state(job.id, "done", after_version=9, timeout=60).version == 3
     with pytest.raises(client.NotFound, match="'never'"):
