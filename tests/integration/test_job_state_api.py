@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
-from app import store
+from app import errors, store
 from app.settings import bounds
 from app.store.state import Published
+from app.worker.context import LeasedContext
 from tests.conftest import Stack, bearer, run
 from tests.integration.test_api_waits import drain, submit
 from tests.integration.test_output_buffer import running
+from tests.integration.test_streams import caught_up
 
 pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
@@ -28,8 +30,12 @@ async def publish(stack: Stack, job_id: str, token: uuid.UUID, key: str, value: 
         )
 
 
-def state_events(api: Any, job_id: str) -> list[Any]:
-    page = api.get(f"/v1/jobs/{job_id}/stream", params={"after": "0", "wait": 1}).json()
+def state_events(api: Any, sql: Any, job_id: str) -> list[Any]:
+    """The job's state events read from its stream, once it shows every row written (a
+    transaction elsewhere on the server may hold the latest back a moment)."""
+    head = caught_up(api, sql, job_id)
+    page = api.get(f"/v1/jobs/{job_id}/stream", params={"after": "0", "wait": 0}).json()
+    assert page["next"] == head
     return [e["data"] for e in page["events"] if e["type"] == "state"]
 
 
@@ -45,7 +51,7 @@ def test_a_finished_job_s_state_reads_whole_and_by_key(stack: Stack, api: Any, s
     one = api.get(f"/v1/jobs/{job['id']}/state/phase")
     assert one.status_code == 200 and one.json()["value"] == "finished"
     # Each change went on the stream, in order.
-    assert state_events(api, job["id"]) == [
+    assert state_events(api, sql, job["id"]) == [
         {"key": "phase", "value": "working", "version": 1},
         {"key": "done", "value": 1, "version": 1},
         {"key": "done", "value": 2, "version": 2},
@@ -131,7 +137,7 @@ def test_the_long_poll_answers_when_the_key_changes(stack: Stack, api: Any, sql:
     resp = result["resp"]
     assert resp.status_code == 200, resp.text
     assert (resp.json()["value"], resp.json()["version"]) == ("final", 2)
-    assert state_events(api, job["id"]) == [
+    assert state_events(api, sql, job["id"]) == [
         {"key": "plan", "value": "draft", "version": 1},
         {"key": "plan", "value": "final", "version": 2},
     ]
@@ -143,3 +149,36 @@ def test_the_long_poll_of_a_finished_job_answers_at_once(stack: Stack, api: Any,
     resp = api.get(f"/v1/jobs/{job['id']}/state/done", params={"after_version": 5, "wait": 20})
     assert resp.status_code == 200 and resp.json()["version"] == 1
     assert resp.elapsed.total_seconds() < 10
+
+
+async def worker_publishes(
+    stack: Stack, job_id: str, token: uuid.UUID, key: str, value: Any
+) -> None:
+    """ctx.set_state as a worker's attempt runs it (LeasedContext), under ``token``."""
+    assert stack.settings.database_url
+    async with store.connect(stack.settings.database_url, max_size=1) as db:
+        ctx = LeasedContext(
+            job_id=uuid.UUID(job_id),
+            kind="demo.noop",
+            attempt=1,
+            deps=None,
+            lease_token=token,
+            lease_owner="test",
+            db=db,
+            recorded={},
+        )
+        await ctx.set_state(key, value)
+
+
+def test_a_worker_that_lost_its_lease_stops_and_a_misuse_writes_nothing(
+    stack: Stack, api: Any, sql: Any
+) -> None:
+    job = submit(api, {"kind": "demo.noop", "payload": {}})
+    token = running(sql, job["id"])
+    with pytest.raises(errors.LeaseLost):
+        run(worker_publishes(stack, job["id"], uuid.uuid4(), "plan", "zombie"))
+    with pytest.raises(errors.PermanentError, match="MAX_STATE_VALUE_BYTES"):
+        run(worker_publishes(stack, job["id"], token, "plan", "x" * bounds.MAX_STATE_VALUE_BYTES))
+    assert sql.execute("SELECT count(*) AS n FROM published_state").fetchone()["n"] == 0
+    run(worker_publishes(stack, job["id"], token, "plan", ["a", "b"]))
+    assert api.get(f"/v1/jobs/{job['id']}/state/plan").json()["value"] == ["a", "b"]
