@@ -59,6 +59,9 @@ class Point(enum.StrEnum):
     # A lease ended and parked jobs of its tenant were released (unparked, outbox rows
     # committed); their messages are not sent yet.
     AFTER_RELEASE = "after_release"
+    # ctx.set_state's write committed (the key's row and its stream row); the kind's code
+    # has not gone on.
+    AFTER_STATE_PUBLISHED = "after_state_published"
     # A prune batch committed (jobs deleted with their rows); the next batch not begun.
     AFTER_PRUNE_BATCH = "after_prune_batch"
 

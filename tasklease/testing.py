@@ -14,7 +14,8 @@ assert run.replayed == ["summarize"]  # attempt 2 replayed it instead of running
 ``crash_inside_stream=N`` once N chunks of a streamed answer are written. A kind that
 waits ends the run with ``KindSuspended``: answer its callback, finish its children,
 send it a message (``store.send(topic, body)``, for ``ctx.receive``) or advance the clock
-on its ``store``, then ``resume`` it.
+on its ``store``, then ``resume`` it. What the kind published with
+``ctx.set_state`` is ``run.state`` (key to value; ``store.state`` has the versions).
 """
 
 from app.kinds.testing import EffectStore, KindRun, KindSuspended, SimulatedCrash, run_kind

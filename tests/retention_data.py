@@ -9,17 +9,9 @@ from typing import Any
 from app.store.retention import TABLES
 
 # Where a prune deletes from, and the column that names the job there.
+# The rows old_job writes for one job, by table.
+ROWS_OF_ONE_JOB = dict.fromkeys(TABLES, 1) | {"job_events": 2}
 JOB_COLUMN = {t: ("id" if t == "jobs" else "job_id") for t in TABLES}
-# The rows old_job writes for one job, by table: what a prune of it deletes.
-ONE_JOB = {
-    "jobs": 1,
-    "job_events": 2,
-    "job_output": 1,
-    "effects": 1,
-    "outbox": 1,
-    "callbacks": 1,
-    "job_messages": 1,
-}
 
 
 def old_job(
@@ -88,6 +80,10 @@ def old_job(
     sql.execute(
         "INSERT INTO job_messages (job_id, topic, body, request_hash) "
         "VALUES (%s, 'user', '\"hi\"', 'h')",
+        (job_id,),
+    )
+    sql.execute(
+        "INSERT INTO published_state (job_id, key, value, version, attempt) VALUES (%s, 'step', '1', 1, 1)",
         (job_id,),
     )
     return job_id

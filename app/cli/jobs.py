@@ -17,6 +17,7 @@ from app.cli import remote, render, runner
 from app.cli.render import err, out
 from app.priorities import Priority
 from app.services import auth, costs, jobs, messages
+from app.services import state as published
 from app.services import submit as service
 from app.settings import bounds
 from app.settings.config import Settings
@@ -190,6 +191,7 @@ class JobView(NamedTuple):
     callbacks: list[dict[str, Any]]
     usage: dict[str, Any]
     messages: list[Message]
+    state: list[dict[str, Any]]
 
 
 async def _view(s: Settings, database: Database, job_id: uuid.UUID) -> JobView:
@@ -204,6 +206,7 @@ async def _view(s: Settings, database: Database, job_id: uuid.UUID) -> JobView:
         await jobs.callbacks(database, job_id, scope=None),
         await costs.of_job(s, database, job_id),
         await messages.of_job(database, job_id, scope=None),
+        await published.of_job(database, job_id, scope=None),
     )
 
 
@@ -224,7 +227,7 @@ def usage_line(usage: dict[str, Any]) -> str:
 @group.command("show")
 def show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
     """A job (what it waits for, its parent), its timeline, its recorded effects, its
-    callbacks, its children and its messages."""
+    callbacks, the state it published, its children and its messages."""
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
     view = runner.on_database(s, lambda database: _view(s, database, jid))
@@ -235,6 +238,8 @@ def show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
         out.print(usage_line(view.usage), markup=False, highlight=False)
     if view.callbacks:
         out.print(render.callbacks(view.callbacks))
+    if view.state:
+        out.print(render.published_state(view.state))
     if view.children_count:
         render.print_listing(render.children(view.children, view.children_count))
     if view.messages:

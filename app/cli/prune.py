@@ -63,8 +63,8 @@ def prune(
     ] = None,
 ) -> None:
     """Delete finished jobs past their retention (TASKLEASE_RETAIN_*_SECONDS) with their
-    events, effects, output, outbox rows, callbacks and messages, TASKLEASE_PRUNE_BATCH_SIZE jobs
-    per statement. Jobs held back: an Idempotency-Key within
+    events, effects, output, outbox rows, callbacks, messages and published state,
+    TASKLEASE_PRUNE_BATCH_SIZE jobs per statement. Jobs held back: an Idempotency-Key within
     TASKLEASE_IDEMPOTENCY_WINDOW_SECONDS, an unfinished parent or child."""
     s = runner.settings_or_exit()
     if not s.retention():

@@ -75,6 +75,9 @@ class Progress:
             self.line(Text.assemble(head, f"progress {pct} ", str(data.get("note") or "")))
         elif event.type == "output":
             self.line(Text.assemble(head, "output ", json.dumps(event.data)))
+        elif event.type == "state":
+            shown = f"{data.get('key')} = {json.dumps(data.get('value'))} (v{data.get('version')})"
+            self.line(Text.assemble(head, "state ", shown))
         else:  # a chunk of a model's answer, as it is written
             err.print(Text(str(data.get("text", ""))), end="")
             self.in_text = True

@@ -183,6 +183,25 @@ def asks(details: Any) -> str:
     return json.dumps(details, ensure_ascii=False)
 
 
+# A published value in `jobs show`: its JSON, cut to this many characters.
+STATE_VALUE_CHARS = 200
+
+
+def published_state(rows: list[dict[str, Any]]) -> Table:
+    """What the job published (ctx.set_state): each key's value as JSON, as written."""
+    table = PlainTable("key", "value", "version", "attempt", "set", title="state")
+    for r in rows:
+        value = json.dumps(r["value"], ensure_ascii=False)
+        table.add_row(
+            r["key"],
+            short(value, STATE_VALUE_CHARS),
+            r["version"],
+            r["attempt"],
+            when(r["updated_at"]),
+        )
+    return table
+
+
 def children(rows: list[dict[str, Any]], total: int) -> IdListing:
     shown = f"{total} children" if len(rows) == total else f"{total} children, first {len(rows)}"
     listing = IdListing(shown, ("kind", "state", "created"), wrap=frozenset({"created"}))

@@ -37,6 +37,7 @@ from app.client.models import (
     Message,
     MessageSent,
     Priority,
+    StateValue,
     StreamEvent,
     StreamPage,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "PayloadTooLarge",
     "Priority",
     "RateLimited",
+    "StateValue",
     "StreamEvent",
     "StreamPage",
     "TaskleaseError",

@@ -12,7 +12,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, get_args
 
 import httpx
 from httpx_sse import ServerSentEvent
@@ -28,6 +28,8 @@ MAX_POLL_SECONDS = 25.0
 # Reconnecting a dropped stream: this many tries in a row, backing off up to RETRY_CAP.
 STREAM_RETRIES = 8
 RETRY_CAP = 5.0
+# The events a job's stream hands out (its SSE frames' names; "end" ends it).
+STREAM_EVENT_TYPES = frozenset(get_args(models.StreamEvent.model_fields["type"].annotation))
 # "No result given" (None is a result: JSON null).
 UNSET: Any = object()
 
@@ -151,6 +153,67 @@ def messages(job_id: JobId) -> Call[list[models.Message]]:
         return [models.Message.model_validate(m) for m in doc]
 
     return Call("GET", job_path(job_id, "/messages"), parse)
+
+
+def state(job_id: JobId) -> Call[dict[str, models.StateValue]]:
+    def parse(doc: Any) -> dict[str, models.StateValue]:
+        page = models.StatePage.model_validate(doc)
+        return {item.key: item for item in page.items}
+
+    return Call("GET", job_path(job_id, "/state"), parse)
+
+
+def state_key(
+    job_id: JobId, key: str, *, after_version: int | None = None, wait: float = 0.0
+) -> Call[models.StateValue]:
+    """One key; with ``after_version``, a long poll of up to ``wait`` seconds."""
+    params = None if after_version is None else {"after_version": str(after_version)}
+    if params is not None:
+        params["wait"] = f"{min(wait, MAX_POLL_SECONDS):.3f}"
+    return Call(
+        "GET",
+        job_path(job_id, f"/state/{urllib.parse.quote(key, safe='')}"),
+        _model(models.StateValue),
+        params=params,
+        timeout=None if params is None else min(wait, MAX_POLL_SECONDS) + 30.0,
+    )
+
+
+class StateWaiter:
+    """``wait_state``'s state: long polls of the key until its version is past
+    ``after_version``, within ``timeout`` seconds. A poll that answers without (an unset
+    key: 404) is asked again while the job can still change it; a finished job cannot:
+    then the key as it is (compare the version), or NotFound while it is unset."""
+
+    def __init__(self, job_id: JobId, key: str, after_version: int, timeout: float) -> None:
+        self.job_id, self.key, self.after_version = str(job_id), key, after_version
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+        self.last: models.StateValue | None = None
+
+    def poll(self) -> Call[models.StateValue]:
+        """The next long poll, or Timeout when the deadline has passed."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            where = "unset" if self.last is None else f"at version {self.last.version}"
+            raise errors.Timeout(self.job_id, f"with key {self.key!r} {where}", self.timeout)
+        return state_key(self.job_id, self.key, after_version=self.after_version, wait=left)
+
+    def past(self, value: models.StateValue | None) -> bool:
+        """Take a poll's answer (None: unset) in; whether it is what ``wait_state`` waits for."""
+        self.last = value
+        return value is not None and value.version > self.after_version
+
+    def answer(self, job: models.Job) -> models.StateValue | None:
+        """With the job read again after an answer that was not past: what to return now
+        that it is finished (NotFound for an unset key), or None to poll again."""
+        if not job.finished:
+            return None
+        if self.last is None:
+            raise errors.NotFound(
+                404, f"job {self.job_id} finished without publishing key {self.key!r}"
+            )
+        return self.last
 
 
 def _callback_path(token: str, tail: str = "") -> str:
@@ -307,7 +370,7 @@ class Resume:
         if sse.event == "end":
             self.ended = True
             return None
-        if sse.event not in ("transition", "progress", "output", "chunk"):
+        if sse.event not in STREAM_EVENT_TYPES:
             return None
         if sse.id and not self._new(sse.id):
             return None

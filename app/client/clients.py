@@ -14,7 +14,7 @@ from typing import Any, Self, TypeVar
 import httpx
 from httpx_sse import aconnect_sse, connect_sse
 
-from app.client import calls, models
+from app.client import calls, errors, models
 from app.client.calls import JobId
 
 T = TypeVar("T")
@@ -121,6 +121,29 @@ class Client:
     def messages(self, job_id: JobId) -> list[models.Message]:
         """The job's messages, oldest first."""
         return self.send(calls.messages(job_id))
+
+    def state(self, job_id: JobId) -> dict[str, models.StateValue]:
+        """Every key the job published (``ctx.set_state``), key to value and version."""
+        return self.send(calls.state(job_id))
+
+    def wait_state(
+        self, job_id: JobId, key: str, *, after_version: int = 0, timeout: float = 60.0
+    ) -> models.StateValue:
+        """The job's ``key`` once its version is past ``after_version`` (0: once it is
+        set), following it by long poll. Timeout when ``timeout`` seconds pass first; a
+        finished job's key as it is (compare the version), NotFound if it never was set."""
+        waiter = calls.StateWaiter(job_id, key, after_version, timeout)
+        while True:
+            try:
+                value: models.StateValue | None = self.send(waiter.poll())
+            except errors.NotFound:
+                value = None
+            if waiter.past(value):
+                assert value is not None
+                return value
+            final = waiter.answer(self.get(job_id))
+            if final is not None:
+                return final
 
     def wait(
         self, job_id: JobId, *, timeout: float, on_event: OnEvent | None = None
@@ -269,6 +292,31 @@ class AsyncClient:
 
     async def messages(self, job_id: JobId) -> list[models.Message]:
         return await self.send(calls.messages(job_id))
+
+    async def state(self, job_id: JobId) -> dict[str, models.StateValue]:
+        return await self.send(calls.state(job_id))
+
+    async def wait_state(
+        self,
+        job_id: JobId,
+        key: str,
+        *,
+        after_version: int = 0,
+        # Client.wait_state's signature: the deadline bounds each long poll.
+        timeout: float = 60.0,  # noqa: ASYNC109
+    ) -> models.StateValue:
+        waiter = calls.StateWaiter(job_id, key, after_version, timeout)
+        while True:
+            try:
+                value: models.StateValue | None = await self.send(waiter.poll())
+            except errors.NotFound:
+                value = None
+            if waiter.past(value):
+                assert value is not None
+                return value
+            final = waiter.answer(await self.get(job_id))
+            if final is not None:
+                return final
 
     async def wait(
         self,

@@ -170,10 +170,10 @@ class JobBatch(_Model):
 class StreamEvent(_Model):
     """StreamEventPublic: one event of a job's stream. ``data`` by ``type``:
     transition: from_state, to_state, worker, detail; progress: fraction, note;
-    output: what the kind emitted; chunk: key, seq, text."""
+    output: what the kind emitted; chunk: key, seq, text; state: key, value, version."""
 
     id: str
-    type: Literal["transition", "progress", "output", "chunk"]
+    type: Literal["transition", "progress", "output", "chunk", "state"]
     job_id: uuid.UUID
     tenant: str
     kind: str
@@ -207,6 +207,23 @@ class MessageSent(Message):
     stored before); ``job_woken`` whether it woke the job."""
 
     job_woken: bool
+
+
+class StateValue(_Model):
+    """StatePublic: one key a job published (``ctx.set_state``); ``version`` counts its
+    changes (1: its first value), ``attempt`` is the attempt that set it."""
+
+    key: str
+    version: int
+    attempt: int
+    updated_at: dt.datetime
+    value: Any
+
+
+class StatePage(_Model):
+    """StatePage: every key a job published."""
+
+    items: list[StateValue]
 
 
 class CallbackAnswered(_Model):

@@ -4,7 +4,7 @@ kind can do, not part of tasklease: a deployment that does not name them has non
 them.
 
 - ``app.demos.basic``: demo.noop, demo.sleep, demo.flaky, demo.nap, demo.fanout,
-  demo.approval (timers, callbacks, children);
+  demo.approval (timers, callbacks, children), demo.publish (published state);
 - ``app.demos.chat``: demo.chat (messages to a running job, ``ctx.receive``);
 - ``app.demos.triage``: support.triage (a model call and a webhook, two effects);
 - ``app.demos.research``: agent.research and agent.subquery (an agent that fans out,
@@ -15,7 +15,7 @@ them.
 # The kinds by value (the registry finds Kind objects among a module's names); the
 # submodules keep their own names, so ``app.demos.triage`` stays the module.
 from app.demos import basic, chat, research, triage, writer
-from app.demos.basic import approval, fanout, flaky, nap, noop, sleep
+from app.demos.basic import approval, fanout, flaky, nap, noop, publish, sleep
 from app.demos.chat import chat as chat_kind
 from app.demos.research import research as research_kind
 from app.demos.research import subquery
@@ -31,6 +31,7 @@ __all__ = [
     "flaky",
     "nap",
     "noop",
+    "publish",
     "research",
     "research_kind",
     "sleep",

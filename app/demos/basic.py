@@ -157,3 +157,24 @@ async def fanout(ctx: JobContext[None], p: FanOutPayload) -> dict[str, Any]:
         "failed": len(got.errors),
         "unfinished": len(got.unfinished),
     }
+
+
+# --- published state (docs/howto/job-state.md) -----------------------------------------
+
+
+@kind("demo.publish")
+async def publish(ctx: JobContext[None], p: SleepPayload) -> dict[str, int]:
+    """demo.sleep's steps, publishing where it is (``ctx.set_state``): ``phase`` (working,
+    then finished) and ``done``, the steps done so far. A re-run after a crash publishes
+    what the crashed attempt did again, which changes nothing."""
+    await ctx.set_state("phase", "working")
+    for i in range(p.steps):
+
+        async def step(i: int = i) -> int:
+            await asyncio.sleep(p.seconds)
+            return i
+
+        await ctx.effect(f"step-{i}", step)
+        await ctx.set_state("done", i + 1)
+    await ctx.set_state("phase", "finished")
+    return {"steps": p.steps, "replayed": len(ctx.replayed)}

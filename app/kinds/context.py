@@ -23,6 +23,7 @@ from app.kinds import generate as generating
 from app.kinds import messages, threads
 from app.kinds.generate import ModelCall, Produce, Usage
 from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted, checked_json, unstorable
+from app.kinds.state import checked as checked_state
 from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
 from app.settings import bounds
 
@@ -244,6 +245,22 @@ class JobContext(abc.ABC, Generic[D]):
     async def _output(self, item: Emitted) -> None:
         """Keep ``item`` for the job's stream; runners write it where readers find it."""
         self._emitted.append(item)
+
+    # --- published state -------------------------------------------------------
+
+    async def set_state(self, key: str, value: Any) -> None:
+        """Publish ``value`` (a small JSON value) under ``key``: callers read it with
+        ``GET /v1/jobs/{id}/state`` and see it change on the job's stream. Written at once,
+        after what the job emitted before, and fenced by the lease. The last write wins;
+        writing the value the key holds changes nothing (a replay after a crash that
+        publishes what the crashed attempt published is no change). A bad key or value,
+        or a new key past the job's keys (app/settings/bounds.py), is a PermanentError and
+        writes nothing."""
+        await self._set_state(key, checked_state(key, value))
+
+    async def _set_state(self, key: str, value: Any) -> None:
+        """Write ``value`` (checked) under ``key`` where readers find it."""
+        raise errors.PermanentError(f"{type(self).__name__} does not publish state")
 
     # --- waits ---------------------------------------------------------------
 

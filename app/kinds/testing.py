@@ -15,6 +15,9 @@ N chunks of a streamed answer are written (INSIDE_STREAM: the next attempt conti
 the answer from them). A second attempt then
 replays the store, as another worker would.
 
+What the kind published (``ctx.set_state``) is ``run.state`` (key to value), and
+``store.state`` has each key's version and attempt, as GET /v1/jobs/{id}/state shows them.
+
 A kind that waits ends the run with ``KindSuspended`` (its ``wait`` says for what);
 answer its callback, finish its children, send it a message or advance the clock on
 ``store``, then ``resume`` it: its code runs again from the top, replaying what was
@@ -43,8 +46,9 @@ from app.kinds.generate import Usage
 from app.kinds.kind import Kind
 from app.kinds.messages import Message
 from app.kinds.output import Emitted
+from app.kinds.state import Published, too_many_keys
 from app.kinds.waits import CallbackStatus, ChildStatus, Wait
-from app.settings import config
+from app.settings import bounds, config
 from app.settings.config import Settings
 
 D = TypeVar("D")
@@ -75,6 +79,9 @@ class EffectStore:
     # Every chunk the attempts emitted, (key, seq) in order, a repeat included.
     chunk_writes: list[tuple[str, int]] = field(default_factory=list)
     usage: dict[str, Usage] = field(default_factory=dict)  # model effects' usage, by key
+    # What the job published (ctx.set_state), as job_state holds it: key to its value,
+    # version and the attempt that wrote it; ``values`` has the values alone.
+    state: dict[str, Published] = field(default_factory=dict)
     clock: dt.datetime = field(default_factory=lambda: dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
     # Messages sent to the job, in order, and the receive (its key) that consumed each.
     messages: list[Message] = field(default_factory=list)
@@ -108,6 +115,11 @@ class EffectStore:
     def advance(self, seconds: float) -> None:
         self.clock += dt.timedelta(seconds=seconds)
 
+    @property
+    def values(self) -> dict[str, Any]:
+        """The published state, key to value."""
+        return {key: p.value for key, p in self.state.items()}
+
 
 class MemoryContext(JobContext[D]):
     """A JobContext recording into an EffectStore, with the crash points simulated."""
@@ -139,6 +151,19 @@ class MemoryContext(JobContext[D]):
 
     async def _recorded_chunks(self, key: str) -> list[tuple[int, str]]:
         return sorted(self.store.chunks.get(key, {}).items())
+
+    async def _set_state(self, key: str, value: Any) -> None:
+        # As the set_state query: the same value changes nothing, a new key needs room,
+        # a change bumps the version and goes on the stream.
+        held = self.store.state.get(key)
+        if held is not None and held.value == value:
+            return
+        if held is None and len(self.store.state) >= bounds.MAX_STATE_KEYS:
+            raise too_many_keys(key)
+        version = 1 if held is None else held.version + 1
+        self.store.state[key] = Published(value, version, self.attempt)
+        data = {"key": key, "value": value, "version": version}
+        await super()._output(Emitted(self.now(), "state", data, key=key))
 
     async def _record(self, key: str, seq: int, value: Any, usage: Usage | None = None) -> Any:
         if self._crash_inside == seq + 1:
@@ -237,6 +262,7 @@ class KindRun(Generic[R]):
     attempts: int
     crashed_after: str | None  # the effect at which the first attempt died, if it did
     effects: dict[str, Any]  # the recorded effects, key to result
+    state: dict[str, Any] = field(default_factory=dict)  # what it published, key to value
 
 
 async def run_kind(
@@ -304,6 +330,7 @@ async def run_kind(
                 attempts=attempts,
                 crashed_after=crashed_after,
                 effects=dict(store.records),
+                state=store.values,
             )
     finally:
         if owned:

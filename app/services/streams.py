@@ -19,12 +19,15 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from app import errors, store
 from app.states import FINAL_FOR_NOW
 from app.store.streams import START, Position, StreamEvent
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Rows read per round trip.
 BATCH = 200
@@ -143,6 +146,16 @@ class Page:
 Read = Callable[[Position], Awaitable[tuple[list[StreamEvent], Position]]]
 
 
+def _pause(hub: Hub | None, quick: int) -> float:
+    """How long to wait for a wake-up before reading again, ``quick`` reads after one."""
+    if quick < len(QUICK):
+        return QUICK[quick]
+    if hub is None or not hub.connected.is_set():
+        # No listener (a Lambda, or its connection is down): poll.
+        return POLL_WITHOUT_HUB_SECONDS
+    return IDLE_POLL_SECONDS
+
+
 async def _batch(
     hub: Hub | None,
     job_id: uuid.UUID | None,
@@ -164,14 +177,25 @@ async def _batch(
             left = deadline - time.monotonic()
             if left <= 0:
                 return [], False, after
-            if quick < len(QUICK):
-                pause = QUICK[quick]
-            elif hub is None or not hub.connected.is_set():
-                # No listener (a Lambda, or its connection is down): poll.
-                pause = POLL_WITHOUT_HUB_SECONDS
-            else:
-                pause = IDLE_POLL_SECONDS
-            woken = await waiter.wait(min(pause, left))
+            woken = await waiter.wait(min(_pause(hub, quick), left))
+            quick = 0 if woken else quick + 1
+
+
+async def wait_for(
+    hub: Hub | None, job_id: uuid.UUID, look: Callable[[], Awaitable[tuple[T, bool]]], wait: float
+) -> tuple[T, bool]:
+    """Look until ``look`` answers (True, …) — woken by the job's notifications, polling
+    as a stream reader does — or until ``wait`` seconds passed (at most MAX_WAIT_SECONDS);
+    answers what it last found."""
+    deadline = time.monotonic() + max(0.0, min(wait, MAX_WAIT_SECONDS))
+    quick = len(QUICK)
+    while True:
+        with _Waiter(hub, job_id) as waiter:
+            found, done = await look()
+            left = deadline - time.monotonic()
+            if done or left <= 0:
+                return found, done
+            woken = await waiter.wait(min(_pause(hub, quick), left))
             quick = 0 if woken else quick + 1
 
 

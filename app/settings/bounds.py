@@ -40,3 +40,8 @@ MAX_TIMEZONE_CHARS = 100
 MAX_TOPIC_CHARS = 100
 MAX_MESSAGES_PER_JOB = 1000
 MAX_MESSAGE_BYTES = 64 * 1024
+# The state a job publishes (ctx.set_state, GET /v1/jobs/{id}/state; job_state CHECKs):
+# a key's length, a value's size as JSON, and how many keys one job may have.
+MAX_STATE_KEY_CHARS = 200
+MAX_STATE_VALUE_BYTES = 16 * 1024
+MAX_STATE_KEYS = 100

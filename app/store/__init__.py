@@ -2,7 +2,7 @@
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
 cancels, effects, outbox, keys, tenants, model_limits, dead_letters, sweeper_marks, waits,
-messages, schedules, streams, gauges, retention), each a set of small typed functions taking the
+messages, schedules, streams, state, gauges, retention), each a set of small typed functions taking the
 ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's transaction) and answering the records of
 ``store.records``.
 """
@@ -21,6 +21,7 @@ from app.store import (
     records,
     retention,
     schedules,
+    state,
     streams,
     sweeper_marks,
     tenants,
@@ -48,6 +49,7 @@ __all__ = [
     "redact",
     "retention",
     "schedules",
+    "state",
     "streams",
     "sweeper_marks",
     "tenants",

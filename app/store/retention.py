@@ -18,6 +18,7 @@ TABLES = (
     "outbox",
     "callbacks",
     "job_messages",
+    "published_state",
 )
 
 

@@ -18,8 +18,10 @@ from app.kinds import JobContext
 from app.kinds.generate import Usage
 from app.kinds.messages import Message
 from app.kinds.output import Emitted
+from app.kinds.state import too_many_keys
 from app.kinds.waits import CallbackStatus, ChildStatus
 from app.services import budgets, callbacks, costs, submit
+from app.settings import bounds
 from app.store.records import OutboxRow
 from app.worker.output import OutputBuffer
 
@@ -80,6 +82,27 @@ class LeasedContext(JobContext[Any]):
     async def _recorded_chunks(self, key: str) -> list[tuple[int, str]]:
         rows = await store.streams.output_of(self._db, self.job_id, "chunk", key)
         return [(r["seq"], r["data"]["text"]) for r in rows]
+
+    # --- published state -----------------------------------------------------------
+
+    async def _set_state(self, key: str, value: Any) -> None:
+        """Written after what the attempt emitted before it (its stream stays in order),
+        fenced as the output is: a zombie's state is refused (LeaseLost), and nothing is
+        written once the job's cancel was asked for (Cancelled)."""
+        await self.output.flush()
+        published = await store.state.publish(
+            self._db, self.job_id, self._token, key, value, max_keys=bounds.MAX_STATE_KEYS
+        )
+        if published.cancelled:
+            raise errors.Cancelled()
+        if not published.fenced:
+            raise errors.LeaseLost()
+        if not published.room:
+            raise too_many_keys(key)
+        fields = {**self._fields(key), "version": published.version}
+        if published.changed:
+            log.info("state published", extra=fields)
+        crashpoints.hit(crashpoints.Point.AFTER_STATE_PUBLISHED, **fields)
 
     # --- callbacks ---------------------------------------------------------------
 

@@ -72,6 +72,18 @@ def test_submit_show_list_and_cancel_a_job(stack: Stack, sql: Any) -> None:
     assert "not a job id: 'not-a-uuid'" in err
 
 
+def test_jobs_show_lists_the_state_a_job_published_as_written(stack: Stack, sql: Any) -> None:
+    job_id = submitted(stack, "--tenant", "acme")
+    sql.execute(
+        "INSERT INTO published_state (job_id, key, value, version, attempt) "
+        "VALUES (%s, 'plan', %s::jsonb, 4, 2)",
+        (job_id, f'{{"next": "{MARKUP}"}}'),
+    )
+    code, out, err = cli(stack, "jobs", "show", str(job_id))
+    assert code == 0, err
+    assert "state" in out and "plan" in out and MARKUP in out
+
+
 def test_an_unknown_job_is_an_error_with_exit_code_1(stack: Stack) -> None:
     code, out, err = cli(stack, "jobs", "show", str(uuid.uuid4()))
     assert code == 1

@@ -118,7 +118,8 @@ WAIT_POINTS = frozenset(
 # so have a throttle's (tests/e2e/test_throttle_crash.py), a release of parked jobs
 # (tests/e2e/test_parking_crash.py), the cancel notification's
 # (tests/e2e/test_cancel_reaches_call.py), a prune batch's (tests/e2e/test_prune_crash.py)
-# and the messages' (tests/e2e/test_message_crash_points.py).
+# the messages' (tests/e2e/test_message_crash_points.py) and published state's
+# (tests/e2e/test_state_crash.py).
 OWN_TESTS = frozenset(
     {
         Point.AFTER_MESSAGE_SENT,
@@ -128,6 +129,7 @@ OWN_TESTS = frozenset(
         Point.AFTER_RELEASE,
         Point.AFTER_CANCEL_NOTIFY,
         Point.AFTER_PRUNE_BATCH,
+        Point.AFTER_STATE_PUBLISHED,
     }
 )
 HERE = [p for p in Point if p not in WAIT_POINTS and p not in OWN_TESTS]

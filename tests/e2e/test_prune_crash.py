@@ -13,11 +13,17 @@ from app.crashpoints import Point
 from tests.conftest import Stack
 from tests.e2e.test_crash_points import died_by_sigkill
 from tests.helpers import crash_env
-from tests.retention_data import ONE_JOB, counts_by_scan, counts_maintained, old_job, rows_of
+from tests.retention_data import (
+    ROWS_OF_ONE_JOB,
+    counts_by_scan,
+    counts_maintained,
+    old_job,
+    rows_of,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.carrier_neutral]
 
-WHOLE = ONE_JOB
+WHOLE = ROWS_OF_ONE_JOB
 
 
 @pytest.mark.asyncio

@@ -339,6 +339,40 @@ async def test_the_async_client(api_url: str, key: str, proxy: Proxy, tl: client
             await atl.callbacks.heartbeat("no-such-token")
 
 
+def test_published_state_is_read_and_waited_for(tl: client.Client) -> None:
+    job = tl.submit("demo.publish", {"steps": 3, "seconds": 0.3})
+    first = tl.wait_state(job.id, "done", timeout=60)  # once set
+    assert first.version >= 1 and first.value == first.version
+    later = tl.wait_state(job.id, "done", after_version=first.version, timeout=60)
+    assert later.version > first.version
+    tl.wait(job.id, timeout=60)
+    state = tl.state(job.id)
+    assert {k: (v.value, v.version) for k, v in state.items()} == {
+        "done": (3, 3),
+        "phase": ("finished", 2),
+    }
+    changes = [(e.data["key"], e.data["version"]) for e in tl.stream(job.id) if e.type == "state"]
+    assert changes == [("phase", 1), ("done", 1), ("done", 2), ("done", 3), ("phase", 2)]
+    # A finished job: the key as it is (compare the version), or NotFound when unset.
+    assert tl.wait_state(job.id, "done", after_version=9, timeout=60).version == 3
+    with pytest.raises(client.NotFound, match="'never'"):
+        tl.wait_state(job.id, "never", timeout=60)
+    # An unfinished job: Timeout, naming the key.
+    nap = tl.submit("demo.nap", {"seconds": 3600})
+    with pytest.raises(client.Timeout, match="'never' unset"):
+        tl.wait_state(nap.id, "never", timeout=0.5)
+    tl.cancel(nap.id)
+
+
+@pytest.mark.asyncio
+async def test_the_async_client_reads_published_state(api_url: str, key: str) -> None:
+    async with client.AsyncClient(api_url, key, timeout=10) as atl:
+        job = await atl.submit("demo.publish", {"steps": 2})
+        got = await atl.wait_state(job.id, "phase", after_version=1, timeout=60)
+        assert (got.value, got.version) == ("finished", 2)
+        assert (await atl.state(job.id))["done"].value == 2
+
+
 # --- tasklease submit --wait --------------------------------------------------------
 
 

@@ -12,12 +12,18 @@ import pytest
 from app import store
 from app.services import retention
 from app.settings.config import Settings
-from tests.retention_data import ONE_JOB, counts_by_scan, counts_maintained, old_job, rows_of
+from tests.retention_data import (
+    ROWS_OF_ONE_JOB,
+    counts_by_scan,
+    counts_maintained,
+    old_job,
+    rows_of,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.carrier_neutral]
 
 DAY = 86_400
-ALL = ONE_JOB
+ALL = ROWS_OF_ONE_JOB
 NONE = dict.fromkeys(ALL, 0)
 
 

@@ -304,3 +304,35 @@ def test_a_message_sent_from_the_job_page_wakes_the_job_and_shows_as_text(
     assert page.locator("#send-message").is_hidden()
     shoot(page, "ui-job-messages")
     assert page.errors == []
+
+
+def test_a_job_page_shows_the_state_it_publishes_live_and_as_text(
+    browser: Any, stack: Stack, sql: Any, request: pytest.FixtureRequest
+) -> None:
+    """The job page's State card: every key GET /v1/jobs/{id}/state has, then each change
+    as the stream's state events bring it, without a reload; a value is text, never HTML."""
+    url = stack.api()
+    acme = stack.key("acme")
+    client = api_client(url, acme)
+    request.addfinalizer(client.close)
+    job = submit(client, "demo.publish", {"steps": 3, "seconds": 0.5})
+    markup = '<img src=x onerror="window.__owned=1"> [red]not markup'
+    sql.execute(
+        "INSERT INTO published_state (job_id, key, value, version, attempt) "
+        "VALUES (%s, 'note', to_jsonb(%s::text), 1, 0)",
+        (job, markup),
+    )
+    page = open_page(browser, url, acme, viewport={"width": 1280, "height": 900})
+    page.goto(f"{url}/ui/#/jobs/{job}")
+    page.wait_for_selector('#state tr[data-key="note"]')
+    assert page.text_content('#state tr[data-key="note"] pre') == markup
+    page.evaluate("window.__notReloaded = true")
+
+    stack.worker()
+    page.wait_for_selector('#state tr[data-key="phase"] >> text=finished')
+    cells = page.locator('#state tr[data-key="done"] td').all_text_contents()
+    assert cells[:3] == ["done", "3", "3"], cells
+    assert page.evaluate("window.__notReloaded") is True
+    assert page.evaluate("window.__owned") is None
+    shoot(page, "ui-job-state")
+    assert page.errors == []

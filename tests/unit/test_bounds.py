@@ -37,6 +37,13 @@ def test_the_effect_key_check_is_the_bound() -> None:
     assert f"length(key) BETWEEN 1 AND {bounds.MAX_EFFECT_KEY_CHARS}" in SCHEMA
 
 
+def test_the_state_checks_are_the_bounds() -> None:
+    assert f"length(key) BETWEEN 1 AND {bounds.MAX_STATE_KEY_CHARS}" in SCHEMA
+    # The value's bytes as jsonb prints it (spaces added): a backstop above the bound.
+    limit = int(re.search(r"octet_length\(value::text\) <= (\d+)", SCHEMA).group(1))  # type: ignore[union-attr]
+    assert limit >= 2 * bounds.MAX_STATE_VALUE_BYTES
+
+
 def test_the_api_key_checks_are_the_bounds() -> None:
     assert f"tenant ~ '^{bounds.TENANT_PATTERN}$'" in SCHEMA
     assert f"length(name) <= {bounds.MAX_KEY_NAME_CHARS}" in SCHEMA

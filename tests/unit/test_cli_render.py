@@ -52,6 +52,16 @@ def job_row(**overrides: Any) -> dict[str, Any]:
     }
 
 
+def test_published_state_is_shown_as_written_and_cut_when_long() -> None:
+    rows = [
+        {"key": MARKUP, "value": {"plan": MARKUP}, "version": 3, "attempt": 2, "updated_at": NOW},
+        {"key": "long", "value": "x" * 1000, "version": 1, "attempt": 1, "updated_at": NOW},
+    ]
+    shown = text(render.published_state(rows))
+    assert shown.count(MARKUP) == 2  # the key, and the value's JSON
+    assert "x" * (render.STATE_VALUE_CHARS - 2) + "…" in shown and "x" * 300 not in shown
+
+
 def test_job_tables_show_an_error_that_looks_like_markup_as_written() -> None:
     row = job_row()
     assert MARKUP in text(render.jobs([row]))

@@ -28,6 +28,8 @@ PAIRS: list[tuple[type[BaseModel], str]] = [
     (models.JobRequest, "JobBatchItem"),
     (models.StreamEvent, "StreamEventPublic"),
     (models.StreamPage, "StreamPage"),
+    (models.StateValue, "StatePublic"),
+    (models.StatePage, "StatePage"),
     (models.CallbackAnswered, "CallbackAnswered"),
     (models.CallbackHeartbeat, "CallbackHeartbeat"),
     (models.Message, "MessagePublic"),

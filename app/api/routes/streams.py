@@ -32,7 +32,7 @@ router = APIRouter()
 
 # A comment line this often keeps proxies from closing a quiet stream.
 PING_SECONDS = 15
-EventType = Literal["transition", "progress", "output", "chunk"]
+EventType = Literal["transition", "progress", "output", "chunk", "state"]
 
 
 class StreamEventPublic(BaseModel):
@@ -44,7 +44,8 @@ class StreamEventPublic(BaseModel):
     at: dt.datetime
     attempt: int
     # transition: from_state, to_state, worker, detail; progress: fraction, note;
-    # output: what the kind emitted; chunk: key, seq, text (a streamed model answer).
+    # output: what the kind emitted; chunk: key, seq, text (a streamed model answer);
+    # state: key, value, version (ctx.set_state changed a key: GET /v1/jobs/{id}/state).
     data: Any
 
     @classmethod
@@ -116,7 +117,7 @@ def _frame(event: StreamEvent) -> dict[str, Any]:
         **COMMON,
         200: {
             "description": "text/event-stream (events: transition, progress, output, chunk, "
-            "and end once the job is finished), or with ?after= a long poll's page",
+            "state, and end once the job is finished), or with ?after= a long poll's page",
             "content": {"text/event-stream": {}},
         },
     },

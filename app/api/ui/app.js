@@ -285,6 +285,7 @@ async function overview(view) {
 // --- a job ---------------------------------------------------------------------------------
 async function jobPage(view, id) {
   const head = el("section", { class: "card" });
+  const published = stateCard(id);
   const progress = el("div", { class: "progress", hidden: true }, el("div", { class: "bar", id: "bar" }), el("span", { id: "note" }));
   const output = el("ol", { class: "output", id: "output" });
   const quiet = el("p", { class: "muted" }, "no progress or output reported");
@@ -298,6 +299,7 @@ async function jobPage(view, id) {
   view.append(head,
     el("section", { class: "card" }, el("h2", {}, "Progress and output"), quiet, progress, texts, output),
     el("section", { class: "card" }, el("h2", {}, "Waits"), waits),
+    published.section,
     el("section", { class: "card" }, el("h2", {}, "Timeline"), el("div", { class: "scroll" }, el("table", {},
       el("thead", {}, el("tr", {}, ["time", "from", "to", "attempt", "worker", "detail"].map((h) => el("th", {}, h)))), timeline))),
     el("section", { class: "card" }, el("h2", {}, "Effects"), el("div", { class: "scroll" }, el("table", {},
@@ -329,6 +331,7 @@ async function jobPage(view, id) {
       el("ul", {}, job.children.map((c) => el("li", {}, jobLink(c.id), " ", c.kind, " ", badge(c.state)))));
   };
   await load();
+  await published.load();
   const later = debounce(() => load().catch((err) => toast(err.message, true)), 200);
   stopLive = follow(`/v1/jobs/${id}/stream`, (type, e) => {
     if (type === "progress" || type === "output" || type === "chunk") quiet.hidden = true;
@@ -347,10 +350,31 @@ async function jobPage(view, id) {
       parts.set(e.data.seq, e.data.text || "");
       const text = [...parts.entries()].sort((a, b) => a[0] - b[0]).map((p) => p[1]).join("");
       [...texts.querySelectorAll("pre.text")].find((p) => p.dataset.key === e.data.key).textContent = text;
+    } else if (type === "state") {
+      published.put({ ...e.data, updated_at: e.at });
     } else if (type === "transition" || type === "end") {
       later();
     }
   }, liveStatus);
+}
+// The state the job publishes (ctx.set_state): a row per key, kept current by the stream's
+// state events (a version older than the one shown is ignored: a reload's answer may be).
+function stateCard(id) {
+  const rows = el("tbody", { id: "state" });
+  const empty = el("p", { class: "muted" }, "no state published");
+  const shown = new Map(); // key -> version shown
+  const put = (s) => {
+    if ((shown.get(s.key) ?? 0) >= s.version) return;
+    shown.set(s.key, s.version);
+    const row = el("tr", { "data-key": s.key }, el("td", {}, s.key), el("td", {}, el("pre", {}, json(s.value))),
+      el("td", {}, s.version), el("td", {}, when(s.updated_at)));
+    const old = [...rows.children].find((r) => r.dataset.key === s.key);
+    if (old) old.replaceWith(row); else rows.append(row);
+    empty.hidden = true;
+  };
+  const section = el("section", { class: "card" }, el("h2", {}, "State"), empty,
+    el("div", { class: "scroll" }, el("table", {}, el("thead", {}, el("tr", {}, ["key", "value", "version", "set"].map((h) => el("th", {}, h)))), rows)));
+  return { section, put, load: async () => (await api(`/v1/jobs/${id}/state`)).items.forEach(put) };
 }
 function renderHead(head, job) {
   const actions = el("div", { class: "actions" });

@@ -56,6 +56,8 @@ WITH one_at_a_time AS (
     DELETE FROM callbacks WHERE job_id = ANY((SELECT a FROM ids)::uuid[]) RETURNING 1
 ), msgs AS (
     DELETE FROM job_messages WHERE job_id = ANY((SELECT a FROM ids)::uuid[]) RETURNING 1
+), states AS (
+    DELETE FROM published_state WHERE job_id = ANY((SELECT a FROM ids)::uuid[]) RETURNING 1
 ), gone AS (
     DELETE FROM jobs WHERE id = ANY((SELECT a FROM ids)::uuid[]) RETURNING 1
 )
@@ -65,7 +67,8 @@ SELECT (SELECT count(*) FROM gone) AS jobs,
        (SELECT count(*) FROM effects) AS effects,
        (SELECT count(*) FROM box) AS outbox,
        (SELECT count(*) FROM calls) AS callbacks,
-       (SELECT count(*) FROM msgs) AS job_messages;
+       (SELECT count(*) FROM msgs) AS job_messages,
+       (SELECT count(*) FROM states) AS published_state;
 
 -- name: prunable
 -- What a prune would delete now (`tasklease prune --dry-run`), by state: the jobs past
