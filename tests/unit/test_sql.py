@@ -96,9 +96,17 @@ def test_migrations_are_named_nnnn_and_sorted() -> None:
         assert re.fullmatch(r"\d{4}_[a-z0-9_]+", version), version
 
 
+# Numbers other branches hold, not merged here yet (0020: the callbacks' details, 0021:
+# messages to a job, issue 32): a gap that the merge closes. Delete a number once its
+# migration is here.
+RESERVED = {20, 21}
+
+
 def test_migration_numbers_are_unique_and_contiguous_from_one() -> None:
     numbers = [int(version[:4]) for version, _ in sql.migrations()]
-    assert numbers == list(range(1, len(numbers) + 1))
+    reserved = RESERVED - set(numbers)
+    assert sorted([*numbers, *reserved]) == list(range(1, len(numbers) + len(reserved) + 1))
+    assert len(set(numbers)) == len(numbers)
 
 
 def test_every_file_in_the_migrations_folder_is_a_migration() -> None:
