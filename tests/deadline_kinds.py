@@ -4,6 +4,8 @@ tests/e2e/test_deadline_crash.py), loaded through TASKLEASE_KINDS as a user's wo
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -50,3 +52,22 @@ class Nothing(BaseModel):
 async def deadline_default(ctx: JobContext[None], p: Nothing) -> dict[str, Any]:
     """A kind whose jobs have a deadline by default (120 s)."""
     return {}
+
+
+MODULE = "tests.deadline_kinds"
+
+
+@contextlib.contextmanager
+def registered() -> Iterator[None]:
+    """This module's kinds in this process's registry for one test (a worker process loads
+    them through TASKLEASE_KINDS), taken out again after it."""
+    from app import kinds
+
+    kinds.REGISTRY.load((MODULE,))
+    try:
+        yield
+    finally:
+        for k in (deadline_parent, deadline_busy, deadline_default):
+            kinds.REGISTRY._kinds.pop(k.name, None)
+            kinds.REGISTRY._origin.pop(k.name, None)
+        kinds.REGISTRY._modules.discard(MODULE)

@@ -117,9 +117,12 @@ WAIT_POINTS = frozenset(
 # A streamed answer's point has its own test too (tests/e2e/test_stream_crash.py), and
 # so have a throttle's (tests/e2e/test_throttle_crash.py), a release of parked jobs
 # (tests/e2e/test_parking_crash.py), the cancel notification's
-# (tests/e2e/test_cancel_reaches_call.py) and a prune batch's (tests/e2e/test_prune_crash.py).
+# (tests/e2e/test_cancel_reaches_call.py), a prune batch's (tests/e2e/test_prune_crash.py)
+# and a deadline's, a worker's and the sweeper's (tests/e2e/test_deadline_crash.py).
 OWN_TESTS = frozenset(
     {
+        Point.BEFORE_DEADLINE_END,
+        Point.AFTER_DEADLINE_SWEPT,
         Point.INSIDE_STREAM,
         Point.AFTER_THROTTLE,
         Point.AFTER_RELEASE,

@@ -12,29 +12,23 @@ from typing import Any
 
 import pytest
 
-from app import kinds, store
+from app import store
 from app.services import deadlines as deadline_service
 from app.services import redrive
 from app.states import JobState
+from tests import deadline_kinds as deadline_kinds_module
 from tests.conftest import Stack, job_row
 from tests.helpers import drain, engine_for, handle_and_ack, receive_records, submit
 from tests.integration.conftest import written
 
 pytestmark = pytest.mark.integration
 
-KINDS = "tests.deadline_kinds"
-NAMES = ("test.deadline_parent", "test.deadline_busy", "test.deadline_default")
-
 
 @pytest.fixture(autouse=True)
 def deadline_kinds() -> Iterator[None]:
-    """This module's kinds, registered for its tests only."""
-    kinds.REGISTRY.load((KINDS,))
-    yield
-    for name in NAMES:
-        kinds.REGISTRY._kinds.pop(name, None)
-        kinds.REGISTRY._origin.pop(name, None)
-    kinds.REGISTRY._modules.discard(KINDS)
+    """tests/deadline_kinds.py's kinds, registered for this module's tests only."""
+    with deadline_kinds_module.registered():
+        yield
 
 
 def past_deadline(sql: Any, *job_ids: Any) -> None:
