@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 
-from app import crashpoints, store
+from app import crashpoints, metrics, store
 from app.states import JobState
 from app.store.records import Job
 from app.worker import counting, traces
@@ -42,6 +42,7 @@ async def end(
         traces.outcome("lease_lost")
         return False
     traces.outcome("dead_lettered")
+    metrics.count(metrics.DEAD_LETTERS, by="deadline")
     log.warning(
         "deadline passed: ended %s",
         "at the claim" if started is None else f"after {time.monotonic() - started:.1f} s",
