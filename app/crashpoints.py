@@ -38,6 +38,11 @@ class Point(enum.StrEnum):
     # The provider throttled the call: the row says retrying (no attempt used), the
     # message's visibility not yet set to the provider's delay.
     AFTER_THROTTLE = "after_throttle"
+    # A worker found its job past its deadline (at the claim, or its attempt stopped at
+    # the deadline); the end (dead_lettered, children cancelled) is not written yet.
+    BEFORE_DEADLINE_END = "before_deadline_end"
+    # Sweeper: jobs past their deadline ended (committed); their parents' wake-ups not sent.
+    AFTER_DEADLINE_SWEPT = "after_deadline_swept"
     # A redrive past the job's redrive budget was refused; the message is not deleted yet.
     AFTER_REDRIVE_REFUSED = "after_redrive_refused"
     # API: job committed, message not sent (a delayed job: its wake-up not marked nor sent)

@@ -80,6 +80,10 @@ class Cancelled(TaskleaseError):
     """The job was cancelled while it ran."""
 
 
+class DeadlinePassed(TaskleaseError):
+    """The run's deadline passed while it ran: the attempt is stopped and the job ends."""
+
+
 class HandBack(TaskleaseError):
     """The invocation ran out of time; the lease is handed back and the job resumes later."""
 

@@ -55,7 +55,8 @@ RETRIES = Counter(
 DEAD_LETTERS = Counter(
     "tasklease_dead_letters",
     "Jobs dead-lettered, by who did it (engine: out of attempts or a permanent error; "
-    "sweeper: a dead letter SQS moved itself, reconciled).",
+    "sweeper: a dead letter SQS moved itself, reconciled; deadline: the run's deadline "
+    "passed).",
     ["by"],
 )
 THROTTLES = Counter(

@@ -93,6 +93,8 @@ def hot_queries(tenant: str, s: dict[str, Any]) -> list[Hot]:
                 "delays": [None],
                 "trace_contexts": [None],
                 "priorities": ["normal"],
+                "deadlines": [None],
+                "deadline_seconds": [None],
                 "rate": 50.0,
                 "burst": 100,
                 "max_in_flight": 10_000,
@@ -127,6 +129,12 @@ def hot_queries(tenant: str, s: dict[str, Any]) -> list[Hot]:
         Hot("sweeper: stalled leases", "mark_stalled", {"grace": 5.0, "limit": 500}, writes=True),
         Hot("sweeper: orphans", "cancel_orphans", {"limit": 500}, writes=True),
         Hot("sweeper: answered waits", "stuck_waits", {"grace": 30.0, "limit": 500}, writes=True),
+        Hot(
+            "sweeper: deadlines passed",
+            "expire_unheld",
+            {"limit": 500, "reason": "deadline passed"},
+            writes=True,
+        ),
         Hot("sweeper: parked tenants", "parked_tenants", {"limit": 500}),
         Hot(
             "sweeper: release parked",

@@ -23,11 +23,13 @@ a job ends with ``redrive_and_check`` (invariant 4).
 6. Messages to a job are read once each and in order: on each topic, the messages read
    are the oldest ones (none unread before a read one), each by its own receive, the
    receives numbered in the order of the messages.
+7. No job is past its run's deadline unfinished once drained (``settled``).
 """
 
 from __future__ import annotations
 
 import collections
+import datetime as dt
 import subprocess
 import uuid
 from collections.abc import Iterable
@@ -42,6 +44,8 @@ from tests.conftest import Stack, job_row, wait_for
 from tests.retention_data import counts_by_scan, counts_maintained
 
 FINAL = FINAL_FOR_NOW  # where a settled job is; the state-machine test drains to it
+# A drained job past its deadline by more than this is a violation (invariant 7).
+DEADLINE_GRACE_SECONDS = 1.0
 
 # --- the witnesses ----------------------------------------------------------------
 
@@ -139,7 +143,7 @@ def check_invariants(
     allow_effect_window: bool = False,
     settled: bool = True,
 ) -> None:
-    """Assert invariants 1, 2, 3 and 5 for these jobs (None: every job in the database).
+    """Assert invariants 1, 2, 3, 5 and 6 for these jobs (None: every job in the database).
 
     ``settled``: the test has drained, so every job must be in a final state; with
     False a job still queued/leased/running/retrying/stalled is on its way and passes.
@@ -175,6 +179,7 @@ def check_invariants(
             outside,
             settled=settled,
         )
+        found = _with_deadline(row, found, settled=settled)
         problems[job_id] += _with_waits(sql, row, found, settled=settled)
         problems[job_id] += messages_violations(sql, job_id)
     for key, found in checker.delivery_violations(outside):
@@ -193,6 +198,19 @@ def check_invariants(
             if job_id is not None:
                 report.append(describe(sql, job_id))
         pytest.fail("invariants violated:\n" + "\n".join(report), pytrace=False)
+
+
+def _with_deadline(row: dict[str, Any] | None, found: list[str], *, settled: bool) -> list[str]:
+    """Invariant 7: once drained, no job is past its run's deadline unfinished (with a
+    grace for the statement's own clock). A job its deadline ended is dead-lettered by
+    'deadline' with the reason "deadline passed"."""
+    if row is None:
+        return found
+    deadline = row.get("deadline")
+    late = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=DEADLINE_GRACE_SECONDS)
+    if settled and deadline is not None and row["state"] not in FINAL and deadline < late:
+        found.append(f"7: {row['state']} past its deadline {deadline.isoformat()}")
+    return found
 
 
 def _with_waits(

@@ -84,6 +84,7 @@ _RANGES: dict[str, tuple[int, int]] = {
     "query.limit": (1, bounds.MAX_PAGE),
     "body.limit": (1, redrive.MAX_LIST),
     "body.delay_seconds": (0, bounds.MAX_DELAY_SECONDS),
+    "body.deadline_seconds": (0, bounds.MAX_DEADLINE_SECONDS),
 }
 
 

@@ -63,11 +63,27 @@ class JobCreate(BaseModel):
         description="which queue its messages go to: high is served first, low gets what "
         "is left (each has its share, TASKLEASE_PRIORITY_WEIGHTS)",
     )
+    deadline: AwareDatetime | None = Field(
+        None,
+        description="the whole run's deadline (ISO 8601 with a time zone, at most 366 days "
+        'ahead): past it, whatever the job is doing, it ends dead_lettered, "deadline '
+        "passed\", its children cancelled. Default: its kind's deadline_seconds, if any",
+        examples=["2026-12-24T18:00:00Z"],
+    )
+    deadline_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=bounds.MAX_DEADLINE_SECONDS,
+        allow_inf_nan=False,
+        description="the whole run's deadline, this many seconds from now (not with deadline)",
+    )
 
     @model_validator(mode="after")
     def _one_time(self) -> JobCreate:
         if self.run_at is not None and self.delay_seconds is not None:
             raise ValueError("give run_at or delay_seconds, not both")
+        if self.deadline is not None and self.deadline_seconds is not None:
+            raise ValueError("give deadline or deadline_seconds, not both")
         return self
 
 
@@ -89,6 +105,8 @@ class JobBatchItem(JobCreate):
             run_at=self.run_at,
             delay_seconds=self.delay_seconds,
             priority=self.priority.value,
+            deadline=self.deadline,
+            deadline_seconds=self.deadline_seconds,
         )
 
 
@@ -157,6 +175,11 @@ class JobPublic(BaseModel):
     finished_at: dt.datetime | None
     parent_id: uuid.UUID | None = Field(description="the job that spawned this one")
     waiting_for: WaitingFor | None = Field(description="while waiting: what for, until when")
+    deadline: dt.datetime | None = Field(
+        None,
+        description="the whole run's deadline: past it the job ends dead_lettered "
+        '(dead_lettered_by deadline, "deadline passed"); null: none',
+    )
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> JobPublic:

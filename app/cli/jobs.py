@@ -80,6 +80,18 @@ def submit(
         Priority,
         typer.Option(help="which queue serves it: high first, low with what is left"),
     ] = Priority.NORMAL,
+    deadline_seconds: Annotated[
+        float | None,
+        typer.Option(
+            max=bounds.MAX_DEADLINE_SECONDS,
+            help="the whole run's deadline, this many seconds from now: past it the job "
+            "ends dead-lettered, 'deadline passed', its children cancelled",
+        ),
+    ] = None,
+    deadline: Annotated[
+        str | None,
+        typer.Option(help="the whole run's deadline as a time: ISO 8601 with a time zone"),
+    ] = None,
     wait: Annotated[
         bool,
         typer.Option(
@@ -109,6 +121,7 @@ def submit(
         err.print("[red]give --delay or --run-at, not both[/]")
         raise typer.Exit(2)
     when_ = _run_at_or_exit(run_at) if run_at is not None else None
+    by = _run_at_or_exit(deadline, "--deadline") if deadline is not None else None
     if wait:
         if tenant is not None:
             err.print("[red]--tenant does not apply with --wait:[/] the API key decides the tenant")
@@ -126,6 +139,8 @@ def submit(
             delay=delay,
             wait_timeout=wait_timeout,
             priority=priority.value,
+            deadline=by,
+            deadline_seconds=deadline_seconds,
         )
         return
     s = runner.settings_or_exit()
@@ -158,6 +173,8 @@ def submit(
             run_at=when_,
             delay_seconds=delay,
             priority=priority.value,
+            deadline=by,
+            deadline_seconds=deadline_seconds,
         )
 
     submitted = runner.on_clients(s, go)
@@ -167,15 +184,15 @@ def submit(
         err.print("(an earlier submission with this idempotency key)")
 
 
-def _run_at_or_exit(text: str) -> dt.datetime:
+def _run_at_or_exit(text: str, option: str = "--run-at") -> dt.datetime:
     try:
         value = dt.datetime.fromisoformat(text)
     except ValueError as exc:
-        err.print(f"[red]--run-at is not an ISO 8601 time:[/] {escape(repr(text))}")
+        err.print(f"[red]{option} is not an ISO 8601 time:[/] {escape(repr(text))}")
         raise typer.Exit(2) from exc
     if value.tzinfo is None:
         err.print(
-            "[red]--run-at needs a time zone:[/] add Z or an offset, "
+            f"[red]{option} needs a time zone:[/] add Z or an offset, "
             f"e.g. {escape(text)}Z or {escape(text)}+01:00"
         )
         raise typer.Exit(2)

@@ -96,6 +96,8 @@ def submit_and_wait(
     delay: float | None,
     wait_timeout: float,
     priority: str | None = None,
+    deadline: dt.datetime | None = None,
+    deadline_seconds: float | None = None,
 ) -> None:
     from app import client  # httpx: only --wait pays for its import
 
@@ -110,6 +112,8 @@ def submit_and_wait(
                 run_at=run_at,
                 delay_seconds=delay,
                 priority=priority,
+                deadline=deadline,
+                deadline_seconds=deadline_seconds,
             )
             err.print(f"job {job.id} submitted; waiting (up to {wait_timeout:g} s)")
             done = api.wait(job.id, timeout=wait_timeout, on_event=Progress())

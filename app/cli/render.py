@@ -129,6 +129,8 @@ def job(
             table.add_row("waiting for", waiting(waiting_for))
     if row.get("parent_id") is not None:
         table.add_row("parent", row["parent_id"])
+    if row.get("deadline") is not None:  # the whole run's: past it, it ends dead-lettered
+        table.add_row("deadline", when(row["deadline"]))
     result = row["result"]
     table.add_row("result", json.dumps(result) if result is not None else "")
     return table

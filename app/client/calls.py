@@ -92,12 +92,18 @@ def submit(
     run_at: dt.datetime | None,
     delay_seconds: float | None,
     priority: models.Priority | str | None = None,
+    deadline: dt.datetime | None = None,
+    deadline_seconds: float | None = None,
 ) -> Call[models.Job]:
     body = {
         "kind": kind,
         "payload": dict(payload),
         **_job_fields(max_attempts, timeout_seconds, run_at, delay_seconds, priority),
     }
+    if deadline is not None:
+        body["deadline"] = deadline.isoformat()
+    if deadline_seconds is not None:
+        body["deadline_seconds"] = deadline_seconds
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
     return Call("POST", "/v1/jobs", _model(models.Job), json=body, headers=headers)
 

@@ -76,9 +76,12 @@ class Client:
         run_at: dt.datetime | None = None,
         delay_seconds: float | None = None,
         priority: models.Priority | str | None = None,
+        deadline: dt.datetime | None = None,
+        deadline_seconds: float | None = None,
     ) -> models.Job:
         """Submit a job; it is durable when this returns. ``priority``: high, normal
-        (the default) or low."""
+        (the default) or low. ``deadline`` (an aware time) or ``deadline_seconds``: the
+        whole run's; past it the job ends dead-lettered, "deadline passed"."""
         return self.send(
             calls.submit(
                 kind,
@@ -89,6 +92,8 @@ class Client:
                 run_at=run_at,
                 delay_seconds=delay_seconds,
                 priority=priority,
+                deadline=deadline,
+                deadline_seconds=deadline_seconds,
             )
         )
 
@@ -252,6 +257,8 @@ class AsyncClient:
         run_at: dt.datetime | None = None,
         delay_seconds: float | None = None,
         priority: models.Priority | str | None = None,
+        deadline: dt.datetime | None = None,
+        deadline_seconds: float | None = None,
     ) -> models.Job:
         return await self.send(
             calls.submit(
@@ -263,6 +270,8 @@ class AsyncClient:
                 run_at=run_at,
                 delay_seconds=delay_seconds,
                 priority=priority,
+                deadline=deadline,
+                deadline_seconds=deadline_seconds,
             )
         )
 

@@ -102,6 +102,7 @@ class Job(_Model):
     finished_at: dt.datetime | None
     parent_id: uuid.UUID | None
     waiting_for: WaitingFor | None
+    deadline: dt.datetime | None = None  # the whole run's: past it, it ends dead-lettered
 
     @property
     def finished(self) -> bool:
@@ -158,6 +159,8 @@ class JobRequest(_Model):
     delay_seconds: float | None = None
     priority: Priority = Priority.NORMAL
     idempotency_key: str | None = None
+    deadline: dt.datetime | None = None
+    deadline_seconds: float | None = None
 
 
 class JobBatch(_Model):

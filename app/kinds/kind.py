@@ -40,6 +40,7 @@ class Kind(Generic[D, P, R]):
     deps: Callable[[Settings], D | Awaitable[D]] | None = None
     max_attempts: int | None = None  # None: the deployment's TASKLEASE_MAX_ATTEMPTS
     timeout_seconds: int | None = None  # None: TASKLEASE_DEFAULT_JOB_TIMEOUT_SECONDS
+    deadline_seconds: float | None = None  # the whole run's, from its submission; None: none
 
     def parse(self, payload: Any) -> P:
         """The payload as the kind's model, or BadRequest naming the fields that are wrong."""
@@ -84,6 +85,7 @@ class KindOptions(TypedDict, total=False):
     description: str | None
     timeout_seconds: int | None  # None: TASKLEASE_DEFAULT_JOB_TIMEOUT_SECONDS
     max_attempts: int | None  # None: TASKLEASE_MAX_ATTEMPTS
+    deadline_seconds: float | None  # a job's deadline unless its submission gives one
 
 
 @overload
@@ -129,6 +131,7 @@ def kind(
             deps=deps,
             max_attempts=options.get("max_attempts"),
             timeout_seconds=options.get("timeout_seconds"),
+            deadline_seconds=options.get("deadline_seconds"),
         )
 
     return declare
@@ -144,6 +147,7 @@ def _check_bounds(name: str, options: KindOptions) -> None:
             bounds.MIN_TIMEOUT_SECONDS,
             bounds.MAX_TIMEOUT_SECONDS,
         ),
+        ("deadline_seconds", options.get("deadline_seconds"), 1, bounds.MAX_DEADLINE_SECONDS),
     )
     for option, value, low, high in checks:
         if value is not None and not low <= value <= high:

@@ -19,7 +19,7 @@ from typing import Any
 
 from app import crashpoints, errors, kinds, metrics, store
 from app.priorities import Priority
-from app.services import auth, outbox, wakeups
+from app.services import auth, deadlines, outbox, wakeups
 from app.settings import bounds
 from app.settings.config import Settings
 from app.store.jobs import NewRow
@@ -57,6 +57,8 @@ class NewJob:
     run_at: dt.datetime | None = None  # with a time zone; at most a year ahead
     delay_seconds: float | None = None  # 0 to a year; not both
     priority: str | None = None  # high, normal or low (None: normal)
+    deadline: dt.datetime | None = None  # the whole run's (services/deadlines.py)
+    deadline_seconds: float | None = None  # from its submission; not both
 
 
 def request_hash(
@@ -68,6 +70,7 @@ def request_hash(
     run_at: dt.datetime | None = None,
     delay_seconds: float | None = None,
     priority: str | None = None,
+    deadline: str | float | None = None,
 ) -> str:
     """What an Idempotency-Key is bound to. When the job should run, and a priority other
     than normal, are part of the request (the same key asking for another time or
@@ -85,6 +88,8 @@ def request_hash(
         request["delay_seconds"] = delay_seconds
     if priority not in (None, Priority.NORMAL):
         request["priority"] = priority
+    if deadline is not None:
+        request["deadline"] = deadline
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -126,6 +131,8 @@ async def submit(
     run_at: dt.datetime | None = None,
     delay_seconds: float | None = None,
     priority: str | None = None,
+    deadline: dt.datetime | None = None,
+    deadline_seconds: float | None = None,
 ) -> Submitted:
     """Validate, write the job and its outbox row in one statement, commit, then send
     (a delayed job: written waiting on its timer, its wake-up sent delayed)."""
@@ -138,6 +145,8 @@ async def submit(
         run_at,
         delay_seconds,
         priority,
+        deadline,
+        deadline_seconds,
     )
     (submitted,) = await submit_many(
         settings, db, queue, [new], tenant=tenant, sender=sender, key_id=key_id
@@ -161,6 +170,9 @@ def validated(settings: Settings, new: NewJob) -> NewRow:
     _check_timing(new)
     priority = _priority(new.priority)
     k = kinds.get(new.kind)
+    deadline, deadline_seconds = deadlines.checked(
+        new.deadline, new.deadline_seconds, k.deadline_seconds
+    )
     problem = unstorable(new.payload)
     if problem:
         raise errors.BadRequest(f"payload: {problem}")
@@ -189,6 +201,7 @@ def validated(settings: Settings, new: NewJob) -> NewRow:
         run_at=new.run_at,
         delay_seconds=new.delay_seconds,
         priority=priority,
+        deadline=deadlines.hashed(new.deadline, new.deadline_seconds),
     )
     return NewRow(
         uuid.uuid4(),
@@ -201,6 +214,8 @@ def validated(settings: Settings, new: NewJob) -> NewRow:
         run_at=new.run_at,
         delay_seconds=new.delay_seconds,
         priority=priority.value,
+        deadline=deadline,
+        deadline_seconds=deadline_seconds,
     )
 
 

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from app import errors, metrics, store
-from app.services import outbox, parking, retention, schedules, wakeups
+from app.services import deadlines, outbox, parking, retention, schedules, wakeups
 from app.settings import aws_limits
 from app.settings.config import Settings
 from app.states import JobState
@@ -40,6 +40,7 @@ class SweepReport:
     orphans_cancelled: int = 0  # children of a cancelled parent the cancel missed
     released: int = 0  # parked jobs released (their tenant's window had room)
     pruned: int = 0  # finished jobs past their retention deleted (with their rows)
+    deadlines: int = 0  # jobs no worker holds ended at their deadline (dead-lettered)
 
     def __str__(self) -> str:
         return (
@@ -47,7 +48,7 @@ class SweepReport:
             f"outbox_sent={self.outbox_sent} resent={self.resent} "
             f"dead_lettered={self.dead_lettered} stale_dead_letters={self.stale_dead_letters} "
             f"wakeups={self.wakeups} woken={self.woken} orphans_cancelled={self.orphans_cancelled} "
-            f"released={self.released} pruned={self.pruned}"
+            f"released={self.released} pruned={self.pruned} deadlines={self.deadlines}"
         )
 
 
@@ -80,6 +81,8 @@ async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -
     for job_id in stalled:
         log.warning("lease expired with no heartbeat", extra={"job_id": job_id, "state": "stalled"})
     report.orphans_cancelled = len(await store.waits.cancel_orphans(db, limit=SWEEP_LIMIT))
+    # After the stalled leases are marked: a job whose worker died is ended in this pass.
+    report.deadlines = await deadlines.sweep(db, queue, limit=SWEEP_LIMIT)
     report.woken = len(
         await store.waits.wake_answered(db, grace=settings.wake_grace_seconds, limit=SWEEP_LIMIT)
     )

@@ -28,6 +28,10 @@ MAX_KEY_NAME_CHARS = 100
 # How far ahead a job may be submitted to run (POST /v1/jobs run_at and delay_seconds,
 # `tasklease submit --delay/--run-at`): a year, like the longest wait a kind may ask for.
 MAX_DELAY_SECONDS = 366 * 24 * 3600
+# How far ahead a run's deadline may be (POST /v1/jobs deadline and deadline_seconds,
+# `tasklease submit --deadline-seconds`, @kind(deadline_seconds=...)): 366 days, the
+# longest whole-execution timeout of Lambda durable functions.
+MAX_DEADLINE_SECONDS = 366 * 24 * 3600
 # One page of GET /v1/jobs and GET /v1/dead-letters.
 MAX_PAGE = 200
 # A schedule's cron expression, name and time zone name (schedules CHECKs).

@@ -1,8 +1,8 @@
 """The store: the only package that runs SQL or imports psycopg.
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
-cancels, effects, outbox, keys, tenants, model_limits, dead_letters, sweeper_marks, waits,
-messages, schedules, streams, state, gauges, retention), each a set of small typed functions taking the
+cancels, effects, outbox, keys, tenants, model_limits, dead_letters, deadlines, sweeper_marks,
+waits, messages, schedules, streams, state, gauges, retention), each a set of small typed functions taking the
 ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's transaction) and answering the records of
 ``store.records``.
 """
@@ -10,6 +10,7 @@ messages, schedules, streams, state, gauges, retention), each a set of small typ
 from app.store import (
     cancels,
     dead_letters,
+    deadlines,
     effects,
     gauges,
     jobs,
@@ -35,6 +36,7 @@ __all__ = [
     "cancels",
     "connect",
     "dead_letters",
+    "deadlines",
     "effects",
     "ensure_database",
     "gauges",

@@ -34,6 +34,10 @@ class NewRow:
     run_at: dt.datetime | None = None
     delay_seconds: float | None = None
     priority: str = "normal"  # which queue its messages go to (app/priorities.py)
+    # The run's deadline: at ``deadline``, or ``deadline_seconds`` after the insert (the
+    # database's clock); neither: none.
+    deadline: dt.datetime | None = None
+    deadline_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,8 @@ async def insert_txn(
             # Each job's trace continues from the span current at its submission.
             "trace_contexts": [tracing.for_new_job() for _ in rows],
             "priorities": [r.priority for r in rows],
+            "deadlines": [r.deadline for r in rows],
+            "deadline_seconds": [r.deadline_seconds for r in rows],
             "rate": limits.rate_per_second,
             "burst": limits.burst,
             "max_in_flight": limits.max_in_flight,

@@ -80,6 +80,7 @@ class Job(_Record):
     trace_context: str | None  # the W3C traceparent the job's trace continues from
     parked: bool  # queued past its tenant's window on the queue: no message until released
     priority: str = "normal"  # high, normal or low: which queue its messages go to
+    deadline: dt.datetime | None = None  # the whole run's: past it, the job ends (0022)
 
     @property
     def route(self) -> Route:

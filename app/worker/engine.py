@@ -25,7 +25,7 @@ from app.states import JobState
 from app.store import Database
 from app.store.records import Job
 from app.transport import Transport, codec, secrets
-from app.worker import cancels, counting, fairness, leases, outcomes, traces, unclaimed
+from app.worker import cancels, counting, deadlines, fairness, leases, outcomes, traces, unclaimed
 from app.worker.context import LeasedContext
 from app.worker.leases import Claim, LambdaContext, Lease
 
@@ -192,6 +192,13 @@ class Engine:
                 kind=job.kind,
             )
         crashpoints.hit(crashpoints.Point.AFTER_CLAIM, **fields)
+        # The database's clock minus ours, from the claim's now() (updated_at) and the
+        # time its answer arrived, so the kind's clock starts at the claim's database
+        # time and never runs ahead of the database: a timer the claim found due is due
+        # for the kind's code too, and one not yet due cannot pass early by the claim's
+        # latency (measured from before the claim, a slow claim pushed the clock ahead
+        # by as long as it took, and a redelivered nap woke ~100 ms early).
+        offset = job.updated_at.timestamp() - answered
         lease = Lease(
             job_id=job_id,
             token=token,
@@ -199,16 +206,16 @@ class Engine:
             received_at=time.time(),
             generation=job.redrives,
             fields=fields,
-            # The database's clock minus ours, from the claim's now() (updated_at) and the
-            # time its answer arrived, so the kind's clock starts at the claim's database
-            # time and never runs ahead of the database: a timer the claim found due is due
-            # for the kind's code too, and one not yet due cannot pass early by the claim's
-            # latency (measured from before the claim, a slow claim pushed the clock ahead
-            # by as long as it took, and a redelivered nap woke ~100 ms early).
-            clock_offset=job.updated_at.timestamp() - answered,
+            clock_offset=offset,
             traceparent=codec.attribute(record, codec.ATTR_TRACEPARENT) or job.trace_context,
             route=job.route,
+            deadline=deadlines.on_this_clock(job, offset),
         )
+        if deadlines.passed_at_claim(job):  # a delivery past the deadline ends it unrun
+            done = await deadlines.end(self.db, lease, job, JobState.LEASED, None)
+            if done:
+                await self.wake_parent(job)
+            return done
 
         if job.attempt > job.max_attempts:
             # Every earlier attempt died without finishing (a crash, a kill, a timeout).
@@ -268,6 +275,10 @@ class Engine:
             result = await self.keeper.run(
                 lease, lambda: _execute(kind, ctx, payload), job.timeout_seconds, context
             )
+        except errors.DeadlinePassed:
+            if done := await deadlines.end(self.db, lease, job, JobState.RUNNING, started):
+                await self.wake_parent(job)
+            return done
         except errors.LeaseLost:
             log.warning("lease lost: stopping, writing nothing", extra=fields)
             traces.outcome("lease_lost")

@@ -45,6 +45,9 @@ class Lease:
     clock_offset: float = 0.0  # seconds the database's clock is ahead of this process's
     traceparent: str | None = None  # the job's trace context, carried by its dead letter
     route: Route | None = None  # where the job's messages go (None: the normal queue)
+    # The run's deadline in this process's time.time() (None: none): the attempt is
+    # stopped then, as a cancel stops it (errors.DeadlinePassed).
+    deadline: float | None = None
     stop: errors.TaskleaseError | None = None
     fields: dict[str, Any] = field(default_factory=dict)
 
@@ -98,6 +101,8 @@ class Keeper:
         if isinstance(stop, errors.Cancelled):
             metrics.count(metrics.CANCELS, how=how)
             log.info("stopping: cancel asked for (%s)", how, extra=running.lease.fields)
+        elif isinstance(stop, errors.DeadlinePassed):
+            log.info("stopping: the run's deadline passed", extra=running.lease.fields)
         return True
 
     async def run(
@@ -108,8 +113,8 @@ class Keeper:
         context: LambdaContext | None,
     ) -> Any:
         """``code()``'s result; LeaseLost, Cancelled or HandBack when the heartbeat (or a
-        cancel notification: ``stop``) stopped it; JobError when it ran past
-        ``timeout_seconds``."""
+        cancel notification: ``stop``) stopped it, DeadlinePassed at the lease's deadline;
+        JobError when it ran past ``timeout_seconds``."""
 
         async def execute() -> Any:
             async with asyncio.timeout(timeout_seconds):
@@ -118,6 +123,7 @@ class Keeper:
         job_task = asyncio.create_task(execute())
         running = self.running[lease.job_id] = Running(lease, job_task)
         beat = asyncio.create_task(self._heartbeat(running, context))
+        watch = asyncio.create_task(self._deadline(running)) if lease.deadline else None
         try:
             return await job_task
         except errors.Cancelled:
@@ -134,9 +140,16 @@ class Keeper:
         finally:
             if self.running.get(lease.job_id) is running:
                 del self.running[lease.job_id]
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
+            for task in (beat, watch):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    async def _deadline(self, running: Running) -> None:
+        """At the run's deadline, stop the attempt (the engine then writes the end)."""
+        await asyncio.sleep(max(0.0, (running.lease.deadline or 0.0) - time.time()))
+        self._stop(running, errors.DeadlinePassed(), how="deadline")
 
     async def _heartbeat(self, running: Running, context: LambdaContext | None) -> None:
         """Extend the lease row and the message's visibility together, until the job ends."""

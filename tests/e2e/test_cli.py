@@ -34,6 +34,17 @@ def dead_letter(sql: Any, job_id: uuid.UUID, error: str) -> None:
     )
 
 
+def test_submit_with_a_deadline_and_show_it(stack: Stack, sql: Any) -> None:
+    job_id = submitted(stack, "--deadline-seconds", "3600")
+    row = job_row(sql, job_id)
+    assert (row["deadline"] - row["created_at"]).total_seconds() == 3600
+    code, out, err = cli(stack, "jobs", "show", str(job_id))
+    assert code == 0, err
+    assert "deadline" in out and row["deadline"].strftime("%Y-%m-%d %H:%M:%S") in out
+    code, out, err = cli(stack, "submit", "demo.noop", "--deadline", "2020-01-01T00:00:00Z")
+    assert code != 0 and "deadline" in err and "past" in err, err
+
+
 def test_submit_show_list_and_cancel_a_job(stack: Stack, sql: Any) -> None:
     job_id = submitted(stack, "--idempotency-key", "k1", "--tenant", "acme")
     # The same key: the same job, and a note on stderr only.

@@ -118,12 +118,15 @@ WAIT_POINTS = frozenset(
 # so have a throttle's (tests/e2e/test_throttle_crash.py), a release of parked jobs
 # (tests/e2e/test_parking_crash.py), the cancel notification's
 # (tests/e2e/test_cancel_reaches_call.py), a prune batch's (tests/e2e/test_prune_crash.py)
-# the messages' (tests/e2e/test_message_crash_points.py) and published state's
-# (tests/e2e/test_state_crash.py).
+# the messages' (tests/e2e/test_message_crash_points.py), published state's
+# (tests/e2e/test_state_crash.py) and a deadline's, a worker's and the sweeper's
+# (tests/e2e/test_deadline_crash.py).
 OWN_TESTS = frozenset(
     {
         Point.AFTER_MESSAGE_SENT,
         Point.AFTER_MESSAGE_TAKEN,
+        Point.BEFORE_DEADLINE_END,
+        Point.AFTER_DEADLINE_SWEPT,
         Point.INSIDE_STREAM,
         Point.AFTER_THROTTLE,
         Point.AFTER_RELEASE,

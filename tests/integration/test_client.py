@@ -205,6 +205,16 @@ def test_a_delayed_submission_waits_on_a_timer(tl: client.Client) -> None:
         tl.submit("demo.noop", {}, run_at=an_hour, delay_seconds=1)
 
 
+def test_a_deadline_is_submitted_and_shown(tl: client.Client) -> None:
+    a_day = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).replace(microsecond=0)
+    job = tl.submit("demo.noop", {}, deadline=a_day)
+    assert job.deadline == a_day and tl.get(job.id).deadline == a_day
+    batch = tl.submit_many([{"kind": "demo.noop", "payload": {}, "deadline_seconds": 60}])
+    assert batch[0].deadline is not None
+    with pytest.raises(client.Unprocessable, match="deadline"):
+        tl.submit("demo.noop", {}, deadline=dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
+
+
 def test_a_callback_is_heartbeaten_and_completed(tl: client.Client, module_stack: Stack) -> None:
     job = tl.submit("demo.approval", {"timeout_seconds": 600})
     for event in tl.stream(job.id):

@@ -96,15 +96,9 @@ def test_migrations_are_named_nnnn_and_sorted() -> None:
         assert re.fullmatch(r"\d{4}_[a-z0-9_]+", version), version
 
 
-# Numbers taken by migrations of branches not merged here yet (issue 32: a run's
-# deadline); empty once they are all merged.
-RESERVED = {22}
-
-
 def test_migration_numbers_are_unique_and_contiguous_from_one() -> None:
     numbers = [int(version[:4]) for version, _ in sql.migrations()]
-    expected = [n for n in range(1, max(numbers) + 1) if n not in RESERVED or n in numbers]
-    assert numbers == expected
+    assert numbers == list(range(1, len(numbers) + 1))
 
 
 def test_every_file_in_the_migrations_folder_is_a_migration() -> None:

@@ -69,6 +69,8 @@ async def create_job(
                 run_at=body.run_at,
                 delay_seconds=body.delay_seconds,
                 priority=body.priority.value,
+                deadline=body.deadline,
+                deadline_seconds=body.deadline_seconds,
             )
     except Exception:
         await verify_deferred(request)  # 401 first for a key revoked meanwhile

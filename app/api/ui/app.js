@@ -390,7 +390,9 @@ function renderHead(head, job) {
     el("details", {}, el("summary", {}, "payload and result"), el("pre", {}, json(job.payload)), el("pre", {}, json(job.result))));
   const facts = head.querySelector("dl");
   facts.replaceChildren(...[["id", job.id], ["tenant", job.tenant], ["runs", job.runs], ["attempts used", attempts(job, " of ")],
-    ["created", when(job.created_at)], ["finished", when(job.finished_at) || "not yet"], ["worker", job.lease_owner || "none (no lease)"],
+    ["created", when(job.created_at)], ["finished", when(job.finished_at) || "not yet"],
+    // The whole run's deadline: past it the job ends dead_lettered, "deadline passed" (its last error).
+    ["deadline", job.deadline ? when(job.deadline) : "none"], ["worker", job.lease_owner || "none (no lease)"],
     ["last error", job.last_error || "none"]].flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
 }
 // What a callback asks (the details its kind gave): an agent's tool call that needs

@@ -256,7 +256,7 @@ def _never_lost(row: Row, settled: bool) -> list[str]:
     if state == JobState.SUCCEEDED and (row["result"] is None or row["finished_at"] is None):
         found.append("1: succeeded without a result or finished_at")
     if state == JobState.DEAD_LETTERED and (
-        not row["last_error"] or row["dead_lettered_by"] not in ("engine", "sweeper")
+        not row["last_error"] or row["dead_lettered_by"] not in ("engine", "sweeper", "deadline")
     ):
         found.append(
             f"1: dead_lettered without a reason or a dead_lettered_by "

@@ -28,6 +28,8 @@ WITH target AS (
     UPDATE jobs j
     SET state = 'queued', attempt = 0, throttles = 0, redrives = j.redrives + 1,
         dead_lettered_by = NULL,
+        -- Ended by its deadline: the operator's redrive gives it a run without one.
+        deadline = CASE WHEN j.dead_lettered_by = 'deadline' THEN NULL ELSE j.deadline END,
         redriven_at = redriven_now(j.redriven_at, %(redrive_window)s),
         cancel_requested = false,
         finished_at = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()

@@ -37,12 +37,15 @@ WITH caller AS (
                          %(max_attempts)s::int[], %(timeouts)s::int[],
                          %(idempotency_keys)s::text[], %(request_hashes)s::text[],
                          %(run_ats)s::timestamptz[], %(delays)s::float8[],
-                         %(trace_contexts)s::text[], %(priorities)s::text[])
+                         %(trace_contexts)s::text[], %(priorities)s::text[],
+                         %(deadlines)s::timestamptz[], %(deadline_seconds)s::float8[])
         WITH ORDINALITY AS t(id, kind, payload, max_attempts, timeout_seconds,
                              idempotency_key, request_hash, run_at, delay, trace_context,
-                             priority, ord)
+                             priority, deadline_at, deadline_seconds, ord)
 ), timed AS (
-    SELECT i.*, w.wake_at, coalesce(w.wake_at > now(), false) AS delayed
+    -- The run's deadline (migration 0022): a time, or seconds from the database's now.
+    SELECT i.*, w.wake_at, coalesce(w.wake_at > now(), false) AS delayed,
+           coalesce(i.deadline_at, now() + make_interval(secs => i.deadline_seconds)) AS deadline
     FROM input i,
          LATERAL (SELECT coalesce(i.run_at, now() + make_interval(secs => i.delay)) AS wake_at) w
 ), replay AS (
@@ -96,12 +99,13 @@ WITH caller AS (
 ), job AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
                       idempotency_key, request_hash, state, wait_kind, wait_key, wake_at,
-                      trace_context, priority, parked)
+                      trace_context, priority, parked, deadline)
     SELECT f.id, %(tenant)s, f.kind, f.payload, f.max_attempts, f.timeout_seconds,
            f.idempotency_key, f.request_hash,
            CASE WHEN f.delayed THEN 'waiting' ELSE 'queued' END::job_state,
            CASE WHEN f.delayed THEN 'timer' END, CASE WHEN f.delayed THEN 'run_at' END,
-           CASE WHEN f.delayed THEN f.wake_at END, f.trace_context, f.priority, f.parked
+           CASE WHEN f.delayed THEN f.wake_at END, f.trace_context, f.priority, f.parked,
+           f.deadline
     FROM fresh f, verdict v
     WHERE v.key_ok AND v.rate_ok AND v.flight_ok AND v.conflict_ord IS NULL
     ORDER BY f.ord

@@ -16,6 +16,8 @@ WITH dead AS (
     WHERE state = 'dead_lettered'
       AND finished_at > now() - make_interval(secs => %(retention)s)
       AND NOT starts_with(coalesce(last_error, ''), 'redrive budget used up')
+      -- Ended by its deadline (migration 0022): no dead letter was sent for it.
+      AND dead_lettered_by IS DISTINCT FROM 'deadline'
 ), lowered AS (
     UPDATE sweeper_marks m SET unaccounted = greatest(0, %(depth)s - dead.n)
     FROM dead

@@ -6,13 +6,17 @@
 -- name: suspend
 -- Fenced: the lease holder's run ends with the job waiting (the attempt given back:
 -- attempts count failures, not waits). wake_sent_at is set when the caller sends the
--- wake-up now (due within SQS's delay cap).
+-- wake-up now (due within SQS's delay cap). Every wait, of any kind, is bounded by the
+-- run's deadline (migration 0022): it wakes at the deadline at the latest (least()
+-- ignores a NULL), and the claim then ends the job.
 WITH done AS (
     UPDATE jobs j
     SET state = 'waiting', attempt = j.attempt - 1,
-        wait_kind = %(wait_kind)s, wait_key = %(wait_key)s, wake_at = %(wake_at)s,
+        wait_kind = %(wait_kind)s, wait_key = %(wait_key)s,
+        wake_at = least(%(wake_at)s::timestamptz, j.deadline),
         wait_rule = %(rule)s,
-        wake_sent_at = CASE WHEN %(wake_at)s::timestamptz <= now() + make_interval(secs => %(cap)s)
+        wake_sent_at = CASE WHEN least(%(wake_at)s::timestamptz, j.deadline)
+                                 <= now() + make_interval(secs => %(cap)s)
                             THEN now() END,
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state IN ('leased', 'running')
