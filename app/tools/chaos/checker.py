@@ -146,13 +146,7 @@ def check(
     for job_id, why in agent_findings:
         odd(job_id, why)
     talk, talk_findings = issue32_check(
-        jobs=jobs,
-        acked=acked,
-        messages=messages or {},
-        sent=sent or {},
-        views=views or {},
-        deadline_refs=deadline_refs,
-        past_deadline=past_deadline,
+        jobs, acked, messages or {}, sent or {}, views or {}, deadline_refs, past_deadline
     )
     for job_id, why in talk_findings:
         odd(job_id, why)

@@ -108,7 +108,6 @@ def publish_findings(job: Mapping[str, Any], view: Mapping[str, Any] | None) -> 
 
 
 def issue32_check(
-    *,
     jobs: Sequence[Mapping[str, Any]],
     acked: Mapping[str, str],
     messages: Mapping[str, Sequence[Mapping[str, Any]]],
