@@ -40,6 +40,7 @@ import pytest
 
 from app.states import FINAL_FOR_NOW, JobState
 from app.tools.chaos import checker
+from app.tools.chaos.per_message import message_violations
 from tests.conftest import Stack, job_row, wait_for
 from tests.retention_data import counts_by_scan, counts_maintained
 
@@ -182,8 +183,8 @@ def check_invariants(
         found = _with_deadline(row, found, settled=settled)
         problems[job_id] += _with_waits(sql, row, found, settled=settled)
         problems[job_id] += messages_violations(sql, job_id)
-    for key, found in checker.delivery_violations(outside):
-        problems[_job_of(key)].append(found)
+    for key, what in checker.delivery_violations(outside):
+        problems[_job_of(key)].append(what)
     if counts_maintained(sql) != counts_by_scan(sql):
         problems[None].append(
             f"the maintained counts by state {counts_maintained(sql)} are not the table's "
@@ -235,26 +236,11 @@ def _with_waits(
 
 
 def messages_violations(sql: Any, job_id: Any) -> list[str]:
-    """Invariant 6, from job_messages alone."""
+    """Invariant 6, from job_messages alone (the chaos checker's, per_message.py)."""
     rows = sql.execute(
         "SELECT id, topic, consumed_by FROM job_messages WHERE job_id = %s ORDER BY id", (job_id,)
     ).fetchall()
-    found: list[str] = []
-    by_topic: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
-    for r in rows:
-        by_topic[r["topic"]].append(r)
-    for topic, sent in by_topic.items():
-        read = [r for r in sent if r["consumed_by"] is not None]
-        if sent[: len(read)] != read:
-            found.append(f"6: on {topic!r}, a message was read before an older one")
-        numbers = [int(r["consumed_by"].rsplit(":", 1)[1]) for r in read]
-        if any(
-            r["consumed_by"] != f"receive:{topic}:{n}" for r, n in zip(read, numbers, strict=True)
-        ):
-            found.append(f"6: on {topic!r}, a message read by another topic's receive")
-        if numbers != sorted(set(numbers)):
-            found.append(f"6: on {topic!r}, the receives {numbers} are not in the messages' order")
-    return found
+    return message_violations(rows)
 
 
 def _job_of(key: str) -> uuid.UUID | None:

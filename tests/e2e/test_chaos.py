@@ -1,8 +1,9 @@
 """The chaos gate, as CI runs it: ``tasklease chaos`` with 150 jobs (a third of them
 waiting work: naps, approvals answered once, twice or never, fan-outs, and the children
 those spawn; a tenth agent runs: Pydantic AI and OpenAI Agents SDK agents against the
-fake model server) and 3 workers, SIGKILLs every few seconds, the carrier's server and
-PostgreSQL restarted. The command starts its own stack (embedded PostgreSQL, moto or
+fake model server; a few demo.chat jobs the harness sends messages, jobs given a
+deadline they cannot meet, demo.publish jobs) and 3 workers, SIGKILLs every few
+seconds, the carrier's server and PostgreSQL restarted. The command starts its own stack (embedded PostgreSQL, moto or
 LocalStack, or an embedded Redis) and checks the invariants itself; this test checks
 that it says so, that the faults really happened and that every kind of wait really did.
 
@@ -160,5 +161,15 @@ def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> Non
     assert report["faults"]["agent_crashes"], report["faults"]
     window = agents["tool_calls_repeats_in_window"] + agents["model_requests_repeats_in_window"]
     assert window > 0, agents
+    # And the chat jobs were sent every message (one twice with its key, stored once),
+    # read each once and in order, and refused one once succeeded; the jobs given a
+    # deadline they cannot meet ended by it, and none is past its deadline unfinished
+    talk = report["messages_and_deadlines"]
+    assert talk["chat_jobs"] == 6, talk
+    assert talk["messages_sent"] == talk["messages_stored"] == talk["messages_read"] == 18, talk
+    assert talk["repeated_keys"] == 6 and talk["refused_after_success"] > 0, talk
+    assert talk["deadlines_given"] == talk["ended_by_deadline"] == 4, talk
+    assert talk["past_deadline_after_drain"] == 0, talk
+    assert talk["publish_jobs"] == 3, talk
     assert proc.returncode == 0, logs
     shutil.rmtree(data_dir, ignore_errors=True)  # kept when the run fails, for its logs

@@ -28,6 +28,7 @@ from app.tools.chaos.per_kind import (
     stuck_wait,
     wait_stats,
 )
+from app.tools.chaos.per_message import issue32_check
 from app.tools.chaos.repeats import delivery_repeats, model_call_stats, throttle_counts, when
 
 
@@ -53,6 +54,11 @@ def check(
     now: dt.datetime | None = None,
     grace: float = 0.0,
     delay_cap: float | None = None,
+    messages: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    sent: Mapping[str, Mapping[str, Any]] | None = None,
+    views: Mapping[str, Mapping[str, Any]] | None = None,
+    deadline_refs: Sequence[str] = (),
+    past_deadline: Sequence[Any] = (),
 ) -> dict[str, Any]:
     """Jepsen's queue checker, for tasklease's invariants. Pure: facts in, report out.
 
@@ -62,7 +68,8 @@ def check(
     overdue by more than ``grace`` seconds at ``now``), and what each kind should have
     done, done (``plans``: ref -> what the harness did with an approval; ``answers``:
     what its answers met; ``agent_results``: ref -> what an uninterrupted run of an agent
-    job gives, ``agent_requests``: the agent model's log, per_agent.py). Past a screen
+    job gives, ``agent_requests``: the agent model's log, per_agent.py; the messages,
+    published state and deadlines, per_message.py). Past a screen
     on purpose: index, one pass and report read best as one."""
     plans, answers = plans or {}, answers or {}
     by_id = {j["id"]: j for j in jobs}
@@ -138,6 +145,11 @@ def check(
     )
     for job_id, why in agent_findings:
         odd(job_id, why)
+    talk, talk_findings = issue32_check(
+        jobs, acked, messages or {}, sent or {}, views or {}, deadline_refs, past_deadline
+    )
+    for job_id, why in talk_findings:
+        odd(job_id, why)
 
     completions = Counter(e["job_id"] for e in events if e["to_state"] == JobState.SUCCEEDED)
     duplicated_completions = sorted(j for j, n in completions.items() if n > 1)
@@ -169,6 +181,7 @@ def check(
         "redriven": len(redriven),
         "waits": wait_stats(jobs, events, effects, callbacks, answers, delay_cap),
         "agents": agents,
+        "messages_and_deadlines": talk,
         "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
         "model_calls": model_call_stats(model_calls, calls_of, succeeded, kills),
         "throttles": throttle_counts(model_calls, events),

@@ -31,6 +31,12 @@ class Config:
     # Agents SDK agents against the fake model server, its own process); 0: none, and
     # the run needs neither the pydantic-ai nor the openai-agents extra.
     agents: float = 0.1
+    # Of the jobs, this many are demo.chat (the harness sends them messages: messaging.py),
+    # this many are given a deadline they cannot meet (demo.nap, demo.sleep), and this
+    # many are demo.publish (published state); all within --jobs.
+    chats: int = 6
+    deadlines: int = 4
+    publishes: int = 3
     workers: int = 3
     # The tenant's running cap (TASKLEASE_MAX_RUNNING_PER_TENANT): below the workers'
     # slots (3 x 2), so claims are deferred all through the run.
@@ -76,6 +82,8 @@ class Run:
     acked: dict[str, str] = dataclasses.field(default_factory=dict)  # ref -> job id
     # The harness's answers to approvals: ref -> what happened (callbacks.py).
     answers: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    # The harness's messages to demo.chat jobs: ref -> what they met (messaging.py).
+    sent: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     submit_retries: int = 0
     rejected: list[str] = dataclasses.field(default_factory=list)
     kills: list[dict[str, Any]] = dataclasses.field(default_factory=list)

@@ -27,6 +27,8 @@ def cause(last_error: str | None) -> str:
         return "worker never finished"
     if text.startswith("attempts used up"):
         return "attempts used up"
+    if text == "deadline passed":
+        return "deadline"
     return "other"
 
 
@@ -139,7 +141,13 @@ def kind_oddities(job: Mapping[str, Any], world: World) -> list[str]:
     """What is unexpected about any job, whatever its kind, given its final state."""
     job_id, state = job["id"], job["state"]
     found = []
-    if state == JobState.DEAD_LETTERED and not cause(job["last_error"]).startswith("permanent"):
+    # A deadline's end is checked by per_message.py (given one it cannot meet, or not given).
+    ended = cause(job["last_error"])
+    if (
+        state == JobState.DEAD_LETTERED
+        and not ended.startswith("permanent")
+        and ended != "deadline"
+    ):
         found.append(
             f"still dead-lettered after a redrive with the cause gone: {job['last_error']}"
         )

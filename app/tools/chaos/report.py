@@ -76,6 +76,7 @@ def render(report: dict[str, Any]) -> Table:
         row("  duplicate answers accepted", w["duplicate_answers_accepted"], bad=True)
     row("children spawned", w["children_spawned"])
     agent_rows(row, report.get("agents") or {})
+    talk_rows(row, report.get("messages_and_deadlines") or {})
     row("jobs by kind and state", report["by_kind"])
     if "running_cap" in report:
         cap = report["running_cap"]
@@ -101,7 +102,10 @@ def render(report: dict[str, Any]) -> Table:
     carrier = "redis" if f.get("redis_restarts") else "sqs"
     restarts = f.get("redis_restarts") or f["sqs_restarts"]
     inside = len(f.get("agent_crashes") or [])
+    others = len(f.get("other_crash_points") or [])
     at_points = f" ({inside} at a crash point inside an agent's step)" if inside else ""
+    if others:
+        at_points += f" ({others} at a crash point of messages, state or deadlines)"
     row(
         "faults",
         f"kills {f['kills']}{at_points}, {carrier} restarts {restarts}, "
@@ -167,3 +171,21 @@ def agent_rows(row: Any, a: dict[str, Any]) -> None:
         f"{a.get('steps_recorded_twice', 0)} / {a.get('requests_throttled', 0)}",
         bad=bool(a.get("steps_recorded_twice")),
     )
+
+
+def talk_rows(row: Any, t: dict[str, Any]) -> None:
+    """Messages to demo.chat jobs, deadlines passed under the faults, published state
+    (per_message.py)."""
+    if not t:
+        return
+    row(
+        "messages: sent / stored / read / repeated keys / refused after success",
+        f"{t['messages_sent']} / {t['messages_stored']} / {t['messages_read']} / "
+        f"{t['repeated_keys']} / {t['refused_after_success']} ({t['chat_jobs']} chat jobs)",
+    )
+    row(
+        "deadlines: given / ended by one / past theirs after the drain",
+        f"{t['deadlines_given']} / {t['ended_by_deadline']} / {t['past_deadline_after_drain']}",
+        bad=bool(t["past_deadline_after_drain"]),
+    )
+    row("jobs publishing state", t["publish_jobs"])

@@ -32,6 +32,7 @@ from app.tools.chaos.checker import check, violated
 from app.tools.chaos.config import Config, Run, err, out
 from app.tools.chaos.faults import inject_faults, note_exits
 from app.tools.chaos.leases import most_live_leases
+from app.tools.chaos.messaging import send_all
 from app.tools.chaos.per_kind import FINAL, cause
 from app.tools.chaos.report import render
 from app.tools.chaos.stack import (
@@ -40,8 +41,9 @@ from app.tools.chaos.stack import (
     ChaosStack,
     Unavailable,
 )
+from app.tools.chaos.talk import talk_facts
 from app.tools.chaos.timeline import slowest, where_time_went
-from app.tools.chaos.workload import submit_all, workload
+from app.tools.chaos.workload import Item, deadline_refs, submit_all, workload
 
 
 async def poll_counts(database: Database, run: Run) -> None:
@@ -51,16 +53,21 @@ async def poll_counts(database: Database, run: Run) -> None:
 
 
 async def drain(
-    database: Database, stack: ChaosStack, run: Run, ids: list[str], within: float
+    database: Database,
+    stack: ChaosStack,
+    run: Run,
+    ids: list[str],
+    within: float,
+    ready: asyncio.Event | None = None,
 ) -> bool:
     """Wait until every job in ``ids``, and every job they spawned, is succeeded,
-    dead_lettered or cancelled."""
+    dead_lettered or cancelled (or waiting), and ``ready`` is set."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         with contextlib.suppress(errors.StoreError, TimeoutError):
             done = await asyncio.wait_for(audit.count_in_states(database, ids, FINAL), 5)
             left = await asyncio.wait_for(audit.count_unfinished(database, FINAL), 5)
-            if done == len(ids) and not left:
+            if done == len(ids) and not left and (ready is None or ready.is_set()):
                 return True
         note_exits(stack, run)
         await asyncio.sleep(0.5)
@@ -125,6 +132,10 @@ async def orchestrate(
             answer_all(cfg, run, database, stack.api_url, items, submitted, over)
         )
         answering.add_done_callback(lambda _: run.mark("answered"))
+        all_sent = asyncio.Event()
+        talking = asyncio.create_task(
+            send_all(cfg, run, stack.api_url, stack.api_headers, items, submitted, all_sent, over)
+        )
         await submit_all(cfg, stack, run, items)
         submitted.set()
         run.mark("submitted")
@@ -136,8 +147,9 @@ async def orchestrate(
         ids = list(run.acked.values())
         # The approvals are answered while the system drains: one waits for its first run
         # (behind the backlog) to open its callback, and the drain waits for its answer.
-        drained = await drain(database, stack, run, ids, cfg.drain_timeout)
-        await finish_answering(answering, over, drained)
+        # A chat job waiting for a message not sent yet would pass for drained.
+        drained = await drain(database, stack, run, ids, cfg.drain_timeout, all_sent)
+        await finish_answering(asyncio.gather(answering, talking), over, drained)
         run.note(f"the harness answered {answered(run)} of {len(run.answers)} approvals")
         if run.last_fault is not None:
             run.timings["time_to_drain_after_last_fault"] = round(
@@ -150,7 +162,7 @@ async def orchestrate(
         run.phase = "redriving transient dead letters"
         run.note("restarting the workers with TASKLEASE_FAKE_MODEL_TRANSIENT_RATE=0")
         await asyncio.to_thread(stack.restart_workers, {"TASKLEASE_FAKE_MODEL_TRANSIENT_RATE": "0"})
-        redriven = await redrive_transient(stack, database)
+        redriven = await redrive_transient(stack, database, skip=deadlined(run, items))
         run.note(f"redriven {len(redriven)} dead letters with tasklease's own redrive")
         run.phase = "draining the redriven jobs"
         redrained = await drain(database, stack, run, ids, cfg.drain_timeout)
@@ -160,6 +172,7 @@ async def orchestrate(
         )
         retention = await pruned_history(database, seeded)
         facts = await gather_facts(database, stack)
+        talk = await talk_facts(database, stack, run, items)
     finally:
         stop_display.set()
         await shown
@@ -176,6 +189,9 @@ async def orchestrate(
         # A wake-up lost is re-sent after the grace; the re-sent one gets as long again.
         grace=2 * WAKE_GRACE_SECONDS,
         delay_cap=MAX_MESSAGE_DELAY_SECONDS,
+        sent=run.sent,
+        deadline_refs=deadline_refs(items),
+        **talk,
         **facts,
     )
     report["dead_letters_after_first_drain"] = first
@@ -202,10 +218,10 @@ ANSWERS_AFTER_DRAIN = 30.0
 
 
 async def finish_answering(
-    answering: asyncio.Task[Any], over: asyncio.Event, drained: bool
+    answering: asyncio.Future[Any], over: asyncio.Event, drained: bool
 ) -> None:
-    """The harness's answers end with the drain: let those left finish, then stop them
-    (``over``: an answer still not through is reported as given up)."""
+    """The harness's answers (and messages) end with the drain: let those left finish,
+    then stop them (``over``: an answer still not through is reported as given up)."""
     if drained:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(answering), ANSWERS_AFTER_DRAIN)
@@ -233,13 +249,22 @@ async def pruned_history(database: Database, seeded: int, wait: float = 60) -> d
     return {"seeded": seeded, "left": left, "partial": partial, "problems": problems}
 
 
-async def redrive_transient(stack: ChaosStack, database: Database) -> list[str]:
-    """The dead letters whose cause was transient, back through app.redrive (the DLQ
-    walk: the dead letters are moved, the attempt budgets restart)."""
+def deadlined(run: Run, items: list[Item]) -> set[str]:
+    """The jobs given a deadline they cannot meet: their end is no transient dead letter."""
+    return {run.acked[r] for r in deadline_refs(items) if r in run.acked}
+
+
+async def redrive_transient(
+    stack: ChaosStack, database: Database, skip: set[str] | None = None
+) -> list[str]:
+    """The dead letters whose cause was transient (not those in ``skip``), back through
+    app.redrive (the DLQ walk: the dead letters are moved, the attempt budgets restart)."""
     from app.services import redrive
 
     assert stack.urls is not None
-    ids = await audit.transient_dead_letter_ids(database)
+    ids = [
+        i for i in await audit.transient_dead_letter_ids(database) if str(i) not in (skip or set())
+    ]
     if not ids:
         return []
     settings = stack.settings()
@@ -344,7 +369,8 @@ def _conclude(cfg: Config, stack: ChaosStack, run: Run, report: dict[str, Any]) 
     """The checker's report with the run's faults and timings: written, shown, judged."""
     report["faults"] = {
         "kills": len(run.kills),
-        "agent_crashes": [k["point"] for k in run.kills if "point" in k],
+        "agent_crashes": [k["point"] for k in run.kills if "@" in k.get("point", "")],
+        "other_crash_points": [k["point"] for k in run.kills if "@" not in k.get("point", "@")],
         "sqs_restarts": run.sqs_restarts,
         "redis_restarts": run.redis_restarts,
         "carrier_restarts": run.carrier_restarts,

@@ -36,6 +36,14 @@ AGENT_CRASH_STEPS = (
     f"{demo_agent.KEY}:tool:{demo_agent.TOOLS[1]}:call_2_{demo_agent.TOOLS[1]}",
     f"{demo_agent.OPENAI_KEY}:model:2",
 )
+# Then, each slot in turn once its agent point has fired: a worker dead as it took a
+# message (the receive's record written), as it published state, as it was about to end
+# a running job at its deadline. The API's and the sweeper's points are not armed: a
+# service that dies is a process exited unbidden.
+THEN_CRASH_AT = (
+    (crashpoints.Point.AFTER_MESSAGE_TAKEN.value, crashpoints.Point.BEFORE_DEADLINE_END.value),
+    (crashpoints.Point.AFTER_STATE_PUBLISHED.value,),
+)
 MARKER = ".tasklease-chaos"  # only a directory holding this file is ever wiped
 # Waits on a short clock: a timer longer than this delay cap is woken through the
 # sweeper (as one longer than SQS's 15 minutes is on AWS), and a wake-up lost with the
@@ -66,6 +74,8 @@ class ChaosStack(Stack):
         self.agent_model_url = ""  # the fake model server the agent runs talk to
         # slot -> the crash point its processes carry until one dies there
         self.crash_points: dict[int, str] = {}
+        # slot -> the crash points it carries next, in turn, once its point fired
+        self.later_points: dict[int, list[str]] = {}
         self.crashed: list[dict[str, Any]] = []  # those deaths, as kills, for the run
 
     # start-up
@@ -218,6 +228,9 @@ class ChaosStack(Stack):
         slots = range(self.cfg.workers - 1, -1, -1)  # the last first: slot 0 may be slow
         points = (f"{crashpoints.Point.INSIDE_EFFECT.value}@{k}" for k in AGENT_CRASH_STEPS)
         self.crash_points = dict(zip(slots, points, strict=False))
+        self.later_points = {
+            s: list(then) for s, then in zip(self.crash_points, THEN_CRASH_AT, strict=False)
+        }
         self.env["TASKLEASE_KINDS"] = ",".join(
             k for k in (self.env.get("TASKLEASE_KINDS"), AGENT_KINDS) if k
         )
@@ -274,6 +287,8 @@ class ChaosStack(Stack):
             if slot in self.crash_points and b"crash point" in proc.log_path.read_bytes():
                 at = dt.datetime.now(dt.UTC).isoformat()
                 point = self.crash_points.pop(slot)
+                if self.later_points.get(slot):
+                    self.crash_points[slot] = self.later_points[slot].pop(0)
                 replacement = self.start_slot(slot)
                 kill = {"at": at, "worker": proc.name, "pid": proc.pid, "point": point}
                 self.crashed.append({**kill, "replacement": replacement})

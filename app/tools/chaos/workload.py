@@ -78,6 +78,7 @@ class Item:
     kind: str
     payload: dict[str, Any]
     plan: str = ""
+    deadline_seconds: float | None = None
 
 
 def waiting_work(cfg: Config, rng: random.Random) -> list[Item]:
@@ -100,6 +101,33 @@ def waiting_work(cfg: Config, rng: random.Random) -> list[Item]:
     return items
 
 
+# Messages (demo.chat: each answered once and in order), deadlines that pass under the
+# faults (a nap and a sleep that outlast them: ended waiting, queued or running), and
+# published state (demo.publish). The refs name them for the harness and the checker.
+CHAT = {"messages": 3, "work_seconds": 0.3}
+DEADLINE_SECONDS = 3.0
+DEADLINED = [
+    ("demo.nap", {"seconds": 600.0, "naps": 1}),
+    ("demo.sleep", {"seconds": 1.0, "steps": 600}),
+]
+PUBLISH = {"steps": 3, "seconds": 0.2}
+CHAT_REF, DEADLINE_REF = "M-", "D-"
+
+
+def talk_work(cfg: Config) -> list[Item]:
+    """``cfg.chats`` chats, ``cfg.deadlines`` jobs past their deadline, ``cfg.publishes``
+    publishers."""
+    items = [Item(f"{CHAT_REF}{i}", "demo.chat", CHAT) for i in range(cfg.chats)]
+    for i in range(cfg.deadlines):
+        kind, payload = DEADLINED[i % len(DEADLINED)]
+        items.append(Item(f"{DEADLINE_REF}{i}", kind, payload, deadline_seconds=DEADLINE_SECONDS))
+    return items + [Item(f"P-{i}", "demo.publish", PUBLISH) for i in range(cfg.publishes)]
+
+
+def deadline_refs(items: list[Item]) -> list[str]:
+    return [i.ref for i in items if i.deadline_seconds is not None]
+
+
 def agent_work(cfg: Config) -> list[Item]:
     """``cfg.agents`` of the jobs: agent runs, the frameworks and the questions in turn."""
     n = round(cfg.agents * cfg.jobs)
@@ -113,10 +141,11 @@ def agent_work(cfg: Config) -> list[Item]:
 def workload(cfg: Config) -> tuple[list[Item], dict[str, str]]:
     """The tickets, the waiting work and the agent runs, mixed (deterministic by --seed),
     and the tag each tagged ticket carries."""
-    others = round(cfg.waiting * cfg.jobs) + round(cfg.agents * cfg.jobs)
+    talk = talk_work(cfg)
+    others = round(cfg.waiting * cfg.jobs) + round(cfg.agents * cfg.jobs) + len(talk)
     payloads, tags = tickets(cfg, cfg.jobs - others)
     rng = random.Random(cfg.seed + 2)  # noqa: S311 - reproducible test data, not secrets
-    waits = waiting_work(cfg, rng) + agent_work(cfg)
+    waits = waiting_work(cfg, rng) + agent_work(cfg) + talk
     rng.shuffle(waits)
     items = [Item(p["ticket_id"], TRIAGE, p) for p in payloads]
     # Spread the waiting work through the submissions, so it meets every fault.
@@ -162,6 +191,8 @@ async def submit_all(cfg: Config, stack: ChaosStack, run: Run, items: list[Item]
             item = todo.get_nowait()
             ref = item.ref
             body = {"kind": item.kind, "payload": item.payload, "max_attempts": cfg.max_attempts}
+            if item.deadline_seconds is not None:
+                body["deadline_seconds"] = item.deadline_seconds
             headers = {"Idempotency-Key": f"chaos-{ref}"}
             deadline = time.monotonic() + 120
             while True:
