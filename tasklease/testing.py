@@ -16,8 +16,19 @@ waits ends the run with ``KindSuspended``: answer its callback, finish its child
 send it a message (``store.send(topic, body)``, for ``ctx.receive``) or advance the clock
 on its ``store``, then ``resume`` it. What the kind published with
 ``ctx.set_state`` is ``run.state`` (key to value; ``store.state`` has the versions).
+``deadline=`` or ``deadline_seconds=`` (default: the kind's) bound the whole run on the
+store's clock: waits wake at it at the latest, and a run reaching it raises
+``KindDeadlinePassed`` (the job dead-lettered by 'deadline', its children cancelled).
 """
 
+from app.kinds.memory_deadline import KindDeadlinePassed
 from app.kinds.testing import EffectStore, KindRun, KindSuspended, SimulatedCrash, run_kind
 
-__all__ = ["EffectStore", "KindRun", "KindSuspended", "SimulatedCrash", "run_kind"]
+__all__ = [
+    "EffectStore",
+    "KindDeadlinePassed",
+    "KindRun",
+    "KindSuspended",
+    "SimulatedCrash",
+    "run_kind",
+]

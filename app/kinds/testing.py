@@ -44,6 +44,13 @@ from app.kinds.context import JobContext
 from app.kinds.deps import close
 from app.kinds.generate import Usage
 from app.kinds.kind import Kind
+from app.kinds.memory_deadline import (
+    DeadlineStop,
+    KindDeadlinePassed,
+    bounded,
+    cancel_children,
+    fix,
+)
 from app.kinds.messages import Message
 from app.kinds.output import Emitted
 from app.kinds.state import Published, too_many_keys
@@ -86,6 +93,10 @@ class EffectStore:
     # Messages sent to the job, in order, and the receive (its key) that consumed each.
     messages: list[Message] = field(default_factory=list)
     consumed: dict[int, str] = field(default_factory=dict)  # message id -> receive key
+    # The run's deadline, fixed by the first run_kind on the store (None: none), and
+    # whether that run happened (a resume keeps the deadline: app/kinds/memory_deadline.py).
+    deadline: dt.datetime | None = None
+    submitted: bool = False
 
     def answer(self, key: str, *, result: Any = None, error: str | None = None) -> None:
         """The outside party answers callback ``key`` (only a pending one changes)."""
@@ -176,6 +187,9 @@ class MemoryContext(JobContext[D]):
     def _after_effect(self, key: str) -> None:
         if self._crash_after == len(self.store.records):
             raise SimulatedCrash(key)
+        # The worker's timer stops the attempt at the deadline, at its next await.
+        if self.store.deadline is not None and self.now() >= self.store.deadline:
+            raise DeadlineStop(key)
 
     def now(self) -> dt.datetime:
         return self.store.clock
@@ -277,15 +291,25 @@ async def run_kind(
     store: EffectStore | None = None,
     job_id: uuid.UUID | None = None,
     attempt: int = 1,
+    deadline: dt.datetime | None = None,
+    deadline_seconds: float | None = None,
 ) -> KindRun[R]:
     """Run ``kind`` on ``payload`` (a dict or its model), with a replay after a
     simulated crash when one is asked for. Without ``deps``, the kind's factory builds
     them from ``settings`` (default: the environment's), and they are closed after.
     The kind's own exceptions (Retry, PermanentError, ...) propagate; a kind that waits
-    raises KindSuspended (resume it on the same ``store`` and ``job_id``)."""
+    raises KindSuspended (resume it on the same ``store`` and ``job_id``), its wait woken
+    at the run's deadline at the latest. ``deadline`` or ``deadline_seconds`` (from the
+    store's clock; default: the kind's) is fixed by the first run on a store; a run or
+    attempt that reaches it raises KindDeadlinePassed, the job ended as the engine ends it."""
     store = store if store is not None else EffectStore()
     job_id = job_id or uuid.uuid4()
     parsed = kind.parse(payload)
+    if not store.submitted:
+        store.deadline = fix(store.clock, deadline, deadline_seconds, kind.deadline_seconds)
+        store.submitted = True
+    elif deadline is not None or deadline_seconds is not None:
+        raise ValueError("the deadline is fixed by the first run on this store")
     owned = deps is _UNSET
     if owned:
         deps = await kind.build_deps(settings or config.load())  # type: ignore[assignment]
@@ -299,6 +323,9 @@ async def run_kind(
             "crash_inside_stream": crash_inside_stream,
         }
         while True:
+            if store.deadline is not None and store.clock >= store.deadline:
+                # The claim finds the job past its deadline: it ends, its code unrun.
+                raise _ended(store, job_id, attempt, ran, [], unrun=True)
             ctx: MemoryContext[D] = MemoryContext(
                 store=store, job_id=job_id, kind=kind.name, attempt=attempt, deps=deps, **crash
             )
@@ -310,9 +337,11 @@ async def run_kind(
                 crash = {}  # the next attempt runs to its end
                 attempt += 1
                 continue
+            except DeadlineStop:
+                raise _ended(store, job_id, attempt, [*ran, *ctx.ran], ctx.replayed) from None
             except errors.Suspend as waits:
                 raise KindSuspended(
-                    waits.wait,
+                    bounded(waits.wait, store.deadline),
                     store=store,
                     job_id=job_id,
                     attempt=attempt,
@@ -335,3 +364,27 @@ async def run_kind(
     finally:
         if owned:
             await close(deps)
+
+
+def _ended(
+    store: EffectStore,
+    job_id: uuid.UUID,
+    attempt: int,
+    ran: list[str],
+    replayed: list[str],
+    *,
+    unrun: bool = False,
+) -> KindDeadlinePassed:
+    """The job's end at its deadline: its unfinished children cancelled."""
+    assert store.deadline is not None
+    return KindDeadlinePassed(
+        deadline=store.deadline,
+        at=store.clock,
+        store=store,
+        job_id=job_id,
+        attempt=attempt,
+        ran=ran,
+        replayed=replayed,
+        cancelled_children=cancel_children(store.children),
+        unrun=unrun,
+    )

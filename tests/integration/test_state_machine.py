@@ -10,10 +10,14 @@ tenant and another's), deliver a batch (sometimes with too little time left), de
 the same records twice (in turn or at once), re-send a job's claim check, receive and
 drop (a poller that died), move dead letters back as the AWS console does, sweep,
 wait, and send jobs messages (own tenant and another's, repeated Idempotency-Keys,
-finished jobs; demo.chat reads two). After every step ``tests/invariants.check_invariants`` (settled=False) and the
+finished jobs; demo.chat reads two), publish state (demo.publish: GET state's versions
+only go up, its value the last published), and submit with a short deadline, waiting for
+it and running the sweeper's deadline pass (after it, no job past its deadline is
+unfinished; each deadline end is dead-lettered by 'deadline', its children finished).
+After every step ``tests/invariants.check_invariants`` (settled=False) and the
 checks below run; at the end of an example the queue is drained, every job must be
-final and in the state its kind predicts, and every dead letter is redriven once more
-(invariant 4).
+final and in the state its kind predicts, and every dead letter (but a deadline's) is
+redriven once more (invariant 4).
 
 The sequence is derandomized, so CI runs the same examples every time. Shrinking is
 off: an example costs real round trips, and a failure already prints its steps.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime as dt
 import sys
 import time
 import uuid
@@ -50,7 +55,7 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from app.api import create_app
-from app.services import sweeper
+from app.services import deadlines, sweeper
 from app.settings.config import Settings
 from app.states import JobState
 from app.tools.stack.stack import create_queues
@@ -60,7 +65,7 @@ from app.worker.engine import Engine
 from tests import carrier
 from tests.conftest import Stack, bearer
 from tests.helpers import receive_records
-from tests.invariants import FINAL, check_invariants, describe
+from tests.invariants import DEADLINE_GRACE_SECONDS, FINAL, check_invariants, describe
 
 pytestmark = pytest.mark.integration
 
@@ -138,8 +143,16 @@ SPECS = [
     # Waits for two messages on "user" (the send_message rule; the drain sends what is
     # missing), answering each once, in order.
     Spec("chat-2", "demo.chat", {"messages": 2}),
+    # Publishes phase (working, finished) and done (1, 2) with ctx.set_state.
+    Spec("publish-2", "demo.publish", {"steps": 2}),
 ]
 CHAT_MESSAGES = 2
+PUBLISHED = {"phase": "finished", "done": 2}  # publish-2's state once it succeeded
+# Submitted with a deadline (submit_with_deadline): any spec, and a callback wait longer
+# than any deadline here (the callback opens once the job runs), so a deadline always
+# ends it; redriven (the deadline cleared) it escalates at its timeout and succeeds.
+DEADLINES = st.sampled_from([0.5, 1.5])
+DEADLINE_SPECS = [*SPECS, Spec("approval-2s", "demo.approval", {"timeout_seconds": 2})]
 
 
 @dataclasses.dataclass
@@ -154,6 +167,7 @@ class Accepted:
     cancel_pending: bool = False  # a cancel answered 200 while a worker held the job
     messages: list[tuple[int, str]] = dataclasses.field(default_factory=list)  # (id, topic)
     sent_by_key: dict[str, tuple[str, str, int]] = dataclasses.field(default_factory=dict)
+    deadline: bool = False  # submitted with deadline_seconds
 
 
 # --- one example's world --------------------------------------------------------------
@@ -262,6 +276,7 @@ class JobsMachine(RuleBasedStateMachine):
         self.accepted: dict[str, Accepted] = {}
         self.by_key: dict[tuple[str, str], Accepted] = {}
         self.slept = 0.0
+        self.versions: dict[tuple[str, str], int] = {}  # (job, key) -> GET state's version
 
     @property
     def sql(self) -> Any:
@@ -331,6 +346,27 @@ class JobsMachine(RuleBasedStateMachine):
         if key:
             self.by_key[(tenant, key)] = accepted
         return job["id"]
+
+    @rule(
+        target=jobs,
+        tenant=st.sampled_from(TENANTS),
+        spec=st.sampled_from(DEADLINE_SPECS),
+        seconds=DEADLINES,
+    )
+    def submit_with_deadline(self, tenant: str, spec: Spec, seconds: float) -> str:
+        """A job whose whole run must end within ``seconds``: past it, whatever it does,
+        the sweeper or a worker ends it dead-lettered by 'deadline'."""
+        body = {"kind": spec.kind, "payload": spec.payload, "deadline_seconds": seconds}
+
+        resp = self.api("POST", "/v1/jobs", tenant, json=body)
+
+        assert resp.status_code == 202, resp.text
+        job = resp.json()
+        assert job["deadline"] is not None and job["state"] == "queued", job
+        self.accepted[job["id"]] = Accepted(
+            job["id"], tenant, spec, DEFAULT_MAX_ATTEMPTS, deadline=True
+        )
+        return job["id"]  # type: ignore[no-any-return]
 
     @rule(
         target=jobs,
@@ -647,7 +683,41 @@ class JobsMachine(RuleBasedStateMachine):
     @rule()
     def sweep(self) -> None:
         engine = self.world.engines["b"]
+        swept_at = self.db_now()
         self.fx.runner.run(sweeper.sweep_once(engine.settings, engine.db, engine.queue))
+        self.none_past_deadline(swept_at)
+
+    @precondition(lambda self: any(job.deadline for job in self.accepted.values()))
+    @rule()
+    def pass_deadlines(self) -> None:
+        """Wait (within the example's budget) for the earliest unfinished deadline, then
+        run the sweeper's deadline pass alone."""
+        due = self.sql.execute(
+            "SELECT extract(epoch FROM min(deadline) - now()) AS s FROM jobs"
+            " WHERE deadline IS NOT NULL AND NOT state = ANY(%s)",
+            ([str(s) for s in FINAL],),
+        ).fetchone()["s"]
+        if due is not None and due > 0:
+            pause = min(float(due) + 0.05, MAX_WAIT_PER_EXAMPLE - self.slept)
+            if pause > 0:
+                time.sleep(pause)
+                self.slept += pause
+        engine = self.world.engines["b"]
+        swept_at = self.db_now()
+        self.fx.runner.run(deadlines.sweep(engine.db, engine.queue, limit=500))
+        self.none_past_deadline(swept_at)
+
+    def db_now(self) -> Any:
+        return self.sql.execute("SELECT now() AS now").fetchone()["now"]
+
+    def none_past_deadline(self, swept_at: Any) -> None:
+        """After the sweeper's deadline pass, no job whose deadline passed before it is
+        unfinished (between steps no worker holds one)."""
+        late = self.sql.execute(
+            "SELECT id FROM jobs WHERE deadline <= %s AND NOT state = ANY(%s)",
+            (swept_at, [str(s) for s in FINAL]),
+        ).fetchall()
+        assert not late, "\n".join(describe(self.sql, str(r["id"])) for r in late)
 
     @precondition(lambda self: self.slept < MAX_WAIT_PER_EXAMPLE)
     @rule(seconds=st.sampled_from([0.5, VISIBILITY_SECONDS + 0.2]))
@@ -695,10 +765,56 @@ class JobsMachine(RuleBasedStateMachine):
             assert listed.status_code == 200, listed.text
             mine = {j for j, a in self.accepted.items() if a.tenant == tenant}
             assert {j["id"] for j in listed.json()["items"]} == mine, tenant
+        self.deadline_ends_hold()
+        self.published_state_holds()
         for job_id, job in list(self.accepted.items())[-1:]:
-            for path in ("", "/events", "/effects", "/messages"):
+            for path in ("", "/events", "/effects", "/messages", "/state"):
                 resp = self.api("GET", f"/v1/jobs/{job_id}{path}", other(job.tenant))
                 assert resp.status_code == 404, (path, resp.text)
+
+    def deadline_ends_hold(self) -> None:
+        """Each end by a deadline is a job submitted with one, past it, "deadline passed",
+        and left no child unfinished (the cancelling trigger cancelled them)."""
+        for row in self.sql.execute(
+            "SELECT id, deadline, finished_at, last_error FROM jobs"
+            " WHERE dead_lettered_by = 'deadline'"
+        ).fetchall():
+            job_id = str(row["id"])
+            assert self.accepted[job_id].deadline, describe(self.sql, job_id)
+            assert row["last_error"] == "deadline passed", describe(self.sql, job_id)
+            assert row["deadline"] is not None, describe(self.sql, job_id)
+            # Ended at it, not before (a worker's timer runs on its corrected clock).
+            early = row["deadline"] - dt.timedelta(seconds=DEADLINE_GRACE_SECONDS)
+            assert row["finished_at"] >= early, describe(self.sql, job_id)
+            children = self.sql.execute(
+                "SELECT id FROM jobs WHERE parent_id = %s AND NOT state = ANY(%s)",
+                (job_id, [str(s) for s in FINAL]),
+            ).fetchall()
+            assert not children, describe(self.sql, job_id)
+
+    def published_state_holds(self) -> None:
+        """GET state: each key's version never goes back, and its value is the last one
+        published (the newest state event on the job's stream, same version)."""
+        for job_id, job in self.accepted.items():
+            if job.spec.kind != "demo.publish":
+                continue
+            resp = self.api("GET", f"/v1/jobs/{job_id}/state", job.tenant)
+            assert resp.status_code == 200, resp.text
+            for item in resp.json()["items"]:
+                key, version = item["key"], item["version"]
+                seen = self.versions.get((job_id, key), 0)
+                assert version >= seen, (key, version, seen, describe(self.sql, job_id))
+                self.versions[(job_id, key)] = version
+                last = self.sql.execute(
+                    "SELECT data FROM job_output WHERE job_id = %s AND type = 'state'"
+                    " AND key = %s ORDER BY (data->>'version')::bigint DESC LIMIT 1",
+                    (job_id, key),
+                ).fetchone()
+                assert last is not None, (key, describe(self.sql, job_id))
+                assert (last["data"]["value"], last["data"]["version"]) == (
+                    item["value"],
+                    version,
+                ), (item, last["data"], describe(self.sql, job_id))
 
     # --- at the end of an example --------------------------------------------------------
 
@@ -729,7 +845,7 @@ class JobsMachine(RuleBasedStateMachine):
 
     def check_outcomes(self) -> list[str]:
         """Every job ended as its kind predicts, or cancelled when a cancel said so.
-        Returns the dead-lettered ones."""
+        Returns the dead-lettered ones, but those a deadline ended."""
         dead: list[str] = []
         for job_id, job in self.accepted.items():
             row = self.row(job_id)
@@ -739,16 +855,25 @@ class JobsMachine(RuleBasedStateMachine):
                 allowed = {JobState.CANCELLED}
             elif job.cancel_pending:
                 allowed.add(JobState.CANCELLED)
+            if job.deadline and row["dead_lettered_by"] == "deadline":
+                allowed.add(JobState.DEAD_LETTERED)
             assert row["state"] in allowed, (
                 f"{job.spec!r} (max_attempts {row['max_attempts']}) ended {row['state']}, "
                 f"expected {sorted(allowed)}\n{describe(self.sql, job_id)}"
             )
-            if row["state"] == JobState.DEAD_LETTERED:
+            # A deadline end is not redriven here: the redrive rules do it mid-example, and
+            # the end's redrive (its deadline cleared) has its own tests; this keeps the
+            # teardown from waiting out approval-2s's callback.
+            if row["state"] == JobState.DEAD_LETTERED and row["dead_lettered_by"] != "deadline":
                 dead.append(job_id)
             if job.spec.kind == "demo.chat" and row["state"] == JobState.SUCCEEDED:
                 first = [m for m, t in job.messages if t == "user"][:CHAT_MESSAGES]
                 answered = [a["message"] for a in row["result"]["answers"]]
                 assert answered == first, (answered, first, describe(self.sql, job_id))
+            if job.spec.kind == "demo.publish" and row["state"] == JobState.SUCCEEDED:
+                resp = self.api("GET", f"/v1/jobs/{job_id}/state", job.tenant)
+                got = {i["key"]: i["value"] for i in resp.json()["items"]}
+                assert got == PUBLISHED, (got, describe(self.sql, job_id))
         return dead
 
     def teardown(self) -> None:
