@@ -49,6 +49,10 @@ async def test_a_worker_killed_as_it_ends_a_running_job_at_its_deadline(
     # Given a worker armed to die once it stopped a running attempt at the deadline, before
     # it wrote the end.
     doomed = stack.worker(env=crash_env(Point.BEFORE_DEADLINE_END), name="doomed")
+    # Polling before the job is submitted: a worker still starting when the deadline
+    # passed would end the job at its claim (unrun, no child), not as it runs.
+    assert doomed.ready_path is not None
+    wait_for(doomed.ready_path.exists, what="the armed worker polling the queue")
     job_id = await submit(stack, "test.deadline_busy", {"seconds": 600}, deadline_seconds=3)
     died_by_sigkill(doomed, "the worker armed at before_deadline_end")
     row = job_row(sql, job_id)

@@ -55,6 +55,12 @@ ROUTES = [
     Route("GET", "/v1/jobs/{job}/callbacks", None, 200),
     # The job has no callback "{key}" (the owner's answer is 404, after the key and the job).
     Route("POST", "/v1/jobs/{job}/callbacks/{key}", {"result": 1}, 404),
+    # A dead-lettered job takes messages (a redrive brings it back to read them).
+    Route("POST", "/v1/jobs/{job}/messages", {"topic": "user", "body": "hi"}, 201),
+    Route("GET", "/v1/jobs/{job}/messages", None, 200),
+    Route("GET", "/v1/jobs/{job}/state", None, 200),
+    # The job published no key "{key}" (the owner's answer is 404, naming it).
+    Route("GET", "/v1/jobs/{job}/state/{key}", None, 404),
     Route("POST", "/v1/jobs/{job}/redrive", None, 202),
     Route("POST", "/v1/jobs/{job}/cancel", None, 200),
     Route("GET", "/v1/dead-letters", None, 200),
