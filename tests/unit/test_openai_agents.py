@@ -262,7 +262,7 @@ def test_a_provider_s_refusal_is_permanent_and_its_5xx_stays_a_retry() -> None:
     import httpx
     import openai
 
-    from app.integrations.openai_agents import as_tasklease_error
+    from app.integrations.openai_agents_model import as_tasklease_error
 
     def status(code: int) -> openai.APIStatusError:
         request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
