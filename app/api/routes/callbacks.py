@@ -17,9 +17,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
+from app.api.callback_schemas import CallbackAnswer, CallbackAnswered, CallbackHeartbeat
 from app.api.deps import Db, JobQueue
 from app.api.errors import CONFLICT, OPEN
-from app.api.schemas import CallbackAnswer, CallbackAnswered, CallbackHeartbeat
 from app.api.security import Caller
 from app.services import callbacks, jobs
 

@@ -12,10 +12,10 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from opentelemetry.trace import Span
 
 from app import tracing
+from app.api.callback_schemas import CallbackPublic
 from app.api.deps import Db, JobQueue, Settings
 from app.api.errors import COMMON, CONFLICT, SUBMIT
 from app.api.schemas import (
-    CallbackPublic,
     EffectPublic,
     EventPublic,
     JobBatchCreate,
