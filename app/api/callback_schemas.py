@@ -10,8 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.schemas import Storable
-from app.services import callbacks
-from app.services import submit as service
+from app.services import callbacks, storable
 
 
 class CallbackPublic(BaseModel):
@@ -56,7 +55,7 @@ class CallbackAnswer(BaseModel):
         if "error" in given and (self.error is None or not self.error.strip()):
             raise ValueError("error must be a non-empty message")
         if "result" in given:
-            problem = service.unstorable(self.result)
+            problem = storable.unstorable(self.result)
             if problem:
                 raise ValueError(f"result: {problem}")
         return self

@@ -11,14 +11,14 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from app.priorities import Priority
-from app.services import jobs, redrive
+from app.services import jobs, redrive, storable
 from app.services import submit as service
 from app.settings import bounds
 from app.states import JobState
 
 
 def _storable(value: str | None) -> str | None:
-    problem = service.unstorable(value)
+    problem = storable.unstorable(value)
     if problem:
         raise ValueError(problem)
     return value

@@ -15,7 +15,7 @@ from typing import Any
 
 from app import crashpoints, errors, store
 from app.kinds.messages import check_topic
-from app.services import jobs, outbox, submit
+from app.services import jobs, outbox, storable
 from app.settings import bounds
 from app.states import TERMINAL
 from app.transport import Transport
@@ -36,7 +36,7 @@ class Sent:
 def _encoded(body: Any) -> str:
     """The body as compact JSON, refused past MAX_MESSAGE_BYTES or when PostgreSQL could
     not store it."""
-    problem = submit.unstorable(body)
+    problem = storable.unstorable(body)
     if problem:
         raise errors.BadRequest(f"body: {problem}")
     try:
@@ -59,7 +59,7 @@ def _request_hash(topic: str, text: str) -> str:
 def _check_key(key: str | None) -> None:
     if key is None:
         return
-    if not 1 <= len(key) <= bounds.MAX_IDEMPOTENCY_KEY_CHARS or submit.unstorable(key):
+    if not 1 <= len(key) <= bounds.MAX_IDEMPOTENCY_KEY_CHARS or storable.unstorable(key):
         raise errors.BadRequest(
             f"Idempotency-Key must be 1 to {bounds.MAX_IDEMPOTENCY_KEY_CHARS} characters "
             "of storable text"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app import crashpoints, errors, store
-from app.services import submit
+from app.services import storable, submit
 from app.services.cron import Cron
 from app.settings import bounds
 from app.settings.config import Settings
@@ -78,7 +78,7 @@ def _checked_name(name: str | None) -> str | None:
         return None
     if not 1 <= len(name) <= bounds.MAX_SCHEDULE_NAME_CHARS:
         raise errors.BadRequest(f"name: 1 to {bounds.MAX_SCHEDULE_NAME_CHARS} characters")
-    problem = submit.unstorable(name)
+    problem = storable.unstorable(name)
     if problem:
         raise errors.BadRequest(f"name: {problem}")
     return name
@@ -92,7 +92,7 @@ async def create(
     of them is wrong (BadRequest naming the field). A name the tenant already gave
     another schedule is a Conflict."""
     for what, text in (("cron", request.cron), ("timezone", request.timezone)):
-        problem = submit.unstorable(text)
+        problem = storable.unstorable(text)
         if problem:
             raise errors.BadRequest(f"{what}: {problem}")
     cron = Cron.parse(request.cron, request.timezone)

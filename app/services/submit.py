@@ -20,6 +20,7 @@ from typing import Any
 from app import crashpoints, errors, kinds, metrics, store
 from app.priorities import Priority
 from app.services import auth, deadlines, outbox, wakeups
+from app.services.storable import unstorable
 from app.settings import bounds
 from app.settings.config import Settings
 from app.store.jobs import NewRow
@@ -34,9 +35,6 @@ MAX_IDEMPOTENCY_KEY = bounds.MAX_IDEMPOTENCY_KEY_CHARS
 MAX_SUBMIT_BATCH = 100
 # Retry-After for a tenant at its cap of unfinished jobs: jobs finish on their own time.
 IN_FLIGHT_RETRY_AFTER_SECONDS = 5
-# Nesting a payload may have: pydantic serializes at most 255 levels, and no real payload
-# comes near this.
-MAX_PAYLOAD_DEPTH = 100
 
 
 @dataclass(frozen=True)
@@ -357,32 +355,6 @@ async def _send_delayed(
             exc,
             extra={"job_id": job_ids[0], "count": len(job_ids)},
         )
-
-
-def unstorable(value: Any) -> str | None:
-    """Why this text or JSON value cannot be stored and served back, or None: PostgreSQL's
-    text and jsonb refuse the NUL character, a lone surrogate (what JSON's "\\ud800"
-    escape decodes to) has no UTF-8 form, jsonb has no NaN or Infinity (Python's JSON
-    parser reads both), and pydantic serializes no more than 255 levels of nesting."""
-    todo = [(value, 0)]
-    while todo:
-        item, depth = todo.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return "text must not contain the NUL character (\\u0000)"
-            if not item.isascii():
-                try:
-                    item.encode()
-                except UnicodeEncodeError:
-                    return "text must be valid Unicode (a lone surrogate has no UTF-8 form)"
-        elif isinstance(item, float) and not math.isfinite(item):
-            return "numbers must be finite (JSON has no NaN or Infinity)"
-        elif isinstance(item, dict | list):
-            if depth >= MAX_PAYLOAD_DEPTH:
-                return f"must not nest objects and arrays deeper than {MAX_PAYLOAD_DEPTH} levels"
-            inner = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-            todo.extend((x, depth + 1) for x in inner)
-    return None
 
 
 def _refuse(verdict: Admission, batch: bool = False) -> None:
