@@ -160,7 +160,9 @@ def test_package_holds_the_code_and_no_dev_or_optional_dependencies(
     assert "app/settings/shared_settings.json" in names
     assert "app/store/sql/queries/jobs.sql" in names
     # The web view's files, served at /ui by the API (also on Lambda).
-    assert {f"app/api/ui/{f}" for f in ("index.html", "app.js", "app.css")} <= set(names)
+    assert {
+        f"app/api/ui/{f}" for f in ("index.html", "app.js", "core.js", "pages/job.js", "app.css")
+    } <= set(names)
     assert "app/worker/engine.py" in names and "app/api/__init__.py" in names
     # The local stack and the chaos harness are tools beside the runtime: never shipped.
     tools = [n for n in names if n.startswith("app/tools/")]

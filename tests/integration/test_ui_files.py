@@ -1,4 +1,4 @@
-"""/ui serves the web view's three files from the package, with a strict
+"""/ui serves the web view's files (the page, its style, its JS modules) from the package, with a strict
 Content-Security-Policy, needing no key (the page holds no data), and nothing else."""
 
 from __future__ import annotations
@@ -22,11 +22,20 @@ def test_the_web_view_files_are_served_with_a_strict_csp_and_nothing_else(api: A
     assert '<script type="module" src="app.js"></script>' in page.text
     assert "http://" not in page.text and "https://" not in page.text  # no CDN
 
-    script = api.get("/ui/app.js")
-    assert script.headers["content-type"].startswith("text/javascript")
-    assert "innerHTML" not in script.text  # data goes in as text only
+    for module in ("app.js", "core.js", "pages/overview.js", "pages/job.js", "pages/lists.js"):
+        script = api.get(f"/ui/{module}")
+        assert script.status_code == 200, module
+        assert script.headers["content-type"].startswith("text/javascript")
+        assert "innerHTML" not in script.text  # data goes in as text only
     assert api.get("/ui/app.css").headers["content-type"].startswith("text/css")
 
-    for name in ("nope.js", "__init__.py", "..%2F..%2Fconfig.py"):
+    for name in (
+        "nope.js",
+        "__init__.py",
+        "..%2F..%2Fconfig.py",
+        "pages/%2E%2E/core.js",
+        "other/app.js",
+        "pages/nope.js",
+    ):
         resp = api.get(f"/ui/{name}")
         assert resp.status_code == 404, (name, resp.text)

@@ -1,10 +1,12 @@
-"""/ui: the web view, three hand-written files (HTML, one JS module, CSS) shipped in the
-package (app/api/ui/), no build step and nothing from a CDN. The page holds no data: it
+"""/ui: the web view, hand-written files (HTML, CSS, and JS modules: app.js, core.js and a
+module a page in pages/, vendored libraries in vendor/) shipped in the package
+(app/api/ui/), no build step and nothing from a CDN. The page holds no data: it
 asks for an API key and reads the public /v1 API and its streams with it, so these routes
 need no key. A strict Content-Security-Policy keeps any script but these files out."""
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 
 from fastapi import APIRouter, Response
@@ -14,11 +16,14 @@ from app import errors
 
 router = APIRouter(include_in_schema=False)
 
-FILES = {
-    "index.html": "text/html; charset=utf-8",
-    "app.js": "text/javascript; charset=utf-8",
-    "app.css": "text/css; charset=utf-8",
+TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
 }
+# A file at the top, or one folder down (pages/, vendor/): no dots but the suffix's, so no
+# way up and nothing but the web view's own files.
+NAME = re.compile(r"(?:(?:pages|vendor)/)?[a-z0-9_-]+(\.html|\.js|\.css)")
 # Scripts, styles and fetches from this origin only; no inline script, no frame, no plugin.
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -33,10 +38,11 @@ HEADERS = {
 
 
 def _file(name: str) -> Response:
-    if name not in FILES:
+    match = NAME.fullmatch(name)
+    path = resources.files("app.api.ui").joinpath(*name.split("/"))
+    if match is None or not path.is_file():
         raise errors.NotFound(f"no file {name} in the web view")
-    body = resources.files("app.api.ui").joinpath(name).read_bytes()
-    return Response(body, media_type=FILES[name], headers=HEADERS)
+    return Response(path.read_bytes(), media_type=TYPES[match[1]], headers=HEADERS)
 
 
 @router.get("/ui")
@@ -50,6 +56,6 @@ async def ui_index() -> Response:
     return _file("index.html")
 
 
-@router.get("/ui/{name}")
+@router.get("/ui/{name:path}")
 async def ui_file(name: str) -> Response:
     return _file(name)

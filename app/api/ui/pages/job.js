@@ -1,0 +1,182 @@
+// One job: its facts and actions, progress and output, waits, state, timeline, effects,
+// family and messages, kept current by its stream.
+import {
+  $, FINISHED, api, attempts, badge, debounce, el, follow, jobLink, json, liveStatus,
+  session, toast, when,
+} from "../core.js";
+
+// --- a job ---------------------------------------------------------------------------------
+export async function jobPage(view, id) {
+  const head = el("section", { class: "card" });
+  const published = stateCard(id);
+  const progress = el("div", { class: "progress", hidden: true }, el("div", { class: "bar", id: "bar" }), el("span", { id: "note" }));
+  const output = el("ol", { class: "output", id: "output" });
+  const quiet = el("p", { class: "muted" }, "no progress or output reported");
+  const texts = el("div", { id: "texts" });
+  const timeline = el("tbody", { id: "timeline" });
+  const effects = el("tbody", { id: "effects" });
+  const waits = el("div", { id: "waits" });
+  const family = el("div", { id: "family" });
+  const inbox = el("tbody", { id: "messages" });
+  const sending = messageForm(id, () => load());
+  view.append(head,
+    el("section", { class: "card" }, el("h2", {}, "Progress and output"), quiet, progress, texts, output),
+    el("section", { class: "card" }, el("h2", {}, "Waits"), waits),
+    published.section,
+    el("section", { class: "card" }, el("h2", {}, "Timeline"), el("div", { class: "scroll" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["time", "from", "to", "attempt", "worker", "detail"].map((h) => el("th", {}, h)))), timeline))),
+    el("section", { class: "card" }, el("h2", {}, "Effects"), el("div", { class: "scroll" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["key", "seq", "attempt", "worker", "recorded", "result"].map((h) => el("th", {}, h)))), effects))),
+    el("section", { class: "card" }, el("h2", {}, "Parent and children"), family),
+    el("section", { class: "card" }, el("h2", {}, "Messages"), el("div", { class: "scroll" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["id", "topic", "body", "sent", "read"].map((h) => el("th", {}, h)))), inbox)), sending));
+
+  const chunks = new Map(); // effect key -> {seq -> text}, shown as one text per key
+  const load = async () => {
+    const [job, events, found, cbs] = await Promise.all([api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/events`),
+      api(`/v1/jobs/${id}/effects`), api(`/v1/jobs/${id}/callbacks`)]);
+    renderHead(head, job);
+    // An effect recorded before the last run began was replayed by it, not run again.
+    const lastRun = events.filter((e) => e.to_state === "running").map((e) => e.at).sort().pop() || "";
+    timeline.replaceChildren(...events.map((e) => el("tr", {}, el("td", {}, when(e.at)),
+      el("td", {}, e.from_state ? badge(e.from_state) : ""), el("td", {}, badge(e.to_state)),
+      el("td", {}, e.attempt), el("td", {}, e.worker || ""), el("td", { class: "detail" }, e.detail || ""))));
+    effects.replaceChildren(...found.map((f) => el("tr", {}, el("td", {}, f.key), el("td", {}, f.seq),
+      el("td", {}, `${f.attempt} · ${f.recorded_at < lastRun ? "replayed" : "run"}`),
+      el("td", {}, f.worker || ""), el("td", {}, when(f.recorded_at)), el("td", {}, el("pre", {}, json(f.result))))));
+    if (!found.length) effects.append(el("tr", {}, el("td", { colspan: 6, class: "empty" }, "no effects recorded")));
+    renderWaits(waits, job, cbs, load);
+    renderMessages(inbox, await api(`/v1/jobs/${id}/messages`));
+    sending.hidden = job.state === "succeeded" || job.state === "cancelled"; // they take none
+    family.replaceChildren(
+      el("p", {}, "parent: ", job.parent_id ? jobLink(job.parent_id, job.parent_id) : "none"),
+      el("p", {}, `children: ${job.children_count}`),
+      el("ul", {}, job.children.map((c) => el("li", {}, jobLink(c.id), " ", c.kind, " ", badge(c.state)))));
+  };
+  await load();
+  await published.load();
+  const later = debounce(() => load().catch((err) => toast(err.message, true)), 200);
+  session.stopLive = follow(`/v1/jobs/${id}/stream`, (type, e) => {
+    if (type === "progress" || type === "output" || type === "chunk") quiet.hidden = true;
+    if (type === "progress") {
+      progress.hidden = false;
+      $("bar").style.width = `${Math.round(100 * Math.max(0, Math.min(1, e.data.fraction ?? 0)))}%`;
+      $("note").textContent = `${Math.round(100 * (e.data.fraction ?? 0))}% ${e.data.note || ""}`;
+    } else if (type === "output") {
+      output.append(el("li", {}, el("pre", {}, json(e.data))));
+    } else if (type === "chunk") {
+      if (!chunks.has(e.data.key)) {
+        chunks.set(e.data.key, new Map());
+        texts.append(el("h3", {}, e.data.key), el("pre", { class: "text", "data-key": e.data.key }));
+      }
+      const parts = chunks.get(e.data.key);
+      parts.set(e.data.seq, e.data.text || "");
+      const text = [...parts.entries()].sort((a, b) => a[0] - b[0]).map((p) => p[1]).join("");
+      [...texts.querySelectorAll("pre.text")].find((p) => p.dataset.key === e.data.key).textContent = text;
+    } else if (type === "state") {
+      published.put({ ...e.data, updated_at: e.at });
+    } else if (type === "transition" || type === "end") {
+      later();
+    }
+  }, liveStatus);
+}
+// The state the job publishes (ctx.set_state): a row per key, kept current by the stream's
+// state events (a version older than the one shown is ignored: a reload's answer may be).
+function stateCard(id) {
+  const rows = el("tbody", { id: "state" });
+  const empty = el("p", { class: "muted" }, "no state published");
+  const shown = new Map(); // key -> version shown
+  const put = (s) => {
+    if ((shown.get(s.key) ?? 0) >= s.version) return;
+    shown.set(s.key, s.version);
+    const row = el("tr", { "data-key": s.key }, el("td", {}, s.key), el("td", {}, el("pre", {}, json(s.value))),
+      el("td", {}, s.version), el("td", {}, when(s.updated_at)));
+    const old = [...rows.children].find((r) => r.dataset.key === s.key);
+    if (old) old.replaceWith(row); else rows.append(row);
+    empty.hidden = true;
+  };
+  const section = el("section", { class: "card" }, el("h2", {}, "State"), empty,
+    el("div", { class: "scroll" }, el("table", {}, el("thead", {}, el("tr", {}, ["key", "value", "version", "set"].map((h) => el("th", {}, h)))), rows)));
+  return { section, put, load: async () => (await api(`/v1/jobs/${id}/state`)).items.forEach(put) };
+}
+function renderHead(head, job) {
+  const actions = el("div", { class: "actions" });
+  if (job.state === "dead_lettered") actions.append(el("button", { type: "button", id: "redrive", on: { click: () => redrive(job.id) } }, "Redrive"));
+  if (!FINISHED.has(job.state)) {
+    actions.append(el("button", { type: "button", class: "quiet", on: { click: async () => {
+      try { await api(`/v1/jobs/${job.id}/cancel`, { method: "POST" }); toast("cancel asked for"); } catch (err) { toast(err.message, true); }
+    } } }, "Cancel"));
+  }
+  head.replaceChildren(el("h1", {}, job.kind, " ", badge(job.state)),
+    el("dl", { class: "facts" }),
+    actions,
+    el("details", {}, el("summary", {}, "payload and result"), el("pre", {}, json(job.payload)), el("pre", {}, json(job.result))));
+  const facts = head.querySelector("dl");
+  facts.replaceChildren(...[["id", job.id], ["tenant", job.tenant], ["runs", job.runs], ["attempts used", attempts(job, " of ")],
+    ["created", when(job.created_at)], ["finished", when(job.finished_at) || "not yet"],
+    // The whole run's deadline: past it the job ends dead_lettered, "deadline passed" (its last error).
+    ["deadline", job.deadline ? when(job.deadline) : "none"], ["worker", job.lease_owner || "none (no lease)"],
+    ["last error", job.last_error || "none"]].flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+}
+// What a callback asks (the details its kind gave): an agent's tool call that needs
+// approval, by its tool's name and arguments; other details as JSON. All as text.
+function asks(d) {
+  if (d === null || d === undefined) return null;
+  const tool = typeof d === "object" && !Array.isArray(d) && typeof d.tool === "string";
+  return el("div", { class: "asks" }, tool
+    ? ["run tool ", el("code", { class: "tool" }, d.tool), " with ", el("pre", { class: "args" }, json(d.args ?? null))]
+    : el("pre", {}, json(d)));
+}
+function renderWaits(box, job, cbs, reload) {
+  const w = job.waiting_for;
+  box.replaceChildren(el("p", {}, w ? `waiting for ${w.kind}${w.key ? ` "${w.key}"` : ""}${w.until ? ` until ${when(w.until)}` : ""}`
+    : "not waiting"));
+  for (const cb of cbs) {
+    const row = el("div", { class: "callback", "data-callback": cb.key }, el("b", {}, cb.key), " ", badge(cb.state),
+      ` deadline ${when(cb.deadline)}`, cb.error ? ` · ${cb.error}` : "", asks(cb.details));
+    if (cb.state === "pending") {
+      const answer = (body) => async () => {
+        try {
+          await api(`/v1/jobs/${job.id}/callbacks/${encodeURIComponent(cb.key)}`, { method: "POST", body });
+          toast(body.error ? "rejected" : "approved");
+          await reload();
+        } catch (err) { toast(err.message, true); }
+      };
+      row.append(el("span", { class: "actions" },
+        el("button", { type: "button", class: "approve", on: { click: answer({ result: { approved: true, by: "web view" } }) } }, "Approve"),
+        el("button", { type: "button", class: "reject", on: { click: answer({ error: "rejected in the web view" }) } }, "Reject")));
+    }
+    box.append(row);
+  }
+}
+// A job's messages (POST /v1/jobs/{id}/messages, read by its ctx.receive(topic)). The form
+// is made once per page: a reload on the job's transitions keeps what is being typed.
+function renderMessages(box, msgs) {
+  box.replaceChildren(...msgs.map((m) => el("tr", { "data-message": m.id }, el("td", {}, m.id), el("td", {}, m.topic),
+    el("td", {}, el("pre", {}, json(m.body))), el("td", {}, when(m.sent_at)),
+    el("td", {}, m.consumed_at ? when(m.consumed_at) : "unread"))));
+  if (!msgs.length) box.append(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "no messages")));
+}
+function messageForm(id, reload) {
+  const topic = el("input", { name: "topic", value: "user", required: true, maxlength: 100, "aria-label": "topic" });
+  const body = el("textarea", { name: "body", rows: 2, "aria-label": "body (JSON)", placeholder: '{"text": "hello"}' });
+  const send = async (ev) => {
+    ev.preventDefault();
+    let value;
+    try { value = JSON.parse(body.value.trim() || "null"); } catch (err) { toast(`the body is not JSON: ${err.message}`, true); return; }
+    try {
+      const sent = await api(`/v1/jobs/${id}/messages`, { method: "POST", body: { topic: topic.value, body: value } });
+      toast(sent.job_woken ? "sent: the job is woken" : "sent");
+      body.value = "";
+      await reload();
+    } catch (err) { toast(err.message, true); }
+  };
+  return el("form", { id: "send-message", class: "send", on: { submit: send } }, topic, body, el("button", { type: "submit" }, "Send"));
+}
+export async function redrive(id) {
+  try {
+    await api(`/v1/jobs/${id}/redrive`, { method: "POST" });
+    toast("redriven: queued again");
+  } catch (err) { toast(err.message, true); }
+  session.route();
+}
