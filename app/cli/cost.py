@@ -3,7 +3,6 @@ and a price table (app/cost/model.py does the arithmetic)."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from app.cli import render_json
 from app.cli.render import out
 from app.cli.runner import errors_exit
 from app.cost import base as cost_base
@@ -214,7 +214,7 @@ def cost(
     db_storage_gb: Annotated[
         int, typer.Option(help="RDS gp3 storage")
     ] = cost_base.TERRAFORM_DEFAULTS["db_allocated_storage_gb"],
-    as_json: Annotated[bool, typer.Option("--json", help="the report as JSON")] = False,
+    as_json: render_json.JsonFlag = False,
 ) -> None:
     """What a job costs on AWS: dollars per million jobs (single and batch submission),
     the fixed monthly lines, and the same jobs on Lambda durable functions."""
@@ -233,6 +233,6 @@ def cost(
         )
         doc = cost_model.price(cost_figures.load_figures(figures), table, opts)
     if as_json:
-        print(json.dumps(doc, indent=2, allow_nan=False))
+        render_json.emit(doc)
         return
     render(doc)

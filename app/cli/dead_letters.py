@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from app.cli import render, runner
+from app.cli import render, render_json, runner
 from app.cli.jobs import job_id_or_exit
 from app.cli.render import err, out
 from app.services import redrive as redriving
@@ -29,9 +29,19 @@ async def _dead_letters(
 def list_(
     kind: Annotated[str | None, typer.Option(help="only jobs of this kind")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 100,
+    as_json: render_json.JsonFlag = False,
 ) -> None:
-    """Dead-lettered jobs: kind, attempts, last error, when."""
+    """Dead-lettered jobs: kind, attempts, last error, when; and the DLQ's depth. With
+    --json: the jobs as GET /v1/dead-letters answers them (an array; no depth)."""
     s = runner.settings_or_exit()
+    if as_json:
+        from app.api.schemas import JobPublic
+
+        found = runner.on_database(
+            s, lambda db: redriving.dead_letters(db, scope=None, kind=kind, limit=limit)
+        )
+        render_json.emit([JobPublic.of(r) for r in found])
+        return
     rows, depth = runner.on_clients(s, lambda c: _dead_letters(s, c, kind, limit))
     render.print_listing(render.dead_letters(rows, f"{len(rows)} dead-lettered jobs"))
     out.print(

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from app.cli import remote, render, runner
+from app.cli import remote, render, render_json, runner
 from app.cli.render import err, out
 from app.priorities import Priority
 from app.services import auth, costs, jobs, messages
@@ -241,13 +241,39 @@ def usage_line(usage: dict[str, Any]) -> str:
     )
 
 
+def _view_json(view: JobView) -> dict[str, Any]:
+    """``jobs show --json``: each part as the API answers it (GET /v1/jobs/{id} and its
+    /events, /effects, /callbacks, /state and /messages)."""
+    from app.api.callback_schemas import CallbackPublic
+    from app.api.message_schemas import MessagePublic
+    from app.api.routes.state import StatePage, StatePublic
+    from app.api.schemas import EffectPublic, EventPublic, JobDetail
+
+    return {
+        "job": JobDetail.with_children(view.job, view.children, view.children_count, view.usage),
+        "events": [EventPublic.model_validate(e) for e in view.events],
+        "effects": [EffectPublic.model_validate(e) for e in view.effects],
+        "callbacks": [CallbackPublic.model_validate(c) for c in view.callbacks],
+        "state": StatePage(items=[StatePublic.model_validate(r) for r in view.state]),
+        "messages": [MessagePublic.of(m) for m in view.messages],
+    }
+
+
 @group.command("show")
-def show(job_id: Annotated[str, typer.Argument(help="the job's id")]) -> None:
+def show(
+    job_id: Annotated[str, typer.Argument(help="the job's id")],
+    as_json: render_json.JsonFlag = False,
+) -> None:
     """A job (what it waits for, its parent), its timeline, its recorded effects, its
-    callbacks, the state it published, its children and its messages."""
+    callbacks, the state it published, its children and its messages. With --json: an
+    object of the API's answers, {"job", "events", "effects", "callbacks", "state",
+    "messages"}."""
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
     view = runner.on_database(s, lambda database: _view(s, database, jid))
+    if as_json:
+        render_json.emit(_view_json(view))
+        return
     out.print(render.job(jid, view.job, jobs.waiting_for(view.job), jobs.lease_holder(view.job)))
     out.print(render.timeline(view.events))
     out.print(render.effects(view.effects))
@@ -269,15 +295,22 @@ def list_(
     kind: Annotated[str | None, typer.Option(help="only jobs of this kind")] = None,
     tenant: Annotated[str | None, typer.Option(help="only this tenant's jobs")] = None,
     limit: Annotated[int, typer.Option(min=1, max=bounds.MAX_PAGE)] = 50,
+    as_json: render_json.JsonFlag = False,
 ) -> None:
-    """The newest jobs of every tenant (or one), as a table."""
+    """The newest jobs of every tenant (or one), as a table; with --json, as GET /v1/jobs
+    answers them ({"items", "next_cursor"})."""
     s = runner.settings_or_exit()
-    rows, _ = runner.on_database(
+    rows, cursor = runner.on_database(
         s,
         lambda database: jobs.list_jobs(
             database, state=state, kind=kind, limit=limit, scope=tenant
         ),
     )
+    if as_json:
+        from app.api.schemas import JobPage, JobPublic
+
+        render_json.emit(JobPage(items=[JobPublic.of(r) for r in rows], next_cursor=cursor))
+        return
     render.print_listing(render.jobs([{**r, "waiting_for": jobs.waiting_for(r)} for r in rows]))
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli import render, render_admin, runner
+from app.cli import render, render_admin, render_json, runner
 from app.cli.render import err, out
 from app.services import auth
 
@@ -36,10 +36,16 @@ def create(
 @group.command("list")
 def list_(
     tenant: Annotated[str | None, typer.Option(help="only this tenant's keys")] = None,
+    as_json: render_json.JsonFlag = False,
 ) -> None:
-    """Every key: id, tenant, scope, when made and revoked (never the key itself)."""
+    """Every key: id, tenant, scope, when made and revoked (never the key itself). With
+    --json: an array of {id, tenant, name, admin, created_at, revoked_at} (no API route
+    lists keys)."""
     s = runner.settings_or_exit()
     rows = runner.on_database(s, lambda database: auth.list_keys(database, tenant))
+    if as_json:
+        render_json.emit(rows)
+        return
     out.print(render_admin.keys(rows, f"{len(rows)} API keys"))
 
 

@@ -5,14 +5,13 @@ deployment's TASKLEASE_KINDS loaded is what it may be sent."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli import remote
+from app.cli import remote, render_json
 from app.cli.render import err, out
 
 
@@ -25,9 +24,7 @@ def _fields(schema: dict[str, Any]) -> str:
 
 
 def kinds(
-    as_json: Annotated[
-        bool, typer.Option("--json", help="the kinds as JSON, schemas whole")
-    ] = False,
+    as_json: render_json.JsonFlag = False,
     api_url: Annotated[
         str | None, typer.Option(help=f"the API's URL (default ${remote.API_URL})")
     ] = None,
@@ -46,7 +43,7 @@ def kinds(
         err.print(f"[red]the API refused: {escape(str(exc))}[/]")
         raise typer.Exit(1) from exc
     if as_json:
-        out.print_json(json.dumps({"kinds": [k.model_dump(mode="json") for k in found]}))
+        render_json.emit({"kinds": found})  # GET /v1/kinds' shape, schemas whole
         return
     if not found:
         err.print("the API serves no job kinds: its TASKLEASE_KINDS names none")

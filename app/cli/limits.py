@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from app import errors
-from app.cli import render_admin, runner
+from app.cli import render_admin, render_json, runner
 from app.cli.render import err, out
 from app.services import auth, tenant_limits
 
@@ -74,7 +74,13 @@ def clear(tenant: Annotated[str, typer.Argument(help="the tenant")]) -> None:
 
 
 @group.command("list")
-def list_() -> None:
-    """Each tenant's limits (override or default), its unfinished and its running jobs."""
+def list_(as_json: render_json.JsonFlag = False) -> None:
+    """Each tenant's limits (override or default), its unfinished and its running jobs.
+    With --json: {"defaults": the deployment's, "items": each tenant's overrides (null:
+    the default) and counts}."""
     s = runner.settings_or_exit()
-    out.print(render_admin.limits(s, runner.on_database(s, tenant_limits.list_limits)))
+    rows = runner.on_database(s, tenant_limits.list_limits)
+    if as_json:
+        render_json.emit({"defaults": render_admin.default_limits(s), "items": rows})
+        return
+    out.print(render_admin.limits(s, rows))

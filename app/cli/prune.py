@@ -3,13 +3,14 @@ rows, in batches (docs/explain/design.md#retention), showing each batch as it go
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from app import store
-from app.cli import runner
+from app.cli import render_json, runner
 from app.cli.render import PlainTable, err, out, plain, when
 from app.services import retention
 from app.settings import config
@@ -61,17 +62,33 @@ def prune(
         int | None,
         typer.Option(min=1, help="batches of each state at most (default: until none is left)"),
     ] = None,
+    as_json: render_json.JsonFlag = False,
 ) -> None:
     """Delete finished jobs past their retention (TASKLEASE_RETAIN_*_SECONDS) with their
     events, effects, output, outbox rows, callbacks, messages and published state,
     TASKLEASE_PRUNE_BATCH_SIZE jobs per statement. Jobs held back: an Idempotency-Key within
-    TASKLEASE_IDEMPOTENCY_WINDOW_SECONDS, an unfinished parent or child."""
+    TASKLEASE_IDEMPOTENCY_WINDOW_SECONDS, an unfinished parent or child. With --json: the
+    dry run's {"due": [{state, kept_for_seconds, due, held, oldest}]}, or what was pruned
+    ({"rows": {state: {table: rows}}, "batches", "seconds"})."""
     s = runner.settings_or_exit()
     if not s.retention():
+        if as_json:  # nothing is due, nothing is pruned: the same shapes, empty
+            render_json.emit({"due": []} if dry_run else retention.PruneReport())
+            return
         plain("every state is kept forever (TASKLEASE_RETAIN_*_SECONDS are 0): nothing to prune")
         return
     if dry_run:
         rows = runner.on_database(s, lambda db: retention.due(s, db))
+        if as_json:
+            keeps = s.retention()
+            render_json.emit(
+                {
+                    "due": [
+                        {**dataclasses.asdict(r), "kept_for_seconds": keeps[r.state]} for r in rows
+                    ]
+                }
+            )
+            return
         out.print(_due_table(s, rows))
         return
     with Progress(
@@ -91,4 +108,7 @@ def prune(
         report = runner.on_database(
             s, lambda db: retention.prune(s, db, max_batches=max_batches, on_batch=shown)
         )
+    if as_json:
+        render_json.emit(report)
+        return
     out.print(_report_table(report))

@@ -35,6 +35,17 @@ def keys(rows: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
+def default_limits(s: config.Settings) -> dict[str, float | int | None]:
+    """The deployment's limits, by the names a tenant's overrides have (``limits list``)."""
+    return {
+        "rate_per_second": s.rate_limit_per_second,
+        "burst": s.rate_limit_burst,
+        "max_in_flight": s.max_jobs_in_flight,
+        "max_running": s.max_running_per_tenant,
+        "daily_tokens": s.tenant_daily_tokens,
+    }
+
+
 def limits(s: config.Settings, rows: list[TenantUsage]) -> Table:
     """Each tenant's limits: its override in bold, or the deployment's default."""
 

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from app import errors
-from app.cli import render, render_schedules, runner
+from app.cli import render, render_json, render_schedules, runner
 from app.cli.render import err, out
 from app.services import auth, schedules
 from app.services import submit as service
@@ -82,13 +82,38 @@ def create(
 def list_(
     tenant: Annotated[str | None, typer.Option(help="only this tenant's schedules")] = None,
     limit: Annotated[int, typer.Option(min=1, max=bounds.MAX_PAGE)] = 50,
+    as_json: render_json.JsonFlag = False,
 ) -> None:
-    """Every tenant's schedules (or one's), newest first, with their next slot."""
+    """Every tenant's schedules (or one's), newest first, with their next slot. With
+    --json: as GET /v1/schedules answers them (an array)."""
     s = runner.settings_or_exit()
     rows = runner.on_database(
         s, lambda database: schedules.list_schedules(database, scope=tenant, limit=limit)
     )
+    if as_json:
+        from app.api.schedule_schemas import SchedulePublic
+
+        render_json.emit([SchedulePublic.of(r) for r in rows])
+        return
     render.print_listing(render_schedules.schedules(rows))
+
+
+@group.command("show")
+def show(
+    schedule_id: Annotated[str, typer.Argument(help="the schedule's id")],
+    as_json: render_json.JsonFlag = False,
+) -> None:
+    """A schedule: its cron, time zone, kind, payload, next slots and last job. With
+    --json: as GET /v1/schedules/{id} answers it."""
+    s = runner.settings_or_exit()
+    sid = _schedule_id_or_exit(schedule_id)
+    row = runner.on_database(s, lambda database: schedules.get(database, sid, scope=None))
+    if as_json:
+        from app.api.schedule_schemas import SchedulePublic
+
+        render_json.emit(SchedulePublic.of(row))
+        return
+    out.print(render_schedules.schedule(row))
 
 
 @group.command("pause")
