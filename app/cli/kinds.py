@@ -5,7 +5,7 @@ deployment's TASKLEASE_KINDS loaded is what it may be sent."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -25,12 +25,8 @@ def _fields(schema: dict[str, Any]) -> str:
 
 def kinds(
     as_json: render_json.JsonFlag = False,
-    api_url: Annotated[
-        str | None, typer.Option(help=f"the API's URL (default ${remote.API_URL})")
-    ] = None,
-    api_key: Annotated[
-        str | None, typer.Option(help=f"an API key (default ${remote.API_KEY})")
-    ] = None,
+    api_url: remote.ApiUrl = None,
+    api_key: remote.ApiKey = None,
 ) -> None:
     """The job kinds the API serves: name, timeout, attempts and payload fields."""
     from app.client import APIError, Client

@@ -20,6 +20,7 @@ from app.cli import (
     runner,
     schedules,
     serve,
+    watch,
 )
 
 cli = typer.Typer(
@@ -59,6 +60,7 @@ cli.command()(prune.prune)
 cli.command()(serve.chaos)
 cli.command()(cost.cost)
 cli.add_typer(queues.group, name="queues")
+jobs.group.command("watch")(watch.watch)
 cli.add_typer(jobs.group, name="jobs")
 cli.add_typer(callbacks.group, name="callbacks")
 cli.add_typer(dead_letters.group, name="dlq")

@@ -9,7 +9,7 @@ import datetime as dt
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 API_URL = "TASKLEASE_API_URL"
 API_KEY = "TASKLEASE_API_KEY"
+
+# The options of a command that asks the API (with connection_or_exit).
+ApiUrl = Annotated[str | None, typer.Option(help=f"the API's URL (default ${API_URL})")]
+ApiKey = Annotated[str | None, typer.Option(help=f"an API key (default ${API_KEY})")]
 
 
 def connection_or_exit(

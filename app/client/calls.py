@@ -344,11 +344,15 @@ GATEWAY_ERRORS = (502, 503, 504)
 
 
 class Resume:
-    """``stream``'s state across connections: the last event id seen, sent back as
-    ``Last-Event-ID`` on a reconnection, and whatever a server repeats is skipped."""
+    """``stream``'s (and ``stream_all``'s) state across connections: the last event id
+    seen, sent back as ``Last-Event-ID`` on a reconnection, and whatever a server repeats
+    is skipped. A job's stream ends with the job; every job's (``/v1/stream``) never does."""
 
-    def __init__(self, job_id: JobId, after: str | None) -> None:
-        self.path = job_path(job_id, "/stream")
+    def __init__(
+        self, job_id: JobId | None, after: str | None, *, tenant: str | None = None
+    ) -> None:
+        self.path = job_path(job_id, "/stream") if job_id is not None else "/v1/stream"
+        self.params = {"tenant": tenant} if tenant else {}
         self.last = after
         self.ended = False
         self.failures = 0
@@ -376,6 +380,11 @@ class Resume:
         if sse.event == "end":
             self.ended = True
             return None
+        if sse.event == "open" and sse.id and self._new(sse.id):
+            # /v1/stream's first frame: where it begins, so that a reconnection before
+            # any job moved resumes from there, not from a later "now".
+            self.last = sse.id
+            return None
         if sse.event not in STREAM_EVENT_TYPES:
             return None
         if sse.id and not self._new(sse.id):
@@ -390,7 +399,7 @@ class Resume:
             "GET",
             self.path,
             _model(models.StreamPage),
-            params={"after": self.last or "0", "wait": f"{MAX_POLL_SECONDS:g}"},
+            params={**self.params, "after": self.last or "0", "wait": f"{MAX_POLL_SECONDS:g}"},
             timeout=MAX_POLL_SECONDS + http_timeout,
         )
 

@@ -167,13 +167,24 @@ class Client:
         """The job's events from its start (or after the event id ``after``) until it is
         finished; a dropped connection is resumed with Last-Event-ID, nothing repeated
         or skipped."""
-        resume = calls.Resume(job_id, after)
+        return self._follow(calls.Resume(job_id, after))
+
+    def stream_all(
+        self, *, tenant: str | None = None, after: str | None = None
+    ) -> Iterator[models.StreamEvent]:
+        """Every event of the key's tenant's jobs (an admin key: every tenant's, or
+        ``tenant``'s) from now (or after the event id ``after``), as they happen, until
+        the caller stops reading; a dropped connection is resumed with Last-Event-ID."""
+        return self._follow(calls.Resume(None, after, tenant=tenant))
+
+    def _follow(self, resume: calls.Resume) -> Iterator[models.StreamEvent]:
         while not resume.ended:
             try:
                 with connect_sse(
                     self.http,
                     "GET",
                     resume.path,
+                    params=resume.params,
                     headers=resume.headers(),
                     timeout=_stream_timeout(self.timeout),
                 ) as source:
@@ -342,16 +353,24 @@ class AsyncClient:
                 job = await self.get(job_id)
         return job
 
-    async def stream(
+    def stream(
         self, job_id: JobId, *, after: str | None = None
     ) -> AsyncIterator[models.StreamEvent]:
-        resume = calls.Resume(job_id, after)
+        return self._follow(calls.Resume(job_id, after))
+
+    def stream_all(
+        self, *, tenant: str | None = None, after: str | None = None
+    ) -> AsyncIterator[models.StreamEvent]:
+        return self._follow(calls.Resume(None, after, tenant=tenant))
+
+    async def _follow(self, resume: calls.Resume) -> AsyncIterator[models.StreamEvent]:
         while not resume.ended:
             try:
                 async with aconnect_sse(
                     self.http,
                     "GET",
                     resume.path,
+                    params=resume.params,
                     headers=resume.headers(),
                     timeout=_stream_timeout(self.timeout),
                 ) as source:

@@ -5,8 +5,6 @@ process over the same database; jobs run by a real worker process."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ROOT, Stack, api_client, wait_for
+from tests.conftest import Stack, api_client, wait_for
+from tests.e2e.test_cli_output import cli
 
 pytestmark = pytest.mark.e2e
 
@@ -35,22 +34,6 @@ class World:
         answer = self.http.get(path)
         assert answer.status_code == 200, answer.text
         return answer.json()
-
-
-def run_cli(stack: Stack, world: World | None, *args: str) -> tuple[int, str, str]:
-    env = {**stack.env, "COLUMNS": "200"}
-    if world is not None:
-        env |= {"TASKLEASE_API_URL": world.url, "TASKLEASE_API_KEY": world.key}
-    done = subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return done.returncode, done.stdout, done.stderr
 
 
 def make_world(stack: Stack) -> World:
@@ -75,6 +58,8 @@ def make_world(stack: Stack) -> World:
     finally:
         tenant.close()
     stack.worker()
+    # For the commands that ask the API (kinds); the others read the database.
+    stack.env |= {"TASKLEASE_API_URL": url, "TASKLEASE_API_KEY": key}
     world = World(url, key, http, ids[0], ids[1], str(made.json()["id"]))
     wait_for(
         lambda: (
@@ -116,7 +101,7 @@ CASES: dict[str, Case] = {
 def test_a_read_commands_json_is_the_apis_answer(stack: Stack, command: str) -> None:
     world = make_world(stack)
     args, expected = CASES[command]
-    code, out, err = run_cli(stack, world, *args(world), "--json")
+    code, out, err = cli(stack, *args(world), "--json")
     assert code == 0, err
     printed = json.loads(out)  # the whole of stdout: one document, nothing else
     assert printed == expected(world)
@@ -128,10 +113,10 @@ def test_a_read_commands_json_is_the_apis_answer(stack: Stack, command: str) -> 
 
 def test_the_admin_commands_json_holds_what_the_database_has(stack: Stack, sql: Any) -> None:
     key = stack.key("acme", name="ci")
-    code, _, err = run_cli(stack, None, "limits", "set", "acme", "--rate", "2.5")
+    code, _, err = cli(stack, "limits", "set", "acme", "--rate", "2.5")
     assert code == 0, err
 
-    code, out, err = run_cli(stack, None, "keys", "list", "--json")
+    code, out, err = cli(stack, "keys", "list", "--json")
     assert code == 0, err
     keys = json.loads(out)
     stored = sql.execute("SELECT id, tenant, name, admin FROM api_keys").fetchall()
@@ -140,7 +125,7 @@ def test_the_admin_commands_json_holds_what_the_database_has(stack: Stack, sql: 
     ]
     assert key not in out and key.rsplit("_", 1)[1] not in out  # never the secret
 
-    code, out, err = run_cli(stack, None, "limits", "list", "--json")
+    code, out, err = cli(stack, "limits", "list", "--json")
     assert code == 0, err
     limits = json.loads(out)
     (acme,) = [r for r in limits["items"] if r["tenant"] == "acme"]
@@ -148,7 +133,7 @@ def test_the_admin_commands_json_holds_what_the_database_has(stack: Stack, sql: 
     assert limits["defaults"]["rate_per_second"] == stack.settings.rate_limit_per_second
 
     stack.env["TASKLEASE_RETAIN_SUCCEEDED_SECONDS"] = "60"
-    code, out, err = run_cli(stack, None, "prune", "--dry-run", "--json")
+    code, out, err = cli(stack, "prune", "--dry-run", "--json")
     assert code == 0, err
     due = json.loads(out)["due"]
     assert {"state": "succeeded", "kept_for_seconds": 60.0} in [
@@ -157,11 +142,9 @@ def test_the_admin_commands_json_holds_what_the_database_has(stack: Stack, sql: 
 
 
 def test_an_error_with_json_is_on_stderr_and_stdout_stays_empty(stack: Stack) -> None:
-    code, out, err = run_cli(
-        stack, None, "jobs", "show", "00000000-0000-0000-0000-000000000000", "--json"
-    )
+    code, out, err = cli(stack, "jobs", "show", "00000000-0000-0000-0000-000000000000", "--json")
     assert (code, out) == (1, "")
     assert "error: no job 00000000-0000-0000-0000-000000000000" in err, err
-    code, out, err = run_cli(stack, None, "schedules", "show", "nope", "--json")
+    code, out, err = cli(stack, "schedules", "show", "nope", "--json")
     assert (code, out) == (2, "")
     assert "not a schedule id: 'nope'" in err
