@@ -33,6 +33,7 @@ from app.states import JobState
 if TYPE_CHECKING:
     from app import client
 
+HEADERS = ("id", "tenant", "kind", "state", "runs", "age")
 # What a row's "last" column shows of an output or a published value, at most.
 DETAIL_CHARS = 60
 
@@ -111,15 +112,13 @@ class Board:
         with self.lock:
             rows = list(reversed(self.rows.values()))
             events = self.events
+        # One line a job: every column as wide as its values, the last event in what is
+        # left of the terminal's width, cut with an ellipsis.
         table = PlainTable(
-            Column(header=Text("id"), no_wrap=True),
-            "tenant",
-            "kind",
-            "state",
-            "runs",
-            "age",
-            Column(header=Text("last"), overflow="ellipsis", no_wrap=True),
+            *(Column(header=Text(h), no_wrap=True) for h in HEADERS),
+            Column(header=Text("last"), overflow="ellipsis", no_wrap=True, ratio=1),
             title=f"{self.title}: {len(rows)} jobs, {events} events (Ctrl-C to stop)",
+            expand=True,
         )
         for r in rows:
             since = age((now - r.first_at).total_seconds()) if r.first_at else ""
