@@ -202,7 +202,15 @@ def _live(
     board = Board(f"jobs moving at {url}", rows)
     # Redrawn 4 times a second (ages keep counting), not at each event: a burst of events
     # costs no redraw of its own.
-    with Client(url, key) as api, Live(board, console=out, refresh_per_second=4):
-        for event in api.stream_all(tenant=tenant):
-            if wanted(event, kind, state):
-                board.see(event)
+    live = Live(board, console=out, refresh_per_second=4)
+    with Client(url, key) as api:
+        live.start()
+        try:
+            for event in api.stream_all(tenant=tenant):
+                if wanted(event, kind, state):
+                    board.see(event)
+        except Exception:
+            live.transient = True  # an error ends it: its message, not the table, is left
+            raise
+        finally:
+            live.stop()  # Ctrl-C: the table stays as it was last drawn
