@@ -349,6 +349,70 @@ async def test_the_async_client(api_url: str, key: str, proxy: Proxy, tl: client
             await atl.callbacks.heartbeat("no-such-token")
 
 
+NOOP_PATH = [
+    (None, "queued"),
+    ("queued", "leased"),
+    ("leased", "running"),
+    ("running", "succeeded"),
+]
+
+
+@pytest.mark.asyncio
+async def test_stream_all_follows_the_tenants_jobs_across_a_dropped_connection(
+    api_url: str, key: str, proxy: Proxy, module_stack: Stack
+) -> None:
+    got: list[client.StreamEvent] = []
+
+    def path(job_id: uuid.UUID) -> list[tuple[str | None, str]]:
+        return [
+            (e.data["from_state"], e.data["to_state"])
+            for e in got
+            if e.job_id == job_id and e.type == "transition"
+        ]
+
+    async def shown(done: Any, seconds: float) -> bool:
+        for _ in range(int(seconds * 10)):
+            if done():
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+    async with (
+        client.AsyncClient(api_url, key, timeout=10) as atl,
+        client.AsyncClient(api_url, module_stack.key("other"), timeout=10) as other,
+        client.AsyncClient(proxy.url, key, timeout=10) as through,
+    ):
+
+        async def read() -> None:
+            async for event in through.stream_all():
+                got.append(event)
+
+        reader = asyncio.create_task(read())
+        try:
+            # The stream starts "now" when it connects: submit until a job is seen whole.
+            for _ in range(20):
+                first = await atl.submit("demo.noop", {})
+                if await shown(lambda job=first.id: path(job) == NOOP_PATH, 3):
+                    break
+            else:
+                pytest.fail("stream_all showed none of 20 jobs whole")
+            foreign = await other.submit("demo.noop", {})
+            proxy.drop()  # cut the link between two jobs
+            second = await atl.submit("demo.noop", {})
+            assert await shown(lambda: path(second.id) == NOOP_PATH, 30), got
+            assert (await other.wait(foreign.id, timeout=30)).state == client.JobState.SUCCEEDED
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+    assert proxy.accepted >= 2, "the proxy saw no reconnection"
+    assert all(b"/v1/stream" in r for r in proxy.requests)
+    assert re.search(rb"(?im)^last-event-id: \S+", proxy.requests[1]), proxy.requests[1]
+    ids = [e.id for e in got]
+    assert len(ids) == len(set(ids)), "an event was handed out twice"
+    assert all(e.tenant == "acme" for e in got) and foreign.id not in {e.job_id for e in got}
+
+
 def test_published_state_is_read_and_waited_for(tl: client.Client) -> None:
     job = tl.submit("demo.publish", {"steps": 3, "seconds": 0.3})
     first = tl.wait_state(job.id, "done", timeout=60)  # once set
