@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import sys
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
@@ -174,6 +176,11 @@ def watch(
         else:
             _live(url, key, kind, state, tenant, rows)
     except KeyboardInterrupt:
+        return
+    except BrokenPipeError:
+        # The reader of --json's lines is gone (`| head -5`): done, without the
+        # interpreter's complaint about flushing stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     except ConnectionLost as exc:
         err.print(f"[red]the stream is lost:[/] {escape(str(exc))}")

@@ -15,7 +15,8 @@ import pytest
 from tests.conftest import Stack, api_client, wait_for
 from tests.e2e.test_cli_output import cli
 
-pytestmark = pytest.mark.e2e
+# What it checks (the CLI against the API) does not depend on the carrier: moto only.
+pytestmark = [pytest.mark.e2e, pytest.mark.carrier_neutral]
 
 
 @dataclass

@@ -24,7 +24,8 @@ import pytest
 from tests.conftest import ROOT, Stack, api_client, job_row, wait_for
 from tests.e2e.test_cli_output import cli
 
-pytestmark = pytest.mark.e2e
+# What it checks (the CLI against the API) does not depend on the carrier: moto only.
+pytestmark = [pytest.mark.e2e, pytest.mark.carrier_neutral]
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
