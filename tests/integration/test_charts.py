@@ -69,12 +69,16 @@ def test_the_buckets_count_real_jobs_and_a_known_latency_lands_in_its_bucket(
     # The last minute's series carry the same percentile as the window's.
     assert noop["p50_ms"] in noop["series"]["p50_ms"][-2:]
 
-    # The read folded what the triggers appended: every width holds the same totals.
+    # The read folded what the triggers appended: every width holds the same totals, in
+    # the tenant's rows and in every tenant's ('*').
     assert sql.execute("SELECT count(*) AS n FROM chart_deltas").fetchone()["n"] == 0
     widths = sql.execute(
-        "SELECT width, sum(n) AS n FROM chart_buckets WHERE series = 'submitted' GROUP BY width"
+        "SELECT width, tenant, sum(n) AS n FROM chart_buckets WHERE series = 'submitted' "
+        "GROUP BY width, tenant"
     ).fetchall()
-    assert {r["width"]: r["n"] for r in widths} == {60: 3, 900: 3, 3600: 3}
+    assert {(r["width"], r["tenant"]): r["n"] for r in widths} == {
+        (w, t): 3 for w in (60, 900, 3600) for t in ("acme", "*")
+    }
     day = api.get("/v1/charts?window=day&kind=demo.flaky").json()
     assert day["width_seconds"] == 900 and len(day["times"]) == 96
     assert day["totals"] == {"submitted": 2, "succeeded": 1, "failed": 1, "dead_lettered": 1}

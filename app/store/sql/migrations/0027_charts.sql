@@ -20,7 +20,10 @@ CREATE TABLE chart_deltas (
 );
 
 -- width: 60 (the hour's chart), 900 (the day's) or 3600 (the week's) seconds; at: the
--- bucket's start. Retention (app/services/retention.py) deletes a width's old rows.
+-- bucket's start. tenant '*' (no tenant's name: bounds.TENANT_PATTERN) holds every tenant
+-- together, written by the fold beside each tenant's rows, so an admin's read is one
+-- range of the key as a tenant's is, however many tenants there are. Retention
+-- (app/services/retention.py) deletes a width's old rows, found by chart_buckets_at.
 CREATE TABLE chart_buckets (
     width   integer     NOT NULL CHECK (width IN (60, 900, 3600)),
     at      timestamptz NOT NULL,
@@ -29,8 +32,9 @@ CREATE TABLE chart_buckets (
     series  text        NOT NULL,
     bucket  smallint    NOT NULL,
     n       bigint      NOT NULL,
-    PRIMARY KEY (width, at, tenant, kind, series, bucket)
+    PRIMARY KEY (width, tenant, at, kind, series, bucket)
 );
+CREATE INDEX chart_buckets_at ON chart_buckets (width, at);
 
 -- A fixed log scale, four buckets a decade: bucket k >= 1 holds [10 ms * 10^(k/4),
 -- 10 ms * 10^((k+1)/4)) seconds, bucket 0 everything under 17.8 ms, bucket 28 from
