@@ -94,6 +94,9 @@ def test_the_charts_page_draws_the_api_s_series_under_the_csp(
         lambda: page.text_content('#totals dd[data-series="submitted"]') == "2",
         what="the kind's own totals",
     )
+    flaky = client.get("/v1/charts?window=day&kind=demo.flaky").json()["latency"][0]
+    assert flaky["finished"] == 2
+    assert (page.text_content("#latency-title") or "").startswith("Latency: demo.flaky (p50 ")
     assert page.evaluate("window.__csp") == []
     assert page.errors == []
 
