@@ -146,3 +146,23 @@ def test_retention_prunes_each_width_past_its_keep_and_keeps_the_rest(
     assert report.chart_rows == 3
     left = sql.execute("SELECT width, n FROM chart_buckets ORDER BY width").fetchall()
     assert [(r["width"], r["n"]) for r in left] == [(60, 5), (900, 5), (3600, 5)]
+
+
+def test_a_batch_counts_whole_and_only_a_move_into_an_end_or_a_failure_appends(
+    api: Any, stack: Stack, sql: Any
+) -> None:
+    batch = api.post("/v1/jobs/batch", json={"jobs": [{"kind": "demo.noop", "payload": {}}] * 5})
+    assert batch.status_code == 202, batch.text
+
+    def appended() -> dict[str, int]:
+        rows = sql.execute(
+            "SELECT series, sum(n)::int AS n FROM chart_deltas GROUP BY series"
+        ).fetchall()
+        return {r["series"]: r["n"] for r in rows}
+
+    assert appended() == {"submitted": 5}  # one statement, one aggregate
+    job = str(batch.json()["jobs"][0]["id"])
+    handle(stack, sql, job, {"succeeded"})
+    # The claim, the start and the heartbeats appended nothing; the end its three rows.
+    done = sum(job_row(sql, j["id"])["state"] == "succeeded" for j in batch.json()["jobs"])
+    assert appended() == {"submitted": 5, "succeeded": done, "latency": done, "run": done}
