@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests import tree_kinds
 from tests.conftest import Stack, api_client, job_row, wait_for
 from tests.ui.test_web_view import browser, open_page, shoot, submit  # noqa: F401 (fixture)
 
@@ -107,12 +108,14 @@ def test_the_job_page_shows_its_waterfall_children_usage_and_priority(
     sql: Any,
     request: pytest.FixtureRequest,
 ) -> None:
+    stack.env["TASKLEASE_KINDS"] = f"{stack.env['TASKLEASE_KINDS']},{tree_kinds.MODULE}"
     url, acme, client = acme_api(stack, request)
     fanout = submit(client, "demo.fanout", {"children": 2, "child_seconds": 0.3})
+    tree = submit(client, "test.tree", {"grandchildren": 2})
     flaky = submit(client, "demo.flaky", {"fail_attempts": 1}, max_attempts=3, priority="high")
     written = submit(client, "demo.write", {"prompt": "Say something about queues", "words": 5})
     stack.worker(concurrency=2, env=FAST_RETRIES)
-    wait_for(lambda: finished(sql, fanout, flaky, written), what="3 jobs done", timeout=90)
+    wait_for(lambda: finished(sql, fanout, flaky, written, tree), what="4 jobs done", timeout=90)
 
     page = open_page(browser, url, acme, viewport={"width": 1280, "height": 1100})
     # The fan-out: a run before its wait for the children, the wait, a run after; a row
@@ -143,6 +146,22 @@ def test_the_job_page_shows_its_waterfall_children_usage_and_priority(
     kids.first.locator(".below >> text=no children").wait_for()
     page.evaluate("window.scrollTo(0, 0)")  # the docs' picture: the facts and the waterfall
     shoot(page, "ui-job")
+
+    # Three generations: the child's children load when it is opened, and theirs.
+    page.goto(f"{url}/ui/#/jobs/{tree}")
+    (child,) = client.get(f"/v1/jobs/{tree}").json()["children"]
+    grandkids = client.get(f"/v1/jobs/{child['id']}").json()["children"]
+    opened = page.locator(f'#family li[data-child="{child["id"]}"]')
+    assert opened.locator("li[data-child]").count() == 0  # not loaded before it is opened
+    opened.locator("button.toggle").first.click()
+    for g in grandkids:
+        opened.locator(f'li[data-child="{g["id"]}"]').wait_for()
+    assert opened.locator("li[data-child]").count() == len(grandkids) == 2
+    # (A selector's first part may match the element it is scoped to: ".below" first.)
+    opened.locator(".below li[data-child] button.toggle").first.click()
+    opened.locator(".below li[data-child] .below >> text=no children").wait_for()
+    opened.locator("button.toggle").first.click()  # closed again: its branch goes
+    assert opened.locator("li[data-child]").count() == 0
 
     # A retried job: its first run failed (retrying), the backoff, the run that succeeded.
     page.goto(f"{url}/ui/#/jobs/{flaky}")

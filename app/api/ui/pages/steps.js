@@ -64,23 +64,27 @@ export function renderWaterfall(box, job, events, effects) {
 }
 
 // The children, each with a toggle that loads its own children when opened (and theirs).
+// The branches open stay open when the page draws the tree again (on each transition).
 export function renderTree(box, job) {
   stylesheet("pages/charts.css");
+  box.opened = box.opened || new Set();
   box.replaceChildren(el("p", {}, "parent: ", job.parent_id ? jobLink(job.parent_id, job.parent_id) : "none"),
-    branch(job));
+    branch(job, box.opened));
 }
-function branch(job) {
+function branch(job, opened) {
   if (!job.children.length) return el("p", { class: "empty" }, "no children");
   const list = el("ul", {}, job.children.map((c) => {
     const below = el("div", { class: "below" });
     const toggle = el("button", { type: "button", class: "quiet toggle", "aria-expanded": "false", "aria-label": `children of ${c.id}` }, "+");
-    toggle.addEventListener("click", async () => {
-      const open = toggle.getAttribute("aria-expanded") === "true";
-      toggle.setAttribute("aria-expanded", String(!open));
-      toggle.textContent = open ? "+" : "−";
-      if (open) { below.replaceChildren(); return; }
-      try { below.replaceChildren(branch(await api(`/v1/jobs/${c.id}`))); } catch (err) { below.replaceChildren(el("p", { class: "error" }, err.message)); }
-    });
+    const show = async (open) => {
+      toggle.setAttribute("aria-expanded", String(open));
+      toggle.textContent = open ? "−" : "+";
+      if (open) opened.add(c.id); else opened.delete(c.id);
+      if (!open) { below.replaceChildren(); return; }
+      try { below.replaceChildren(branch(await api(`/v1/jobs/${c.id}`), opened)); } catch (err) { below.replaceChildren(el("p", { class: "error" }, err.message)); }
+    };
+    toggle.addEventListener("click", () => show(toggle.getAttribute("aria-expanded") !== "true"));
+    if (opened.has(c.id)) show(true);
     return el("li", { "data-child": c.id }, toggle, jobLink(c.id), " ", c.kind, " ", badge(c.state), below);
   }));
   const more = job.children_count - job.children.length;
