@@ -128,6 +128,7 @@ async def measure(
     result |= await m.submit_and_run(args.submits, args.clients)
     result |= await m.pages()
     result |= await m.counts()
+    result |= await m.charts()
     # Before the sweeper and the prune write: the hot queries' work on the same rows.
     result["plans"] = explain_all(stack.database_url)
     result["sweeper pass (pruning off)"] = await sweep_pass(stack)

@@ -216,3 +216,15 @@ class Measures:
             "admin", "/v1/overview", {}, "overview"
         )
         return found
+
+    async def charts(self) -> dict[str, Any]:
+        """The web view's charts, GET /v1/charts: each window for the big tenant, the
+        week for every tenant (an admin), from the buckets migration 0027 keeps."""
+        found: dict[str, Any] = {}
+        cases = [(f"{w}, tenant", "tenant", w) for w in ("hour", "day", "week")]
+        cases.append(("week, all tenants", "admin", "week"))
+        for name, who, window in cases:
+            found[f"GET /v1/charts {name}"] = await self._timed(
+                who, "/v1/charts", {"window": window}, "chart_rows"
+            )
+        return found

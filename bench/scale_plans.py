@@ -5,6 +5,7 @@ none scans jobs, job_events or effects sequentially."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from collections.abc import Iterator
@@ -157,11 +158,22 @@ def hot_queries(tenant: str, s: dict[str, Any]) -> list[Hot]:
             writes=True,
         ),
     ]
+    # GET /v1/charts?window=week: hours from a week ago (app/services/charts.py).
+    week = {"width": 3600, "since": dt.datetime.now(dt.UTC) - dt.timedelta(days=7), "kind": None}
     hot += [
         Hot("/metrics: jobs by state and kind", "gauges_jobs_by_state_and_kind", {}),
         Hot("overview: a tenant", "overview", {"tenant": tenant}),
         Hot("overview: all tenants", "overview", {"tenant": None}),
         Hot("sweeper: fold the counts", "fold_job_counts", {}, writes=True),
+        Hot("charts: a tenant's week", "chart_rows", {**week, "tenant": tenant}),
+        Hot("charts: every tenant's week", "chart_rows", {**week, "tenant": None}),
+        Hot("sweeper: fold the charts", "fold_chart_deltas", {}, writes=True),
+        Hot(
+            "prune: one batch of chart buckets",
+            "prune_chart_buckets",
+            {"width": 3600, "keep": 8 * 86400, "limit": 500},
+            writes=True,
+        ),
         Hot(
             "prune: one batch of succeeded jobs",
             "prune_jobs",

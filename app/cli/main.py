@@ -9,6 +9,7 @@ import typer
 
 from app.cli import (
     callbacks,
+    charts,
     cost,
     dead_letters,
     jobs,
@@ -59,6 +60,7 @@ cli.command()(dead_letters.redrive)
 cli.command()(prune.prune)
 cli.command()(serve.chaos)
 cli.command()(cost.cost)
+cli.command()(charts.charts)
 cli.add_typer(queues.group, name="queues")
 jobs.group.command("watch")(watch.watch)
 cli.add_typer(jobs.group, name="jobs")

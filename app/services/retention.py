@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app import crashpoints, metrics, store
+from app.services import charts
 from app.settings.config import Settings
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,7 @@ class PruneReport:
     rows: dict[str, dict[str, int]] = field(default_factory=dict)  # state -> table -> rows
     batches: int = 0
     seconds: float = 0.0
+    chart_rows: int = 0  # chart buckets past their width's keep (services/charts.py)
 
     def jobs(self, state: str | None = None) -> int:
         states = [state] if state else list(self.rows)
@@ -70,6 +72,9 @@ async def prune(
                 )
             if counts["jobs"] < settings.prune_batch_size:
                 break
+    report.chart_rows = await charts.prune(
+        db, limit=settings.prune_batch_size, max_batches=max_batches
+    )
     report.seconds = time.perf_counter() - t0
     if report.jobs():
         log.info(

@@ -105,6 +105,7 @@ async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -
         except errors.StoreError as exc:  # the next pass prunes what this one could not
             log.warning("prune failed; the next sweep goes on: %s", exc)
     await store.gauges.fold(db)  # the counts by state: appended changes into the totals
+    await store.charts.fold(db)  # the charts' appended rows into their buckets (0027)
     metrics.count(metrics.OUTBOX_RELAYED, report.outbox_sent)
     metrics.count(metrics.DEAD_LETTERS, report.dead_lettered, by="sweeper")
     metrics.count(metrics.SWEEPER_PASSES)

@@ -1,7 +1,7 @@
 """The store: the only package that runs SQL or imports psycopg.
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
-cancels, effects, outbox, keys, tenants, model_limits, dead_letters, deadlines, sweeper_marks,
+cancels, charts, effects, outbox, keys, tenants, model_limits, dead_letters, deadlines, sweeper_marks,
 waits, messages, schedules, streams, state, gauges, retention), each a set of small typed functions taking the
 ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's transaction) and answering the records of
 ``store.records``.
@@ -9,6 +9,7 @@ waits, messages, schedules, streams, state, gauges, retention), each a set of sm
 
 from app.store import (
     cancels,
+    charts,
     dead_letters,
     deadlines,
     effects,
@@ -34,6 +35,7 @@ __all__ = [
     "Conn",
     "Database",
     "cancels",
+    "charts",
     "connect",
     "dead_letters",
     "deadlines",

@@ -77,6 +77,7 @@ ROUTES = [
     Route("GET", "/v1/stream?after=0&wait=0", None, 200),
     Route("GET", "/v1/overview", None, 200),
     Route("GET", "/v1/usage", None, 200),
+    Route("GET", "/v1/charts", None, 200),
     Route("GET", "/v1/kinds", None, 200),
 ]
 JOB_ROUTES = [r for r in ROUTES if "{job}" in r.path]

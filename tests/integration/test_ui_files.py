@@ -22,12 +22,15 @@ def test_the_web_view_files_are_served_with_a_strict_csp_and_nothing_else(api: A
     assert '<script type="module" src="app.js"></script>' in page.text
     assert "http://" not in page.text and "https://" not in page.text  # no CDN
 
-    for module in ("app.js", "core.js", "pages/overview.js", "pages/job.js", "pages/lists.js"):
+    modules = ("app.js", "core.js", "pages/overview.js", "pages/job.js", "pages/lists.js")
+    # The charts' page and the job page's waterfall, and uPlot vendored (no CDN).
+    for module in (*modules, "pages/charts.js", "pages/steps.js", "vendor/uplot.js"):
         script = api.get(f"/ui/{module}")
         assert script.status_code == 200, module
         assert script.headers["content-type"].startswith("text/javascript")
         assert "innerHTML" not in script.text  # data goes in as text only
-    assert api.get("/ui/app.css").headers["content-type"].startswith("text/css")
+    for sheet in ("app.css", "pages/charts.css", "vendor/uplot.css"):
+        assert api.get(f"/ui/{sheet}").headers["content-type"].startswith("text/css"), sheet
 
     for name in (
         "nope.js",

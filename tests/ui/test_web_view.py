@@ -60,7 +60,11 @@ def browser(stack: Stack) -> Iterator[Any]:
 def shoot(page: Any, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    if os.environ.get("TASKLEASE_UI_SCREENSHOTS") == "docs" and name in ("ui-overview", "ui-job"):
+    if os.environ.get("TASKLEASE_UI_SCREENSHOTS") == "docs" and name in (
+        "ui-overview",
+        "ui-job",
+        "ui-charts",
+    ):
         # Not the toast of the outage this test causes on purpose (it lasts 4 s).
         page.evaluate("document.getElementById('toast').hidden = true")
         page.screenshot(path=str(DOCS / f"{name}.png"), full_page=False)
@@ -159,7 +163,7 @@ def test_the_web_view_watches_approves_and_redrives_and_keeps_tenants_apart(
     # Approve the waiting job from its page; it runs on and succeeds.
     page.goto(f"{url}/ui/#/jobs/{approval}")
     page.wait_for_selector('[data-callback="approve"] button.approve')
-    shoot(page, "ui-job")
+    shoot(page, "ui-job-waiting")
     page.click('[data-callback="approve"] button.approve')
     wait_for(lambda: job_row(sql, approval)["state"] == "succeeded", what="approval succeeded")
     assert job_row(sql, approval)["result"]["approved"] is True

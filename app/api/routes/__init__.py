@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from app.api.routes import (
     callbacks,
+    charts,
     dead_letters,
     health,
     jobs,
@@ -29,6 +30,7 @@ ROUTERS = (
     schedules.router,
     me.router,
     usage.router,
+    charts.router,
     health.router,
     metrics.router,
     ui.router,

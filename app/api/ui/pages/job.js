@@ -1,9 +1,10 @@
 // One job: its facts and actions, progress and output, waits, state, timeline, effects,
 // family and messages, kept current by its stream.
 import {
-  $, FINISHED, api, attempts, badge, debounce, el, follow, jobLink, json, liveStatus,
+  $, FINISHED, api, attempts, badge, debounce, el, follow, json, liveStatus,
   session, toast, when,
 } from "../core.js";
+import { renderTree, renderWaterfall, usageFacts } from "./steps.js";
 
 // --- a job ---------------------------------------------------------------------------------
 export async function jobPage(view, id) {
@@ -16,10 +17,12 @@ export async function jobPage(view, id) {
   const timeline = el("tbody", { id: "timeline" });
   const effects = el("tbody", { id: "effects" });
   const waits = el("div", { id: "waits" });
-  const family = el("div", { id: "family" });
+  const family = el("div", { id: "family", class: "tree" });
+  const steps = el("div", { id: "waterfall", class: "waterfall" });
   const inbox = el("tbody", { id: "messages" });
   const sending = messageForm(id, () => load());
   view.append(head,
+    el("section", { class: "card" }, el("h2", {}, "Steps"), steps),
     el("section", { class: "card" }, el("h2", {}, "Progress and output"), quiet, progress, texts, output),
     el("section", { class: "card" }, el("h2", {}, "Waits"), waits),
     published.section,
@@ -36,6 +39,7 @@ export async function jobPage(view, id) {
     const [job, events, found, cbs] = await Promise.all([api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/events`),
       api(`/v1/jobs/${id}/effects`), api(`/v1/jobs/${id}/callbacks`)]);
     renderHead(head, job);
+    renderWaterfall(steps, job, events, found);
     // An effect recorded before the last run began was replayed by it, not run again.
     const lastRun = events.filter((e) => e.to_state === "running").map((e) => e.at).sort().pop() || "";
     timeline.replaceChildren(...events.map((e) => el("tr", {}, el("td", {}, when(e.at)),
@@ -48,10 +52,7 @@ export async function jobPage(view, id) {
     renderWaits(waits, job, cbs, load);
     renderMessages(inbox, await api(`/v1/jobs/${id}/messages`));
     sending.hidden = job.state === "succeeded" || job.state === "cancelled"; // they take none
-    family.replaceChildren(
-      el("p", {}, "parent: ", job.parent_id ? jobLink(job.parent_id, job.parent_id) : "none"),
-      el("p", {}, `children: ${job.children_count}`),
-      el("ul", {}, job.children.map((c) => el("li", {}, jobLink(c.id), " ", c.kind, " ", badge(c.state)))));
+    renderTree(family, job);
   };
   await load();
   await published.load();
@@ -112,11 +113,13 @@ function renderHead(head, job) {
     actions,
     el("details", {}, el("summary", {}, "payload and result"), el("pre", {}, json(job.payload)), el("pre", {}, json(job.result))));
   const facts = head.querySelector("dl");
-  facts.replaceChildren(...[["id", job.id], ["tenant", job.tenant], ["runs", job.runs], ["attempts used", attempts(job, " of ")],
+  facts.replaceChildren(...[["id", job.id], ["tenant", job.tenant], ["priority", job.priority],
+    ["parked", job.parked ? "yes: queued past its tenant's window, sent when a lease ends" : "no"],
+    ["runs", job.runs], ["attempts used", attempts(job, " of ")], ...usageFacts(job.usage),
     ["created", when(job.created_at)], ["finished", when(job.finished_at) || "not yet"],
     // The whole run's deadline: past it the job ends dead_lettered, "deadline passed" (its last error).
     ["deadline", job.deadline ? when(job.deadline) : "none"], ["worker", job.lease_owner || "none (no lease)"],
-    ["last error", job.last_error || "none"]].flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+    ["last error", job.last_error || "none"]].flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-fact": k }, v)]));
 }
 // What a callback asks (the details its kind gave): an agent's tool call that needs
 // approval, by its tool's name and arguments; other details as JSON. All as text.
