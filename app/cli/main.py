@@ -20,6 +20,7 @@ from app.cli import (
     runner,
     schedules,
     serve,
+    workers,
 )
 
 cli = typer.Typer(
@@ -54,6 +55,7 @@ cli.command()(serve.dev)
 cli.command()(serve.env)
 cli.command()(jobs.submit)
 cli.command()(kinds.kinds)
+cli.command()(workers.workers)
 cli.command()(dead_letters.redrive)
 cli.command()(prune.prune)
 cli.command()(serve.chaos)

@@ -92,3 +92,7 @@ def prune(
             s, lambda db: retention.prune(s, db, max_batches=max_batches, on_batch=shown)
         )
     out.print(_report_table(report))
+    if report.workers:
+        plain(
+            f"workers' rows not seen for TASKLEASE_RETAIN_WORKERS_SECONDS: {report.workers} deleted"
+        )

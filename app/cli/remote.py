@@ -9,7 +9,8 @@ import datetime as dt
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.markup import escape
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 API_URL = "TASKLEASE_API_URL"
 API_KEY = "TASKLEASE_API_KEY"
+T = TypeVar("T")
 
 
 def connection_or_exit(
@@ -45,6 +47,22 @@ def connection_or_exit(
     ]
     err.print(f"[red]{escape(why)}: set {' and '.join(missing)}[/]")
     raise typer.Exit(2)
+
+
+def ask(
+    api_url: str | None, api_key: str | None, why: str, call: Callable[[client.Client], T]
+) -> tuple[str, T]:
+    """One read of the API for a command (``tasklease kinds``, ``tasklease workers``): the
+    URL asked and ``call``'s answer; an API that refuses ends the command (exit 1)."""
+    from app.client import APIError, Client
+
+    url, key = connection_or_exit(api_url, api_key, why)
+    try:
+        with Client(url, key) as tl:
+            return url, call(tl)
+    except APIError as exc:
+        err.print(f"[red]the API refused: {escape(str(exc))}[/]")
+        raise typer.Exit(1) from exc
 
 
 class Progress:

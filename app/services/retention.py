@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app import crashpoints, metrics, store
+from app.services import workers
 from app.settings.config import Settings
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,7 @@ class PruneReport:
     rows: dict[str, dict[str, int]] = field(default_factory=dict)  # state -> table -> rows
     batches: int = 0
     seconds: float = 0.0
+    workers: int = 0  # workers' rows not seen for TASKLEASE_RETAIN_WORKERS_SECONDS
 
     def jobs(self, state: str | None = None) -> int:
         states = [state] if state else list(self.rows)
@@ -70,6 +72,7 @@ async def prune(
                 )
             if counts["jobs"] < settings.prune_batch_size:
                 break
+    report.workers = await workers.prune(settings, db, max_batches=max_batches)
     report.seconds = time.perf_counter() - t0
     if report.jobs():
         log.info(

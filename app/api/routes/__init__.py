@@ -16,6 +16,7 @@ from app.api.routes import (
     streams,
     ui,
     usage,
+    workers,
 )
 
 ROUTERS = (
@@ -29,6 +30,7 @@ ROUTERS = (
     schedules.router,
     me.router,
     usage.router,
+    workers.router,
     health.router,
     metrics.router,
     ui.router,

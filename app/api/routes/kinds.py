@@ -1,6 +1,8 @@
 """GET /v1/kinds: the job kinds this deployment runs (TASKLEASE_KINDS), each with its
 payload's JSON schema, its result's, its timeout and its attempt budget, so a caller can
-see what it may submit. Any valid key may read it: it lists code, not data."""
+see what it may submit; and each kind's jobs by state, from the maintained counts (never a
+scan of jobs). Any valid key may read it: a tenant key's counts are its own tenant's, an
+admin key's every tenant's (or ``?tenant=``'s)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,12 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from app import kinds
-from app.api.deps import Settings
+from app.api.deps import Db, Settings
 from app.api.errors import COMMON
-from app.api.security import Caller
+from app.api.schemas import Problem
+from app.api.security import TenantScope
+from app.services import gauges
+from app.states import JobState
 
 router = APIRouter()
 
@@ -28,15 +33,27 @@ class KindPublic(BaseModel):
     )
     payload_schema: dict[str, Any] = Field(description="JSON Schema of the payload it accepts")
     result_schema: dict[str, Any] = Field(description="JSON Schema of the result it returns")
+    counts: dict[str, int] = Field(
+        description="its jobs by state, every state named (0 for none): the caller's tenant's, "
+        "an admin key's every tenant's or ?tenant='s"
+    )
 
 
 class KindList(BaseModel):
     kinds: list[KindPublic] = Field(description="by name; empty when TASKLEASE_KINDS names none")
 
 
-@router.get("/v1/kinds", response_model=KindList, responses={**COMMON})
-async def list_kinds(caller: Caller, settings: Settings) -> KindList:
-    """The job kinds this deployment runs, by name."""
+@router.get(
+    "/v1/kinds",
+    response_model=KindList,
+    responses={
+        403: {"model": Problem, "description": "a tenant key naming another tenant"},
+        **COMMON,
+    },
+)
+async def list_kinds(scope: TenantScope, settings: Settings, db: Db) -> KindList:
+    """The job kinds this deployment runs, by name, with their jobs by state."""
+    counts = await gauges.counts_by_kind(db, scope)
     return KindList(
         kinds=[
             KindPublic(
@@ -46,7 +63,8 @@ async def list_kinds(caller: Caller, settings: Settings) -> KindList:
                 max_attempts=k.max_attempts or settings.max_attempts,
                 payload_schema=k.payload.model_json_schema(),
                 result_schema=k.result.json_schema(),
+                counts={s.value: counts.get(name, {}).get(s.value, 0) for s in JobState},
             )
-            for _, k in sorted(kinds.REGISTRY.items())
+            for name, k in sorted(kinds.REGISTRY.items())
         ]
     )
