@@ -2,8 +2,10 @@
 // module in pages/ and is listed once in ROUTES, which also makes the top bar's links.
 import { $, KEY, api, el, liveStatus, logout, session } from "./core.js";
 import { jobPage } from "./pages/job.js";
+import { kinds } from "./pages/kinds.js";
 import { deadLetters, schedules } from "./pages/lists.js";
 import { overview } from "./pages/overview.js";
+import { workers } from "./pages/workers.js";
 
 const THEME = "tasklease.theme";
 // [address (a string, or a RegExp whose groups are the page's arguments), page, nav label]
@@ -12,6 +14,8 @@ const ROUTES = [
   [/^\/jobs\/([0-9a-f-]{36})$/, jobPage, null],
   ["/dead-letters", deadLetters, "Dead letters"],
   ["/schedules", schedules, "Schedules"],
+  ["/kinds", kinds, "Kinds"],
+  ["/workers", workers, "Workers"],
 ];
 
 function showLogin(why) {
