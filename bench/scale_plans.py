@@ -161,6 +161,9 @@ def hot_queries(tenant: str, s: dict[str, Any]) -> list[Hot]:
         Hot("/metrics: jobs by state and kind", "gauges_jobs_by_state_and_kind", {}),
         Hot("overview: a tenant", "overview", {"tenant": tenant}),
         Hot("overview: all tenants", "overview", {"tenant": None}),
+        Hot("kinds: counts of a tenant", "counts_by_kind", {"tenant": tenant}),
+        Hot("kinds: counts of all tenants", "counts_by_kind", {"tenant": None}),
+        Hot("workers: the list", "list_workers", {"gone": 60.0, "limit": 500}),
         Hot("sweeper: fold the counts", "fold_job_counts", {}, writes=True),
         Hot(
             "prune: one batch of succeeded jobs",
