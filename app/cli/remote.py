@@ -53,8 +53,9 @@ def ask(
     api_url: str | None, api_key: str | None, why: str, call: Callable[[client.Client], T]
 ) -> tuple[str, T]:
     """One read of the API for a command (``tasklease kinds``, ``tasklease workers``): the
-    URL asked and ``call``'s answer; an API that refuses ends the command (exit 1)."""
-    from app.client import APIError, Client
+    URL asked and ``call``'s answer; an API that refuses, or cannot be reached, ends the
+    command with its reason (exit 1), never a traceback."""
+    from app.client import APIError, Client, TaskleaseError
 
     url, key = connection_or_exit(api_url, api_key, why)
     try:
@@ -62,6 +63,9 @@ def ask(
             return url, call(tl)
     except APIError as exc:
         err.print(f"[red]the API refused: {escape(str(exc))}[/]")
+        raise typer.Exit(1) from exc
+    except TaskleaseError as exc:  # not reached, or no answer in time
+        err.print(f"[red]{escape(str(exc))}[/]")
         raise typer.Exit(1) from exc
 
 

@@ -116,6 +116,10 @@ def test_workers_register_heartbeat_and_read_as_gone_when_killed_or_stopped_when
     code, out, err = cli(stack, "workers", "--api-url", url, "--api-key", acme)
     assert code == 1
     assert "admin" in err
+    # An API that cannot be reached: the reason, not a traceback.
+    code, out, err = cli(stack, "workers", "--api-url", "http://127.0.0.1:9", "--api-key", admin)
+    assert code == 1
+    assert "cannot reach the tasklease API" in err and "Traceback" not in err
 
     # And the kind's count: the job it ran, succeeded.
     code, out, err = cli(stack, "kinds", "--json", "--api-url", url, "--api-key", acme)
