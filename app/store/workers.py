@@ -5,7 +5,7 @@ of rows past their retention (docs/explain/design.md#workers)."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from app.store.pool import Database, q
 
@@ -43,18 +43,7 @@ class WorkerRow:
 
 async def beat(db: Database, me: Identity, *, running: int) -> None:
     """Register (the first time) or heartbeat: one UPSERT."""
-    await db.fetch(
-        q("worker_beat"),
-        {
-            "id": me.id,
-            "name": me.name,
-            "host": me.host,
-            "pid": me.pid,
-            "carrier": me.carrier,
-            "version": me.version,
-            "running": running,
-        },
-    )
+    await db.fetch(q("worker_beat"), {**asdict(me), "running": running})
 
 
 async def stopped(db: Database, worker_id: str) -> None:
@@ -64,17 +53,7 @@ async def stopped(db: Database, worker_id: str) -> None:
 
 async def lambda_invoked(db: Database, me: Identity, *, messages: int) -> None:
     """One invocation of a Lambda environment, carrying ``messages`` records."""
-    await db.fetch(
-        q("lambda_invoked"),
-        {
-            "id": me.id,
-            "name": me.name,
-            "host": me.host,
-            "pid": me.pid,
-            "version": me.version,
-            "messages": messages,
-        },
-    )
+    await db.fetch(q("lambda_invoked"), {**asdict(me), "messages": messages})
 
 
 async def listing(db: Database, *, gone_seconds: float, limit: int) -> list[WorkerRow]:

@@ -17,7 +17,7 @@ WHERE id = %(id)s;
 -- name: lambda_invoked
 -- One Lambda invocation: its environment's row made or counted on.
 INSERT INTO workers AS w (id, name, runtime, host, pid, carrier, version, invocations, messages)
-VALUES (%(id)s, %(name)s, 'lambda', %(host)s, %(pid)s, 'sqs', %(version)s, 1, %(messages)s)
+VALUES (%(id)s, %(name)s, 'lambda', %(host)s, %(pid)s, %(carrier)s, %(version)s, 1, %(messages)s)
 ON CONFLICT (id) DO UPDATE SET last_seen = now(),
     invocations = w.invocations + 1,
     messages = w.messages + EXCLUDED.messages,
