@@ -196,8 +196,8 @@ class Measures:
         return found
 
     async def counts(self) -> dict[str, Any]:
-        """GET /metrics (its gauges are read at most once a second: one request a 1.1 s)
-        and the web view's GET /v1/overview."""
+        """GET /metrics (its gauges are read at most once a second: one request a 1.1 s),
+        the web view's GET /v1/overview, GET /v1/kinds (counts by kind) and GET /v1/workers."""
         found: dict[str, Any] = {}
         reset_statements(self.stack.database_url)
         async with self.client("admin") as http:
@@ -215,6 +215,14 @@ class Measures:
         found["GET /v1/overview all tenants"] = await self._timed(
             "admin", "/v1/overview", {}, "overview"
         )
+        # The kinds page (counts by kind and state) and the workers page (admin only).
+        found["GET /v1/kinds tenant"] = await self._timed(
+            "tenant", "/v1/kinds", {}, "counts_by_kind"
+        )
+        found["GET /v1/kinds all tenants"] = await self._timed(
+            "admin", "/v1/kinds", {}, "counts_by_kind"
+        )
+        found["GET /v1/workers"] = await self._timed("admin", "/v1/workers", {}, "list_workers")
         return found
 
     async def charts(self) -> dict[str, Any]:

@@ -5,9 +5,11 @@ The engine is built once per process, outside the handler, on first use.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from app import tracing
+from app.worker import presence
 from app.worker.engine import Engine
 from handlers import runtime
 
@@ -25,7 +27,15 @@ async def _get_engine() -> Engine:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
         engine = await _get_engine()
-        return await engine.handle(event, context)
+        # The environment's row in workers, counted beside the batch (one UPSERT per
+        # invocation, not per message), so it adds no wait in front of the jobs.
+        seen = asyncio.create_task(
+            presence.lambda_invoked(engine.db, context, len(event.get("Records") or []))
+        )
+        try:
+            return await engine.handle(event, context)
+        finally:
+            await seen
 
     try:
         return runtime.run(go)

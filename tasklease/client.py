@@ -45,6 +45,7 @@ from app.client import (
     Unauthorized,
     Unavailable,
     Unprocessable,
+    WorkerInfo,
 )
 
 __all__ = [
@@ -78,4 +79,5 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "Unprocessable",
+    "WorkerInfo",
 ]

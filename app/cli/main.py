@@ -22,6 +22,7 @@ from app.cli import (
     schedules,
     serve,
     watch,
+    workers,
 )
 
 cli = typer.Typer(
@@ -56,6 +57,7 @@ cli.command()(serve.dev)
 cli.command()(serve.env)
 cli.command()(jobs.submit)
 cli.command()(kinds.kinds)
+cli.command()(workers.workers)
 cli.command()(dead_letters.redrive)
 cli.command()(prune.prune)
 cli.command()(serve.chaos)

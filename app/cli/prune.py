@@ -112,3 +112,7 @@ def prune(
         render_json.emit(report)
         return
     out.print(_report_table(report))
+    if report.workers:
+        plain(
+            f"workers' rows not seen for TASKLEASE_RETAIN_WORKERS_SECONDS: {report.workers} deleted"
+        )

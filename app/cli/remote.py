@@ -9,7 +9,8 @@ import datetime as dt
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.markup import escape
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 API_URL = "TASKLEASE_API_URL"
 API_KEY = "TASKLEASE_API_KEY"
+T = TypeVar("T")
 
 # The options of a command that asks the API (with connection_or_exit).
 ApiUrl = Annotated[str | None, typer.Option(help=f"the API's URL (default ${API_URL})")]
@@ -49,6 +51,26 @@ def connection_or_exit(
     ]
     err.print(f"[red]{escape(why)}: set {' and '.join(missing)}[/]")
     raise typer.Exit(2)
+
+
+def ask(
+    api_url: str | None, api_key: str | None, why: str, call: Callable[[client.Client], T]
+) -> tuple[str, T]:
+    """One read of the API for a command (``tasklease kinds``, ``tasklease workers``): the
+    URL asked and ``call``'s answer; an API that refuses, or cannot be reached, ends the
+    command with its reason (exit 1), never a traceback."""
+    from app.client import APIError, Client, TaskleaseError
+
+    url, key = connection_or_exit(api_url, api_key, why)
+    try:
+        with Client(url, key) as tl:
+            return url, call(tl)
+    except APIError as exc:
+        err.print(f"[red]the API refused: {escape(str(exc))}[/]")
+        raise typer.Exit(1) from exc
+    except TaskleaseError as exc:  # not reached, or no answer in time
+        err.print(f"[red]{escape(str(exc))}[/]")
+        raise typer.Exit(1) from exc
 
 
 class Progress:

@@ -40,6 +40,7 @@ from app.client.models import (
     StateValue,
     StreamEvent,
     StreamPage,
+    WorkerInfo,
 )
 
 __all__ = [
@@ -73,4 +74,5 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "Unprocessable",
+    "WorkerInfo",
 ]

@@ -128,6 +128,13 @@ def kinds() -> Call[list[models.KindInfo]]:
     return Call("GET", "/v1/kinds", parse)
 
 
+def workers() -> Call[list[models.WorkerInfo]]:
+    def parse(doc: Any) -> list[models.WorkerInfo]:
+        return [models.WorkerInfo.model_validate(w) for w in doc["workers"]]
+
+    return Call("GET", "/v1/workers", parse)
+
+
 def get(job_id: JobId) -> Call[models.JobDetail]:
     return Call("GET", job_path(job_id), _model(models.JobDetail))
 

@@ -104,8 +104,13 @@ class Client:
         return self.send(calls.submit_many(items))
 
     def kinds(self) -> list[models.KindInfo]:
-        """The job kinds the deployment runs, each with its payload's JSON schema."""
+        """The job kinds the deployment runs, each with its payload's JSON schema and its
+        jobs by state."""
         return self.send(calls.kinds())
+
+    def workers(self) -> list[models.WorkerInfo]:
+        """Admin: the worker processes and Lambda environments, most recently seen first."""
+        return self.send(calls.workers())
 
     def get(self, job_id: JobId) -> models.JobDetail:
         return self.send(calls.get(job_id))
@@ -292,8 +297,13 @@ class AsyncClient:
         return await self.send(calls.submit_many(items))
 
     async def kinds(self) -> list[models.KindInfo]:
-        """The job kinds the deployment runs, each with its payload's JSON schema."""
+        """The job kinds the deployment runs, each with its payload's JSON schema and its
+        jobs by state."""
         return await self.send(calls.kinds())
+
+    async def workers(self) -> list[models.WorkerInfo]:
+        """Admin: the worker processes and Lambda environments, most recently seen first."""
+        return await self.send(calls.workers())
 
     async def get(self, job_id: JobId) -> models.JobDetail:
         return await self.send(calls.get(job_id))

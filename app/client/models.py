@@ -55,6 +55,29 @@ class KindInfo(_Model):
     max_attempts: int
     payload_schema: dict[str, Any]
     result_schema: dict[str, Any]
+    # Its jobs by state (the key's tenant's; an admin key's every tenant's); empty from an
+    # API older than the counts.
+    counts: dict[str, int] = Field(default_factory=dict)
+
+
+class WorkerInfo(_Model):
+    """WorkerPublic: a worker process or a Lambda environment (GET /v1/workers, admin)."""
+
+    id: str
+    name: str
+    runtime: Literal["process", "lambda"]
+    status: Literal["alive", "gone", "stopped", "idle"]
+    host: str
+    pid: int
+    carrier: str
+    version: str
+    started_at: dt.datetime
+    last_seen: dt.datetime
+    seen_seconds_ago: float
+    running: int
+    invocations: int
+    messages: int
+    stopped_at: dt.datetime | None
 
 
 class WaitRule(_Model):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app import crashpoints, metrics, store
-from app.services import charts
+from app.services import charts, workers
 from app.settings.config import Settings
 
 log = logging.getLogger(__name__)
@@ -25,6 +25,7 @@ class PruneReport:
     batches: int = 0
     seconds: float = 0.0
     chart_rows: int = 0  # chart buckets past their width's keep (services/charts.py)
+    workers: int = 0  # workers' rows not seen for TASKLEASE_RETAIN_WORKERS_SECONDS
 
     def jobs(self, state: str | None = None) -> int:
         states = [state] if state else list(self.rows)
@@ -75,6 +76,7 @@ async def prune(
     report.chart_rows = await charts.prune(
         db, limit=settings.prune_batch_size, max_batches=max_batches
     )
+    report.workers = await workers.prune(settings, db, max_batches=max_batches)
     report.seconds = time.perf_counter() - t0
     if report.jobs():
         log.info(

@@ -270,6 +270,12 @@ class Settings(AccessSettings, ModelCallSettings, WorkerSettings, RetentionSetti
             )
         queues = ("queue_url", "dlq_url", *PRIORITY_QUEUE_FIELDS)
         queue_settings.check_priority_queues(PREFIX, {n: getattr(self, n) for n in queues})
+        if self.worker_gone_seconds <= self.worker_heartbeat_seconds:
+            raise ValueError(
+                f"TASKLEASE_WORKER_GONE_SECONDS ({self.worker_gone_seconds}) must be above "
+                f"TASKLEASE_WORKER_HEARTBEAT_SECONDS ({self.worker_heartbeat_seconds}): "
+                "else a live worker shows as gone between two heartbeats"
+            )
         if self.pool_min_size > self.pool_max_size:
             raise ValueError("TASKLEASE_POOL_MIN_SIZE must not exceed TASKLEASE_POOL_MAX_SIZE")
         return self

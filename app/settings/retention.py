@@ -62,6 +62,14 @@ class RetentionSettings(BaseSettings):
         description="prune batches of each state the sweeper runs per pass (0: the sweeper never prunes; `tasklease prune` still does)",
     )
 
+    # Workers' rows (migration 0026) not seen for this long are deleted by the prune.
+    retain_workers_seconds: int = Field(
+        7 * DAY,
+        ge=0,
+        le=MAX_KEEP_SECONDS,
+        description="how long a worker's row (or a Lambda environment's) is kept after it was last seen (0: forever)",
+    )
+
     @model_validator(mode="after")
     def _dead_letters_outlive_their_messages(self) -> Self:
         keep = self.retain_dead_lettered_seconds

@@ -47,6 +47,20 @@ class WorkerSettings(BaseSettings):
         description="the worker's name in leases and events; unset: host name and process id",
     )
 
+    # Workers' rows (docs/explain/design.md#workers): one UPSERT per interval, not per job.
+    worker_heartbeat_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="a long-running worker process writes its row (last seen, jobs running) this often",
+    )
+    worker_gone_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="a worker process not seen for this long is shown as gone (a Lambda environment as idle); above TASKLEASE_WORKER_HEARTBEAT_SECONDS",
+    )
+
     # Outbox relay and sweeper.
     outbox_grace_seconds: float = Field(
         5.0,

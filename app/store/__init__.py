@@ -2,7 +2,7 @@
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
 cancels, charts, effects, outbox, keys, tenants, model_limits, dead_letters, deadlines, sweeper_marks,
-waits, messages, schedules, streams, state, gauges, retention), each a set of small typed functions taking the
+waits, messages, schedules, streams, state, gauges, retention, workers), each a set of small typed functions taking the
 ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's transaction) and answering the records of
 ``store.records``.
 """
@@ -28,6 +28,7 @@ from app.store import (
     sweeper_marks,
     tenants,
     waits,
+    workers,
 )
 from app.store.pool import Conn, Database, connect, ensure_database, migrate, redact
 
@@ -58,4 +59,5 @@ __all__ = [
     "sweeper_marks",
     "tenants",
     "waits",
+    "workers",
 ]

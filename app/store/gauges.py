@@ -30,3 +30,13 @@ async def fold(db: Database) -> int:
     another one runs is skipped, not waited for). Answers the rows folded."""
     row = await db.fetch_one(q("fold_job_counts"))
     return int(row["folded"]) if row else 0
+
+
+async def by_kind(db: Database, tenant: str | None) -> dict[str, dict[str, int]]:
+    """Jobs by kind, then state (``tenant``'s, or every tenant's for None), from the
+    maintained counts: only the states a kind has jobs in."""
+    rows = await db.fetch(q("counts_by_kind"), {"tenant": tenant})
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        out.setdefault(str(r["kind"]), {})[str(r["state"])] = int(r["n"])
+    return out

@@ -26,6 +26,7 @@ from app import crashpoints, errors
 from app.priorities import Priority, Turns
 from app.settings.config import Settings
 from app.worker.engine import Engine
+from app.worker.presence import Presence
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,10 @@ class EventSource:
         log.info("worker polling", extra={"lease_owner": self.engine.owner, "count": concurrency})
         if self.settings.worker_ready_file:
             await asyncio.to_thread(Path(self.settings.worker_ready_file).touch)
-        async with asyncio.TaskGroup() as tg:
+        # Its row in workers: registered now, a heartbeat every few seconds, stopped at the end.
+        keeper = self.engine.keeper
+        presence = Presence(self.settings, self.engine.db, lambda: len(keeper.running))
+        async with presence.kept(), asyncio.TaskGroup() as tg:
             for _ in range(concurrency):
                 tg.create_task(self._poll(arns, max_batches))
 

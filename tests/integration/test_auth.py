@@ -79,6 +79,7 @@ ROUTES = [
     Route("GET", "/v1/usage", None, 200),
     Route("GET", "/v1/charts", None, 200),
     Route("GET", "/v1/kinds", None, 200),
+    Route("GET", "/v1/workers", None, 403),  # workers serve every tenant: admin keys only
 ]
 JOB_ROUTES = [r for r in ROUTES if "{job}" in r.path]
 # The /v1 routes whose credential is a callback token in the path, not an API key

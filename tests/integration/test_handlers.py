@@ -315,3 +315,27 @@ def test_behind_api_gateway_metrics_are_not_served_and_streams_answer_long_polls
     body = json.loads(page["body"])
     assert [e["data"]["to_state"] for e in body["events"]] == ["queued"]
     assert body["done"] is False
+
+
+def test_each_invocation_counts_on_its_lambda_environments_row(
+    stack: Stack, sql: Any, worker: types.ModuleType
+) -> None:
+    """No process heartbeats on Lambda: each invocation adds one to the row of its
+    environment (function and log stream), with the records it carried."""
+    jobs = submit_jobs(stack, ("demo.noop", {}), ("demo.noop", {}), ("demo.noop", {}))
+    template = event("sqs_event.json")["Records"][1]
+    ctx = FakeLambdaContext()
+    first = {"Records": [record_like(template, codec.body_for(j)) for j in jobs[:2]]}
+    assert worker.handler(first, ctx) == {"batchItemFailures": []}
+    row = sql.execute("SELECT * FROM workers").fetchone()
+    assert row["id"] == f"lambda:{ctx.function_name}:{ctx.log_stream_name}"
+    assert (row["runtime"], row["invocations"], row["messages"]) == ("lambda", 1, 2)
+    seen = row["last_seen"]
+
+    second = {"Records": [record_like(template, codec.body_for(jobs[2]))]}
+    assert worker.handler(second, FakeLambdaContext()) == {"batchItemFailures": []}
+    (row,) = sql.execute("SELECT * FROM workers").fetchall()
+    assert (row["invocations"], row["messages"]) == (2, 3)
+    assert row["last_seen"] > seen
+    assert row["stopped_at"] is None
+    assert all(job_row(sql, j)["state"] == JobState.SUCCEEDED for j in jobs)

@@ -34,6 +34,7 @@ PAIRS: list[tuple[type[BaseModel], str]] = [
     (models.CallbackHeartbeat, "CallbackHeartbeat"),
     (models.Message, "MessagePublic"),
     (models.MessageSent, "MessageSent"),
+    (models.WorkerInfo, "WorkerPublic"),
 ]
 
 

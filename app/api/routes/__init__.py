@@ -17,6 +17,7 @@ from app.api.routes import (
     streams,
     ui,
     usage,
+    workers,
 )
 
 ROUTERS = (
@@ -31,6 +32,7 @@ ROUTERS = (
     me.router,
     usage.router,
     charts.router,
+    workers.router,
     health.router,
     metrics.router,
     ui.router,

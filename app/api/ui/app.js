@@ -3,8 +3,10 @@
 import { $, KEY, api, el, liveStatus, logout, session } from "./core.js";
 import { chartsPage } from "./pages/charts.js";
 import { jobPage } from "./pages/job.js";
+import { kinds } from "./pages/kinds.js";
 import { deadLetters, schedules } from "./pages/lists.js";
 import { overview } from "./pages/overview.js";
+import { workers } from "./pages/workers.js";
 
 const THEME = "tasklease.theme";
 // [address (a string, or a RegExp whose groups are the page's arguments), page, nav label]
@@ -14,6 +16,8 @@ const ROUTES = [
   ["/dead-letters", deadLetters, "Dead letters"],
   ["/schedules", schedules, "Schedules"],
   ["/charts", chartsPage, "Charts"],
+  ["/kinds", kinds, "Kinds"],
+  ["/workers", workers, "Workers"],
 ];
 
 function showLogin(why) {

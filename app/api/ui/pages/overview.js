@@ -9,6 +9,11 @@ const filters = { state: "", kind: "", tenant: "" };
 // The list is the API's order, newest created first (its cursor pages by creation): the
 // time shown is that one, so the rows read in order.
 const JOB_COLUMNS = ["job", "kind", "state", "runs", "attempts used", "waiting for", "until", "tenant", "created"];
+// The jobs list filtered ({ kind, state }): the kinds page's links land here.
+export function showJobs(filter) {
+  Object.assign(filters, { state: "", kind: "" }, filter);
+  if (location.hash === "#/") session.route(); else location.hash = "#/";
+}
 export async function overview(view) {
   const diagram = el("div", { class: "flow", id: "flow" });
   for (const column of FLOW) {

@@ -36,3 +36,16 @@ WITH lock AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM d) AS folded;
+
+-- name: counts_by_kind
+-- Jobs by kind and state (a tenant's, or every tenant's for NULL), for GET /v1/kinds:
+-- the maintained counts plus the changes not folded yet, never a scan of jobs.
+SELECT kind, state::text AS state, sum(n)::bigint AS n FROM (
+    SELECT kind, state, n FROM job_counts
+    WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s::text
+    UNION ALL
+    SELECT kind, state, n FROM job_count_deltas
+    WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s::text
+) AS parts
+GROUP BY kind, state
+HAVING sum(n) <> 0;
