@@ -11,6 +11,7 @@ from app.api.routes import (
     me,
     messages,
     metrics,
+    reruns,
     schedules,
     state,
     streams,
@@ -20,6 +21,7 @@ from app.api.routes import (
 
 ROUTERS = (
     jobs.router,
+    reruns.router,
     messages.router,
     kinds.router,
     streams.router,
