@@ -17,6 +17,7 @@ from app.cli import (
     limits,
     prune,
     queues,
+    reruns,
     runner,
     schedules,
     serve,
@@ -59,6 +60,8 @@ cli.command()(prune.prune)
 cli.command()(serve.chaos)
 cli.command()(cost.cost)
 cli.add_typer(queues.group, name="queues")
+jobs.group.command("rerun")(reruns.rerun)
+jobs.group.command("fork")(reruns.fork)
 cli.add_typer(jobs.group, name="jobs")
 cli.add_typer(callbacks.group, name="callbacks")
 cli.add_typer(dead_letters.group, name="dlq")
