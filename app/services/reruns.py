@@ -84,6 +84,12 @@ def _like(job: Job, payload: Any, note: str, **origin: Any) -> submit.NewJob:
     )
 
 
+def _edited(job: Job, payload: Any) -> str:
+    """What the first event says of the payload: edited, or not (the same one sent back,
+    as the web view's editor does, is not an edit)."""
+    return "" if payload is UNSET or payload == job.payload else " with an edited payload"
+
+
 def _by(by: str | None) -> str:
     return f" by {by}" if by else ""
 
@@ -105,7 +111,7 @@ async def rerun(
     ``key_id``: the caller's key (its revocation is checked by the insert); ``by``: who
     asks, for the new job's first event."""
     original = await _finished(db, job_id, scope, "re-run")
-    edited = "" if payload is UNSET else " with an edited payload"
+    edited = _edited(original, payload)
     new = _like(original, payload, f"re-run of {job_id}{edited}{_by(by)}", rerun_of=job_id)
     (made,) = await submit.submit_many(
         settings, db, queue, [new], tenant=original.tenant, sender=sender, key_id=key_id
@@ -150,8 +156,9 @@ async def fork(
             "tied to the original's own children or callbacks; fork from that step or an "
             "earlier one"
         )
-    edited = "" if payload is UNSET else " with an edited payload"
-    note = f"forked from {job_id} at step {step!r} ({len(inherited)} steps inherited){edited}"
+    n = len(inherited)
+    note = f"forked from {job_id} at step {step!r} ({n} step{'' if n == 1 else 's'} inherited)"
+    note += _edited(original, payload)
     new = _like(original, payload, note + _by(by), forked_from=job_id, fork_step=step)
     (made,) = await submit.submit_many(
         settings, db, queue, [new], tenant=original.tenant, sender=sender, key_id=key_id

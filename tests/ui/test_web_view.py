@@ -60,7 +60,11 @@ def browser(stack: Stack) -> Iterator[Any]:
 def shoot(page: Any, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    if os.environ.get("TASKLEASE_UI_SCREENSHOTS") == "docs" and name in ("ui-overview", "ui-job"):
+    if os.environ.get("TASKLEASE_UI_SCREENSHOTS") == "docs" and name in (
+        "ui-overview",
+        "ui-job",
+        "ui-fork",
+    ):
         # Not the toast of the outage this test causes on purpose (it lasts 4 s).
         page.evaluate("document.getElementById('toast').hidden = true")
         page.screenshot(path=str(DOCS / f"{name}.png"), full_page=False)
