@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from app.api.schemas import JobPublic
 from app.cli import render, runner
 from app.cli.jobs import job_id_or_exit, json_or_exit
 from app.cli.render import out
@@ -29,8 +30,8 @@ def _payload(text: str | None) -> Any:
 
 
 def _show(job: dict[str, Any], as_json: bool, what: str, extra: dict[str, Any]) -> None:
-    if as_json:
-        out.print_json(json.dumps({**job, **extra}, default=str))
+    if as_json:  # the API's answer, field for field (POST /v1/jobs/{id}/rerun, /fork)
+        out.print_json(json.dumps({**JobPublic.of(job).model_dump(mode="json"), **extra}))
         return
     line = Text(f"job {job['id']}: {what}, ")
     line.append_text(render.state(str(job["state"])))
