@@ -129,7 +129,7 @@ WITH caller AS (
                                  'when one of its leases ends'
                 ELSE 'accepted' END
            -- Who made it and from what (a re-run's, a fork's): the job's own record.
-           || coalesce('; ' || (SELECT f.note FROM fresh f WHERE f.id = job.id), '')
+           || coalesce(', ' || (SELECT f.note FROM fresh f WHERE f.id = job.id), '')
     FROM job
 ), inherit AS (
     -- A fork: the original's effects recorded before its step (the effects' order:
