@@ -69,6 +69,9 @@ class Point(enum.StrEnum):
     AFTER_STATE_PUBLISHED = "after_state_published"
     # A prune batch committed (jobs deleted with their rows); the next batch not begun.
     AFTER_PRUNE_BATCH = "after_prune_batch"
+    # A fork committed (the new job and the effects it inherited, copied); its message
+    # is not sent yet.
+    AFTER_FORK_INSERTED = "after_fork_inserted"
 
 
 def _armed() -> frozenset[str]:

@@ -70,7 +70,7 @@ def chunks(sql: Any, job_id: Any) -> list[dict[str, Any]]:
 
 def effects(sql: Any, job_id: Any) -> list[dict[str, Any]]:
     return sql.execute(  # type: ignore[no-any-return]
-        "SELECT key, seq, attempt, worker, recorded_at, result FROM effects "
+        "SELECT key, seq, attempt, worker, recorded_at, inherited_from, result FROM effects "
         "WHERE job_id = %s ORDER BY seq, recorded_at",
         (job_id,),
     ).fetchall()

@@ -180,6 +180,11 @@ class JobPublic(BaseModel):
         description="the whole run's deadline: past it the job ends dead_lettered "
         '(dead_lettered_by deadline, "deadline passed"); null: none',
     )
+    rerun_of: uuid.UUID | None = Field(None, description="the finished job this one re-runs")
+    forked_from: uuid.UUID | None = Field(
+        None, description="the job this one was forked from (it inherited its earlier steps)"
+    )
+    fork_step: str | None = Field(None, description="a fork's: the step it runs from")
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> JobPublic:
@@ -200,6 +205,14 @@ class ChildPublic(BaseModel):
     state: JobState
     created_at: dt.datetime
     finished_at: dt.datetime | None
+
+
+class RerunPublic(ChildPublic):
+    """A job re-run (``rerun_of``) or forked (``forked_from``, from ``fork_step``) from another."""
+
+    rerun_of: uuid.UUID | None
+    forked_from: uuid.UUID | None
+    fork_step: str | None
 
 
 class ModelUsage(BaseModel):
@@ -225,6 +238,9 @@ class JobDetail(JobPublic):
     )
     children_count: int = Field(description="how many jobs it spawned, in all")
     usage: JobUsage | None = Field(None, description="its model calls' tokens and cost")
+    reruns: list[RerunPublic] = Field(
+        [], description="the jobs re-run or forked from it, oldest first (the first 100)"
+    )
 
     @classmethod
     def with_children(
@@ -233,6 +249,7 @@ class JobDetail(JobPublic):
         children: list[dict[str, Any]],
         count: int,
         usage: dict[str, Any] | None = None,
+        reruns: list[dict[str, Any]] | None = None,
     ) -> JobDetail:
         return cls.model_validate(
             {
@@ -240,6 +257,7 @@ class JobDetail(JobPublic):
                 "children": [{k: c[k] for k in ChildPublic.model_fields} for c in children],
                 "children_count": count,
                 "usage": usage,
+                "reruns": [{k: r[k] for k in RerunPublic.model_fields} for r in reruns or []],
             }
         )
 
@@ -272,6 +290,11 @@ class EffectPublic(BaseModel):
     attempt: int
     worker: str | None
     recorded_at: dt.datetime
+    inherited_from: uuid.UUID | None = Field(
+        None,
+        description="a fork's inherited step: the job that recorded it (attempt, worker and "
+        "recorded_at are that job's; this job did not run it)",
+    )
     result: Any  # last: the one field of any size
 
 

@@ -13,10 +13,10 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from app.cli import remote, render, render_json, runner
+from app.cli import remote, render, render_json, render_reruns, runner
 from app.cli.render import err, out
 from app.priorities import Priority
-from app.services import auth, costs, jobs, messages
+from app.services import auth, costs, jobs, messages, reruns
 from app.services import state as published
 from app.services import submit as service
 from app.settings import bounds
@@ -209,6 +209,7 @@ class JobView(NamedTuple):
     usage: dict[str, Any]
     messages: list[Message]
     state: list[dict[str, Any]]
+    reruns: list[dict[str, Any]]
 
 
 async def _view(s: Settings, database: Database, job_id: uuid.UUID) -> JobView:
@@ -224,6 +225,7 @@ async def _view(s: Settings, database: Database, job_id: uuid.UUID) -> JobView:
         await costs.of_job(s, database, job_id),
         await messages.of_job(database, job_id, scope=None),
         await published.of_job(database, job_id, scope=None),
+        await reruns.reruns_of(database, job_id, scope=None),
     )
 
 
@@ -250,7 +252,9 @@ def _view_json(view: JobView) -> dict[str, Any]:
     from app.api.schemas import EffectPublic, EventPublic, JobDetail
 
     return {
-        "job": JobDetail.with_children(view.job, view.children, view.children_count, view.usage),
+        "job": JobDetail.with_children(
+            view.job, view.children, view.children_count, view.usage, view.reruns
+        ),
         "events": [EventPublic.model_validate(e) for e in view.events],
         "effects": [EffectPublic.model_validate(e) for e in view.effects],
         "callbacks": [CallbackPublic.model_validate(c) for c in view.callbacks],
@@ -264,10 +268,11 @@ def show(
     job_id: Annotated[str, typer.Argument(help="the job's id")],
     as_json: render_json.JsonFlag = False,
 ) -> None:
-    """A job (what it waits for, its parent), its timeline, its recorded effects, its
-    callbacks, the state it published, its children and its messages. With --json: an
-    object of the API's answers, {"job", "events", "effects", "callbacks", "state",
-    "messages"}."""
+    """A job (what it waits for, its parent, the job it re-runs or was forked from), its
+    timeline, its recorded effects (a fork's inherited ones marked), its callbacks, the
+    state it published, its children, its messages and its re-runs and forks. With
+    --json: an object of the API's answers, {"job", "events", "effects", "callbacks",
+    "state", "messages"}."""
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
     view = runner.on_database(s, lambda database: _view(s, database, jid))
@@ -275,6 +280,9 @@ def show(
         render_json.emit(_view_json(view))
         return
     out.print(render.job(jid, view.job, jobs.waiting_for(view.job), jobs.lease_holder(view.job)))
+    came_from = render_reruns.origin(view.job)
+    if came_from is not None:
+        out.print(came_from)
     out.print(render.timeline(view.events))
     out.print(render.effects(view.effects))
     if view.usage["models"]:
@@ -287,6 +295,8 @@ def show(
         render.print_listing(render.children(view.children, view.children_count))
     if view.messages:
         out.print(render.messages(view.messages))
+    if view.reruns:
+        out.print(render_reruns.made_from(view.reruns))
 
 
 @group.command("list")

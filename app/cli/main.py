@@ -18,6 +18,7 @@ from app.cli import (
     limits,
     prune,
     queues,
+    reruns,
     runner,
     schedules,
     serve,
@@ -65,6 +66,8 @@ cli.command()(cost.cost)
 cli.command()(charts.charts)
 cli.add_typer(queues.group, name="queues")
 jobs.group.command("watch")(watch.watch)
+jobs.group.command("rerun")(reruns.rerun)
+jobs.group.command("fork")(reruns.fork)
 cli.add_typer(jobs.group, name="jobs")
 cli.add_typer(callbacks.group, name="callbacks")
 cli.add_typer(dead_letters.group, name="dlq")

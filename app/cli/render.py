@@ -227,9 +227,19 @@ def timeline(events: list[dict[str, Any]]) -> Table:
 
 
 def effects(rows: list[dict[str, Any]]) -> Table:
-    table = PlainTable("#", "key", "attempt", "worker", "recorded", title="effects")
+    """A job's effects; a fork's inherited ones name the job that recorded them."""
+    table = PlainTable(
+        "#", "key", "attempt", "worker", "recorded", "inherited from", title="effects"
+    )
     for f in rows:
-        table.add_row(f["seq"], f["key"], f["attempt"], f["worker"], clock(f["recorded_at"]))
+        table.add_row(
+            f["seq"],
+            f["key"],
+            f["attempt"],
+            f["worker"],
+            clock(f["recorded_at"]),
+            f.get("inherited_from") or "",
+        )
     return table
 
 

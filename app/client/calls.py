@@ -143,6 +143,16 @@ def cancel(job_id: JobId) -> Call[models.Job]:
     return Call("POST", job_path(job_id, "/cancel"), _model(models.Job))
 
 
+def rerun(job_id: JobId, payload: dict[str, Any] | None) -> Call[models.Job]:
+    body = {} if payload is None else {"payload": payload}
+    return Call("POST", job_path(job_id, "/rerun"), _model(models.Job), json=body)
+
+
+def fork(job_id: JobId, step: str, payload: dict[str, Any] | None) -> Call[models.Fork]:
+    body: dict[str, Any] = {"step": step} if payload is None else {"step": step, "payload": payload}
+    return Call("POST", job_path(job_id, "/fork"), _model(models.Fork), json=body)
+
+
 def redrive(job_id: JobId, force: bool) -> Call[models.Job]:
     params = {"force": "true"} if force else None
     return Call("POST", job_path(job_id, "/redrive"), _model(models.Job), params=params)

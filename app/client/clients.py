@@ -121,6 +121,14 @@ class Client:
     def redrive(self, job_id: JobId, force: bool = False) -> models.Job:
         return self.send(calls.redrive(job_id, force))
 
+    def rerun(self, job_id: JobId, payload: dict[str, Any] | None = None) -> models.Job:
+        """Re-run a finished job as a new job (its payload, or ``payload``)."""
+        return self.send(calls.rerun(job_id, payload))
+
+    def fork(self, job_id: JobId, step: str, payload: dict[str, Any] | None = None) -> models.Fork:
+        """Fork a finished job from ``step``: a new job inheriting the steps before it."""
+        return self.send(calls.fork(job_id, step, payload))
+
     def send_message(
         self, job_id: JobId, topic: str, body: Any = None, *, idempotency_key: str | None = None
     ) -> models.MessageSent:
@@ -313,6 +321,16 @@ class AsyncClient:
 
     async def redrive(self, job_id: JobId, force: bool = False) -> models.Job:
         return await self.send(calls.redrive(job_id, force))
+
+    async def rerun(self, job_id: JobId, payload: dict[str, Any] | None = None) -> models.Job:
+        """As ``Client.rerun``."""
+        return await self.send(calls.rerun(job_id, payload))
+
+    async def fork(
+        self, job_id: JobId, step: str, payload: dict[str, Any] | None = None
+    ) -> models.Fork:
+        """As ``Client.fork``."""
+        return await self.send(calls.fork(job_id, step, payload))
 
     async def send_message(
         self, job_id: JobId, topic: str, body: Any = None, *, idempotency_key: str | None = None

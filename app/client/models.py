@@ -126,6 +126,9 @@ class Job(_Model):
     parent_id: uuid.UUID | None
     waiting_for: WaitingFor | None
     deadline: dt.datetime | None = None  # the whole run's: past it, it ends dead-lettered
+    rerun_of: uuid.UUID | None = None  # the finished job this one re-runs
+    forked_from: uuid.UUID | None = None  # the job whose steps before fork_step it inherited
+    fork_step: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -140,6 +143,20 @@ class Child(_Model):
     state: JobState
     created_at: dt.datetime
     finished_at: dt.datetime | None
+
+
+class Rerun(Child):
+    """RerunPublic: a job re-run or forked from another."""
+
+    rerun_of: uuid.UUID | None
+    forked_from: uuid.UUID | None
+    fork_step: str | None
+
+
+class Fork(Job):
+    """ForkPublic: a fork, with the steps it inherited (in order)."""
+
+    inherited: list[str]
 
 
 class ModelUsage(_Model):
@@ -167,6 +184,7 @@ class JobDetail(Job):
     children: list[Child]
     children_count: int
     usage: JobUsage | None = None
+    reruns: list[Rerun] = []  # the jobs re-run or forked from it (the first 100)
 
 
 class JobRequest(_Model):

@@ -57,6 +57,11 @@ class NewJob:
     priority: str | None = None  # high, normal or low (None: normal)
     deadline: dt.datetime | None = None  # the whole run's (services/deadlines.py)
     deadline_seconds: float | None = None  # from its submission; not both
+    # A re-run's or a fork's origin (app/services/reruns.py); a note for its first event.
+    rerun_of: uuid.UUID | None = None
+    forked_from: uuid.UUID | None = None
+    fork_step: str | None = None
+    note: str | None = None
 
 
 def request_hash(
@@ -214,6 +219,10 @@ def validated(settings: Settings, new: NewJob) -> NewRow:
         priority=priority.value,
         deadline=deadline,
         deadline_seconds=deadline_seconds,
+        rerun_of=new.rerun_of,
+        forked_from=new.forked_from,
+        fork_step=new.fork_step,
+        note=new.note,
     )
 
 
@@ -242,6 +251,11 @@ async def submit_many(
     verdict = written.admission
     if not verdict.key_ok:
         raise auth.invalid_key()  # revoked since this process verified it: no replay either
+    if not written.fork_ok:
+        raise errors.Conflict("the fork's step is no longer recorded (its job was pruned?)")
+    for job in written.jobs:
+        if job.forked_from is not None:  # its copied effects committed with it, unsent
+            crashpoints.hit(crashpoints.Point.AFTER_FORK_INSERTED, job_id=job.id)
     made = {job.id: job for job in written.jobs}
     if verdict.conflict_ord is not None:
         _conflict(verdict.conflict_ord - 1, batch)

@@ -38,6 +38,12 @@ class NewRow:
     # database's clock); neither: none.
     deadline: dt.datetime | None = None
     deadline_seconds: float | None = None
+    # A re-run's original; a fork's original and the step it runs from (the effects
+    # before it are copied into the new job by the insert); a note for its first event.
+    rerun_of: uuid.UUID | None = None
+    forked_from: uuid.UUID | None = None
+    fork_step: str | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,8 @@ class Insertion:
     jobs: list[Job]
     outbox: list[OutboxRow]
     delayed: list[uuid.UUID]
+    # False: a fork's step was no longer among its original's effects; nothing written.
+    fork_ok: bool = True
 
 
 async def insert(
@@ -107,6 +115,10 @@ async def insert_txn(
             "priorities": [r.priority for r in rows],
             "deadlines": [r.deadline for r in rows],
             "deadline_seconds": [r.deadline_seconds for r in rows],
+            "rerun_ofs": [r.rerun_of for r in rows],
+            "forked_froms": [r.forked_from for r in rows],
+            "fork_steps": [r.fork_step for r in rows],
+            "notes": [r.note for r in rows],
             "rate": limits.rate_per_second,
             "burst": limits.burst,
             "max_in_flight": limits.max_in_flight,
@@ -132,6 +144,7 @@ async def insert_txn(
             if row["outbox_id"] is not None
         ],
         delayed=[row["id"] for row in made if row["state"] == JobState.WAITING],
+        fork_ok=bool(written[0]["fork_ok"]),
     )
 
 
@@ -229,3 +242,9 @@ async def request_cancel(db: Database, job_id: uuid.UUID) -> bool:
 async def waiting_routes(db: Database) -> list[Route]:
     """Jobs that need a message, oldest first (for a queue created anew): their routes."""
     return [_route(row) for row in await db.fetch(q("waiting_jobs"))]
+
+
+async def reruns_of(db: Database, job_id: uuid.UUID, *, limit: int) -> list[Job]:
+    """The jobs re-run or forked from this one, oldest first (the first ``limit``)."""
+    rows = await db.fetch(q("reruns_of"), {"id": job_id, "limit": limit})
+    return [Job.from_row(row) for row in rows]

@@ -81,6 +81,9 @@ class Job(_Record):
     parked: bool  # queued past its tenant's window on the queue: no message until released
     priority: str = "normal"  # high, normal or low: which queue its messages go to
     deadline: dt.datetime | None = None  # the whole run's: past it, the job ends (0022)
+    rerun_of: uuid.UUID | None = None  # the finished job this one re-runs (0024)
+    forked_from: uuid.UUID | None = None  # the job whose effects before fork_step it inherited
+    fork_step: str | None = None
 
     @property
     def route(self) -> Route:
@@ -118,6 +121,7 @@ class Effect(_Record):
     attempt: int
     worker: str | None
     recorded_at: dt.datetime
+    inherited_from: uuid.UUID | None = None  # a fork's: the job that recorded it (0024)
 
 
 @dataclass(frozen=True, slots=True)

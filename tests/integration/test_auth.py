@@ -61,6 +61,9 @@ ROUTES = [
     Route("GET", "/v1/jobs/{job}/state", None, 200),
     # The job published no key "{key}" (the owner's answer is 404, naming it).
     Route("GET", "/v1/jobs/{job}/state/{key}", None, 404),
+    # A finished job is re-run (a new job); it recorded no step "none" to fork from.
+    Route("POST", "/v1/jobs/{job}/rerun", None, 202),
+    Route("POST", "/v1/jobs/{job}/fork", {"step": "none"}, 404),
     Route("POST", "/v1/jobs/{job}/redrive", None, 202),
     Route("POST", "/v1/jobs/{job}/cancel", None, 200),
     Route("GET", "/v1/dead-letters", None, 200),

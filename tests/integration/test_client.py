@@ -277,6 +277,29 @@ def test_a_dead_letter_is_waited_for_and_redriven(
         assert ops.redrive(job.id, force=True).redrives == 2
 
 
+def test_a_dead_letter_is_rerun_and_a_finished_job_forked(tl: client.Client) -> None:
+    dead = tl.wait(tl.submit("demo.flaky", {"permanent": True}).id, timeout=60)
+    again = tl.rerun(dead.id, {"permanent": False, "fail_attempts": 0})
+    assert again.rerun_of == dead.id
+    assert tl.wait(again.id, timeout=60).state == client.JobState.SUCCEEDED
+    assert [r.id for r in tl.get(dead.id).reruns] == [again.id]
+    with pytest.raises(client.Unprocessable) as bad:
+        tl.rerun(dead.id, {"permanent": "often"})
+    assert "permanent" in bad.value.message
+
+    done = tl.wait(tl.submit("demo.sleep", {"steps": 3}).id, timeout=60)
+    fork = tl.fork(done.id, "step-2")
+    assert (fork.forked_from, fork.fork_step, fork.inherited) == (
+        done.id,
+        "step-2",
+        ["step-0", "step-1"],
+    )
+    assert tl.wait(fork.id, timeout=60).result == {"steps": 3, "replayed": 2}
+    with pytest.raises(client.NotFound) as unknown:
+        tl.fork(done.id, "step-9")
+    assert "no step 'step-9'" in unknown.value.message
+
+
 def full_stream(tl: client.Client, job_id: Any) -> list[str]:
     return [e.id for e in tl.stream(job_id)]
 

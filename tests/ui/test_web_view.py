@@ -64,6 +64,7 @@ def shoot(page: Any, name: str) -> None:
         "ui-overview",
         "ui-job",
         "ui-charts",
+        "ui-fork",
     ):
         # Not the toast of the outage this test causes on purpose (it lasts 4 s).
         page.evaluate("document.getElementById('toast').hidden = true")

@@ -20,6 +20,8 @@ PAIRS: list[tuple[type[BaseModel], str]] = [
     (models.Job, "JobPublic"),
     (models.JobDetail, "JobDetail"),
     (models.Child, "ChildPublic"),
+    (models.Rerun, "RerunPublic"),
+    (models.Fork, "ForkPublic"),
     (models.JobUsage, "JobUsage"),
     (models.ModelUsage, "ModelUsage"),
     (models.WaitingFor, "WaitingFor"),

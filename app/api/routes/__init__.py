@@ -12,6 +12,7 @@ from app.api.routes import (
     me,
     messages,
     metrics,
+    reruns,
     schedules,
     state,
     streams,
@@ -22,6 +23,7 @@ from app.api.routes import (
 
 ROUTERS = (
     jobs.router,
+    reruns.router,
     messages.router,
     kinds.router,
     streams.router,

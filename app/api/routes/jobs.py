@@ -28,7 +28,7 @@ from app.api.schemas import (
     Storable,
 )
 from app.api.security import Caller, Submitter, TenantScope, verify_deferred
-from app.services import auth, costs, jobs, redrive
+from app.services import auth, costs, jobs, redrive, reruns
 from app.services import submit as service
 from app.settings import bounds
 from app.states import JobState
@@ -154,11 +154,14 @@ async def list_jobs(
 @router.get("/v1/jobs/{job_id}", response_model=JobDetail, responses=COMMON)
 async def get_job(job_id: uuid.UUID, caller: Caller, db: Db, settings: Settings) -> JobDetail:
     """The job, what it waits for while ``waiting``, its parent and its children (the
-    first 100, oldest first, and how many in all), and its model calls' tokens and cost."""
+    first 100, oldest first, and how many in all), its model calls' tokens and cost, and
+    the jobs re-run or forked from it (``reruns``; its own origin: ``rerun_of``,
+    ``forked_from`` and ``fork_step``)."""
     job = await jobs.get_job(db, job_id, scope=caller.scope)
     children, count = await jobs.children(db, job_id, scope=caller.scope)
     usage = await costs.of_job(settings, db, job_id)
-    return JobDetail.with_children(job, children, count, usage)
+    made = await reruns.reruns_of(db, job_id, scope=caller.scope)
+    return JobDetail.with_children(job, children, count, usage, made)
 
 
 @router.get("/v1/jobs/{job_id}/events", response_model=list[EventPublic], responses=COMMON)

@@ -298,15 +298,17 @@ def _once(
         found.append(f"2: effects recorded twice: {dupes}")
     if row["kind"] != TRIAGE:
         return found
+    # A fork's inherited steps ran (and called the model) as its original: checked there.
+    own = [f["key"] for f in effects if not f.get("inherited_from")]
     key = f"{job_id}:triage"
     n_ok = outside.ok_calls.get(key, 0)
     if n_ok > outside.limit:
         found.append(f"2: the model answered {n_ok} times for {key} (at most {outside.limit})")
-    if "triage" in keys and n_ok == 0:
+    if "triage" in own and n_ok == 0:
         found.append("2: a triage effect is recorded but the model never answered 'ok'")
     if state == JobState.SUCCEEDED and "triage" not in keys:
         found.append("2: succeeded without its triage effect")
-    post = next((f for f in effects if f["key"] == "post"), None)
+    post = next((f for f in effects if f["key"] == "post" and not f.get("inherited_from")), None)
     if (
         post is not None
         and post["result"].get("delivered")
@@ -320,6 +322,8 @@ def _once(
 def _zombies_change_nothing(row: Row, events: Sequence[Row], effects: Sequence[Row]) -> list[str]:
     found = []
     claims = [e for e in events if e["to_state"] == JobState.LEASED]
+    # A fork's inherited effects were written under its original's claims: checked there.
+    effects = [f for f in effects if not f.get("inherited_from")]
     for f in effects:
         before = [c for c in claims if c["at"] <= f["recorded_at"]]
         holder = before[-1] if before else None

@@ -5,6 +5,7 @@ import {
   session, toast, when,
 } from "../core.js";
 import { renderTree, renderWaterfall, usageFacts } from "./steps.js";
+import { madeFrom, origin, rerunEditor, source } from "./rerun.js";
 
 // --- a job ---------------------------------------------------------------------------------
 export async function jobPage(view, id) {
@@ -21,7 +22,8 @@ export async function jobPage(view, id) {
   const steps = el("div", { id: "waterfall", class: "waterfall" });
   const inbox = el("tbody", { id: "messages" });
   const sending = messageForm(id, () => load());
-  view.append(head,
+  const editor = rerunEditor();
+  view.append(head, editor.form,
     el("section", { class: "card" }, el("h2", {}, "Steps"), steps),
     el("section", { class: "card" }, el("h2", {}, "Progress and output"), quiet, progress, texts, output),
     el("section", { class: "card" }, el("h2", {}, "Waits"), waits),
@@ -29,8 +31,8 @@ export async function jobPage(view, id) {
     el("section", { class: "card" }, el("h2", {}, "Timeline"), el("div", { class: "scroll" }, el("table", {},
       el("thead", {}, el("tr", {}, ["time", "from", "to", "attempt", "worker", "detail"].map((h) => el("th", {}, h)))), timeline))),
     el("section", { class: "card" }, el("h2", {}, "Effects"), el("div", { class: "scroll" }, el("table", {},
-      el("thead", {}, el("tr", {}, ["key", "seq", "attempt", "worker", "recorded", "result"].map((h) => el("th", {}, h)))), effects))),
-    el("section", { class: "card" }, el("h2", {}, "Parent and children"), family),
+      el("thead", {}, el("tr", {}, ["key", "seq", "attempt", "worker", "recorded", "result", ""].map((h) => el("th", {}, h)))), effects))),
+    el("section", { class: "card" }, el("h2", {}, "Parent, children, re-runs"), family),
     el("section", { class: "card" }, el("h2", {}, "Messages"), el("div", { class: "scroll" }, el("table", {},
       el("thead", {}, el("tr", {}, ["id", "topic", "body", "sent", "read"].map((h) => el("th", {}, h)))), inbox)), sending));
 
@@ -38,21 +40,26 @@ export async function jobPage(view, id) {
   const load = async () => {
     const [job, events, found, cbs] = await Promise.all([api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/events`),
       api(`/v1/jobs/${id}/effects`), api(`/v1/jobs/${id}/callbacks`)]);
-    renderHead(head, job);
+    renderHead(head, job, editor);
     renderWaterfall(steps, job, events, found);
     // An effect recorded before the last run began was replayed by it, not run again.
     const lastRun = events.filter((e) => e.to_state === "running").map((e) => e.at).sort().pop() || "";
     timeline.replaceChildren(...events.map((e) => el("tr", {}, el("td", {}, when(e.at)),
       el("td", {}, e.from_state ? badge(e.from_state) : ""), el("td", {}, badge(e.to_state)),
       el("td", {}, e.attempt), el("td", {}, e.worker || ""), el("td", { class: "detail" }, e.detail || ""))));
-    effects.replaceChildren(...found.map((f) => el("tr", {}, el("td", {}, f.key), el("td", {}, f.seq),
-      el("td", {}, `${f.attempt} · ${f.recorded_at < lastRun ? "replayed" : "run"}`),
-      el("td", {}, f.worker || ""), el("td", {}, when(f.recorded_at)), el("td", {}, el("pre", {}, json(f.result))))));
-    if (!found.length) effects.append(el("tr", {}, el("td", { colspan: 6, class: "empty" }, "no effects recorded")));
+    // A finished job forks from any of its steps: the ones before it are inherited.
+    const fork = (f, i) => (FINISHED.has(job.state) ? el("button", { type: "button", class: "quiet fork",
+      on: { click: () => editor.open(job, f.key, i) } }, "Fork from here") : "");
+    effects.replaceChildren(...found.map((f, i) => el("tr", { "data-effect": f.key, class: f.inherited_from ? "inherited" : null },
+      el("td", {}, f.key), el("td", {}, f.seq), el("td", {}, source(f, lastRun)),
+      el("td", {}, f.worker || ""), el("td", {}, when(f.recorded_at)), el("td", {}, el("pre", {}, json(f.result))),
+      el("td", {}, fork(f, i)))));
+    if (!found.length) effects.append(el("tr", {}, el("td", { colspan: 7, class: "empty" }, "no effects recorded")));
     renderWaits(waits, job, cbs, load);
     renderMessages(inbox, await api(`/v1/jobs/${id}/messages`));
     sending.hidden = job.state === "succeeded" || job.state === "cancelled"; // they take none
     renderTree(family, job);
+    family.append(madeFrom(job));
   };
   await load();
   await published.load();
@@ -100,9 +107,10 @@ function stateCard(id) {
     el("div", { class: "scroll" }, el("table", {}, el("thead", {}, el("tr", {}, ["key", "value", "version", "set"].map((h) => el("th", {}, h)))), rows)));
   return { section, put, load: async () => (await api(`/v1/jobs/${id}/state`)).items.forEach(put) };
 }
-function renderHead(head, job) {
+function renderHead(head, job, editor) {
   const actions = el("div", { class: "actions" });
   if (job.state === "dead_lettered") actions.append(el("button", { type: "button", id: "redrive", on: { click: () => redrive(job.id) } }, "Redrive"));
+  if (FINISHED.has(job.state)) actions.append(el("button", { type: "button", id: "rerun", on: { click: () => editor.open(job) } }, "Re-run"));
   if (!FINISHED.has(job.state)) {
     actions.append(el("button", { type: "button", class: "quiet", on: { click: async () => {
       try { await api(`/v1/jobs/${job.id}/cancel`, { method: "POST" }); toast("cancel asked for"); } catch (err) { toast(err.message, true); }
@@ -119,7 +127,7 @@ function renderHead(head, job) {
     ["created", when(job.created_at)], ["finished", when(job.finished_at) || "not yet"],
     // The whole run's deadline: past it the job ends dead_lettered, "deadline passed" (its last error).
     ["deadline", job.deadline ? when(job.deadline) : "none"], ["worker", job.lease_owner || "none (no lease)"],
-    ["last error", job.last_error || "none"]].flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-fact": k }, v)]));
+    ["last error", job.last_error || "none"], ...origin(job)].flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-fact": k }, v)]));
 }
 // What a callback asks (the details its kind gave): an agent's tool call that needs
 // approval, by its tool's name and arguments; other details as JSON. All as text.

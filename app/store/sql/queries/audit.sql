@@ -30,7 +30,8 @@ SELECT job_id::text AS job_id, at, from_state::text AS from_state,
 FROM job_events ORDER BY job_id, id;
 
 -- name: audit_effects
-SELECT job_id::text AS job_id, key, attempt, result, recorded_at FROM effects;
+SELECT job_id::text AS job_id, key, attempt, result, recorded_at,
+       inherited_from::text AS inherited_from FROM effects;
 
 -- name: audit_chunks
 -- Streamed answers' chunks (ctx.generate): the checker joins them into each answer's text.

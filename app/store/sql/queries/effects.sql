@@ -23,7 +23,8 @@ RETURNING *;
 SELECT * FROM effects WHERE job_id = %(id)s AND key = %(key)s;
 
 -- name: job_effects
-SELECT * FROM effects WHERE job_id = %(id)s ORDER BY seq;
+-- In the effects' order (a fork inherits the ones before its step in this order).
+SELECT * FROM effects WHERE job_id = %(id)s ORDER BY seq, recorded_at, key;
 
 -- name: job_usage
 -- A job's model effects: tokens by model.
@@ -31,6 +32,7 @@ SELECT model, count(*) AS calls,
        sum(coalesce(input_tokens, 0))::bigint AS input_tokens,
        sum(coalesce(output_tokens, 0))::bigint AS output_tokens
 FROM effects WHERE job_id = %(id)s AND model IS NOT NULL
+  AND inherited_from IS NULL  -- a fork's inherited calls: its original's usage
 GROUP BY model ORDER BY model;
 
 -- name: usage_totals
@@ -40,7 +42,7 @@ SELECT j.tenant, j.kind, (e.recorded_at AT TIME ZONE 'UTC')::date AS day, e.mode
        sum(coalesce(e.input_tokens, 0))::bigint AS input_tokens,
        sum(coalesce(e.output_tokens, 0))::bigint AS output_tokens
 FROM effects e JOIN jobs j ON j.id = e.job_id
-WHERE e.model IS NOT NULL
+WHERE e.model IS NOT NULL AND e.inherited_from IS NULL
   AND e.recorded_at >= (%(since)s::date)::timestamp AT TIME ZONE 'UTC'
   AND e.recorded_at < ((%(until)s::date + 1))::timestamp AT TIME ZONE 'UTC'
   AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)

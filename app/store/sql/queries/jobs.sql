@@ -38,10 +38,13 @@ WITH caller AS (
                          %(idempotency_keys)s::text[], %(request_hashes)s::text[],
                          %(run_ats)s::timestamptz[], %(delays)s::float8[],
                          %(trace_contexts)s::text[], %(priorities)s::text[],
-                         %(deadlines)s::timestamptz[], %(deadline_seconds)s::float8[])
+                         %(deadlines)s::timestamptz[], %(deadline_seconds)s::float8[],
+                         %(rerun_ofs)s::uuid[], %(forked_froms)s::uuid[],
+                         %(fork_steps)s::text[], %(notes)s::text[])
         WITH ORDINALITY AS t(id, kind, payload, max_attempts, timeout_seconds,
                              idempotency_key, request_hash, run_at, delay, trace_context,
-                             priority, deadline_at, deadline_seconds, ord)
+                             priority, deadline_at, deadline_seconds, rerun_of, forked_from,
+                             fork_step, note, ord)
 ), timed AS (
     -- The run's deadline (migration 0022): a time, or seconds from the database's now.
     SELECT i.*, w.wake_at, coalesce(w.wake_at > now(), false) AS delayed,
@@ -94,20 +97,26 @@ WITH caller AS (
            flight.n + counts.wanted <= lim.max_in_flight AS flight_ok,
            lim.max_in_flight AS max_in_flight,
            (SELECT min(ord) FROM replay WHERE NOT same) AS conflict_ord,
-           caller.key_ok AS key_ok
+           caller.key_ok AS key_ok,
+           -- A fork's step is still among its original's effects (a prune may have
+           -- taken the original since the caller looked): else nothing is written.
+           NOT EXISTS (SELECT 1 FROM input i WHERE i.forked_from IS NOT NULL
+                       AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = i.forked_from
+                                       AND e.key = i.fork_step)) AS fork_ok
     FROM lim, flight, counts, caller
 ), job AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
                       idempotency_key, request_hash, state, wait_kind, wait_key, wake_at,
-                      trace_context, priority, parked, deadline)
+                      trace_context, priority, parked, deadline, rerun_of, forked_from,
+                      fork_step)
     SELECT f.id, %(tenant)s, f.kind, f.payload, f.max_attempts, f.timeout_seconds,
            f.idempotency_key, f.request_hash,
            CASE WHEN f.delayed THEN 'waiting' ELSE 'queued' END::job_state,
            CASE WHEN f.delayed THEN 'timer' END, CASE WHEN f.delayed THEN 'run_at' END,
            CASE WHEN f.delayed THEN f.wake_at END, f.trace_context, f.priority, f.parked,
-           f.deadline
+           f.deadline, f.rerun_of, f.forked_from, f.fork_step
     FROM fresh f, verdict v
-    WHERE v.key_ok AND v.rate_ok AND v.flight_ok AND v.conflict_ord IS NULL
+    WHERE v.key_ok AND v.rate_ok AND v.flight_ok AND v.conflict_ord IS NULL AND v.fork_ok
     ORDER BY f.ord
     ON CONFLICT (tenant, idempotency_key) DO NOTHING
     RETURNING *
@@ -119,13 +128,27 @@ WITH caller AS (
                                  '(its running cap x TASKLEASE_QUEUE_WINDOW_PER_SLOT), sent '
                                  'when one of its leases ends'
                 ELSE 'accepted' END
+           -- Who made it and from what (a re-run's, a fork's): the job's own record.
+           || coalesce(', ' || (SELECT f.note FROM fresh f WHERE f.id = job.id), '')
     FROM job
+), inherit AS (
+    -- A fork: the original's effects recorded before its step (the effects' order:
+    -- seq, recorded_at, key), copied into the new job, each marked with the job that
+    -- recorded it (a fork of a fork: the first).
+    INSERT INTO effects (job_id, key, seq, result, attempt, worker, recorded_at, model,
+                         input_tokens, output_tokens, inherited_from)
+    SELECT job.id, e.key, e.seq, e.result, e.attempt, e.worker, e.recorded_at, e.model,
+           e.input_tokens, e.output_tokens, coalesce(e.inherited_from, e.job_id)
+    FROM job
+    JOIN effects s ON s.job_id = job.forked_from AND s.key = job.fork_step
+    JOIN effects e ON e.job_id = job.forked_from
+                  AND (e.seq, e.recorded_at, e.key) < (s.seq, s.recorded_at, s.key)
 ), box AS (
     INSERT INTO outbox (job_id) SELECT id FROM job WHERE state = 'queued' AND NOT parked
     RETURNING id, job_id
 )
 SELECT v.key_ok, v.rate_ok, v.wait_seconds, v.rate, v.burst, v.wanted, v.flight_ok,
-       v.max_in_flight, v.conflict_ord, job.*, box.id AS outbox_id
+       v.max_in_flight, v.conflict_ord, v.fork_ok, job.*, box.id AS outbox_id
 FROM verdict v LEFT JOIN (job LEFT JOIN box ON box.job_id = job.id) ON true;
 
 -- name: mark_delayed_wakeups
@@ -237,3 +260,11 @@ SELECT id, tenant, priority FROM jobs
 WHERE state IN ('queued', 'retrying', 'stalled', 'leased', 'running') AND NOT cancel_requested
   AND NOT parked
 ORDER BY created_at;
+
+-- name: reruns_of
+-- The jobs re-run or forked from this one, oldest first (each from its partial index).
+SELECT * FROM (
+    (SELECT * FROM jobs WHERE rerun_of = %(id)s ORDER BY created_at, id LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM jobs WHERE forked_from = %(id)s ORDER BY created_at, id LIMIT %(limit)s)
+) AS made ORDER BY created_at, id LIMIT %(limit)s;
