@@ -69,6 +69,9 @@ class Point(enum.StrEnum):
     AFTER_STATE_PUBLISHED = "after_state_published"
     # A prune batch committed (jobs deleted with their rows); the next batch not begun.
     AFTER_PRUNE_BATCH = "after_prune_batch"
+    # A bulk action's batch committed (its jobs acted on, the cursor and the counts moved
+    # past them); the next batch not begun.
+    AFTER_BULK_BATCH = "after_bulk_batch"
 
 
 def _armed() -> frozenset[str]:

@@ -78,6 +78,10 @@ ROUTES = [
     Route("GET", "/v1/overview", None, 200),
     Route("GET", "/v1/usage", None, 200),
     Route("GET", "/v1/kinds", None, 200),
+    # A dry run changes nothing; "{bulk}": an operation nobody has (404, after the key).
+    Route("POST", "/v1/bulk", {"action": "cancel", "dry_run": True}, 202),
+    Route("GET", "/v1/bulk", None, 200),
+    Route("GET", "/v1/bulk/{bulk}", None, 404),
 ]
 JOB_ROUTES = [r for r in ROUTES if "{job}" in r.path]
 # The /v1 routes whose credential is a callback token in the path, not an API key
@@ -91,7 +95,7 @@ def call(
 ) -> Any:
     return client.request(
         route.method,
-        route.path.format(job=job_id, schedule=NO_SCHEDULE, key="approve"),
+        route.path.format(job=job_id, schedule=NO_SCHEDULE, bulk=NO_SCHEDULE, key="approve"),
         json=route.body,
         headers=headers or {},
     )
@@ -152,6 +156,7 @@ TABLES = {
     "tenant_limits": "tenant",
     "api_keys": "id",
     "schedules": "id",
+    "bulk_operations": "id",
 }
 
 
@@ -193,7 +198,8 @@ def test_the_table_names_every_v1_route() -> None:
             r.method,
             r.path.split("?")[0]
             .replace("{job}", "{job_id}")
-            .replace("{schedule}", "{schedule_id}"),
+            .replace("{schedule}", "{schedule_id}")
+            .replace("{bulk}", "{bulk_id}"),
         )
         for r in ROUTES
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.api.routes import (
+    bulk,
     callbacks,
     dead_letters,
     health,
@@ -20,6 +21,7 @@ from app.api.routes import (
 
 ROUTERS = (
     jobs.router,
+    bulk.router,
     messages.router,
     kinds.router,
     streams.router,
