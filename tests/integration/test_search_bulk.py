@@ -34,7 +34,10 @@ def ids(t: Tenants, key: str, **params: Any) -> list[str]:
     return [j["id"] for j in resp.json()["items"]]
 
 
-def test_each_filter_finds_what_it_names_and_nothing_else(tenants: Tenants, sql: Any) -> None:
+def test_each_filter_finds_what_it_names_and_nothing_else(
+    tenants: Tenants,  # noqa: F811 (the fixture imported above)
+    sql: Any,
+) -> None:
     t = tenants
     u42 = submit(t, t.acme, noop({"user_id": "u-42", "meta": {"n": 3}}))
     u7 = submit(t, t.acme, noop({"user_id": "u-7", "meta": {"n": "3"}}))
@@ -73,7 +76,9 @@ def test_each_filter_finds_what_it_names_and_nothing_else(tenants: Tenants, sql:
     assert ids(t, t.acme, kind="demo.sleep", **{"payload.user_id": "u-8"}) == []
 
 
-def test_a_search_pages_by_its_own_cursor_only(tenants: Tenants) -> None:
+def test_a_search_pages_by_its_own_cursor_only(
+    tenants: Tenants,  # noqa: F811 (the fixture imported above)
+) -> None:
     t = tenants
     made = [submit(t, t.acme, noop({"batch": "b1"})) for _ in range(5)]
     seen: list[str] = []
@@ -109,7 +114,9 @@ def test_a_search_pages_by_its_own_cursor_only(tenants: Tenants) -> None:
     ],
 )
 def test_a_bad_filter_is_refused_naming_what_is_wrong(
-    tenants: Tenants, params: dict[str, str], named: str
+    tenants: Tenants,  # noqa: F811 (the fixture imported above)
+    params: dict[str, str],
+    named: str,
 ) -> None:
     resp = tenants.client.get("/v1/jobs", params=params, headers=bearer(tenants.acme))
     assert resp.status_code == 422, resp.text
@@ -130,7 +137,8 @@ def finished(t: Tenants, key: str, op_id: str, timeout: float = 30) -> dict[str,
 
 
 def test_a_bulk_cancel_by_filter_acts_on_the_tenants_matching_jobs_once(
-    tenants: Tenants, sql: Any
+    tenants: Tenants,  # noqa: F811 (the fixture imported above)
+    sql: Any,
 ) -> None:
     t = tenants
     mine = [submit(t, t.acme, noop({"team": "red"})) for _ in range(7)]
@@ -188,7 +196,8 @@ def test_a_bulk_cancel_by_filter_acts_on_the_tenants_matching_jobs_once(
 
 
 def test_a_bulk_redrive_by_ids_requeues_the_dead_letters_and_skips_the_rest(
-    tenants: Tenants, sql: Any
+    tenants: Tenants,  # noqa: F811 (the fixture imported above)
+    sql: Any,
 ) -> None:
     t = tenants
     dead = [dead_lettered_job(t, sql, t.acme) for _ in range(4)]
