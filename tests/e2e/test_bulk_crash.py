@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import Any
 
 import httpx
@@ -71,7 +70,7 @@ async def test_a_bulk_cancel_killed_after_a_batch_is_resumed_and_cancels_each_jo
     assert counts_maintained(sql) == counts_by_scan(sql)
 
     # When: the sweeper runs after the dead runner's lease expired.
-    time.sleep(1.5)
+    await asyncio.sleep(1.5)
     sweeper = stack.spawn("sweep", "--once", env=ENV, name="sweep")
     assert await asyncio.to_thread(sweeper.wait, 60) == 0, sweeper.log_path.read_text()
 
