@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from app.cli import (
+    bulk,
     callbacks,
     cost,
     dead_letters,
@@ -59,6 +60,8 @@ cli.command()(prune.prune)
 cli.command()(serve.chaos)
 cli.command()(cost.cost)
 cli.add_typer(queues.group, name="queues")
+jobs.group.command("search")(bulk.search)
+jobs.group.add_typer(bulk.group, name="bulk")
 cli.add_typer(jobs.group, name="jobs")
 cli.add_typer(callbacks.group, name="callbacks")
 cli.add_typer(dead_letters.group, name="dlq")
