@@ -1,5 +1,5 @@
 """Search: jobs by the filter of app/services/filters.py, their count, and the next batch
-of a bulk action (the store's side of docs/explain/design.md#search-and-bulk-actions)."""
+of a bulk action (the store's side of docs/explain/design.md#search-and-bulk)."""
 
 from __future__ import annotations
 
