@@ -35,8 +35,11 @@ from app.transport import Transport
 
 log = logging.getLogger(__name__)
 
-# Operations the sweeper takes over per pass.
+# Operations the sweeper takes over per pass, and how long it runs them before it goes on
+# with its other work (an operation not finished then is taken over again once its lease
+# expired, by the next pass).
 TAKE_OVER_LIMIT = 10
+RESUME_SECONDS = 60.0
 # What a cancel may act on: every state but the finished ones.
 CANCELLABLE = [s for s in JobState if not s.terminal]
 
@@ -215,10 +218,13 @@ async def run(
     queue: Transport,
     op: BulkOperation,
     token: uuid.UUID,
+    *,
+    until: float | None = None,
 ) -> BulkOperation | None:
     """Run the operation's batches from its cursor until none is left (done), another
-    runner holds it, or the store fails (left running: the sweeper resumes it once the
-    lease expired). Answers the finished operation, or None."""
+    runner holds it, the store fails or the loop's clock passes ``until`` (left running:
+    the sweeper resumes it once the lease expired). Answers the finished operation, or
+    None."""
     flt = filters.parse(op.filter)
     params = flt.params(scope=op.tenant)
     ctx = Context(settings=settings, detail=f"{op.action} by bulk operation {op.id} ({op.caller})")
@@ -250,6 +256,8 @@ async def run(
                 return await store.bulk.finish(db, op.id, token=token)
             await _after_commit(db, queue, outcome)
             crashpoints.hit(crashpoints.Point.AFTER_BULK_BATCH, bulk_id=str(op.id))
+            if until is not None and asyncio.get_running_loop().time() > until:
+                return None
     except (errors.StoreError, errors.QueueError) as exc:
         log.warning("bulk operation %s paused, the sweeper resumes it: %s", op.id, exc)
         return None
@@ -274,7 +282,8 @@ async def resume(settings: Settings, db: store.Database, queue: Transport) -> in
     ops = await store.bulk.take_over(
         db, token=token, lease_seconds=settings.bulk_lease_seconds, limit=TAKE_OVER_LIMIT
     )
+    until = asyncio.get_running_loop().time() + RESUME_SECONDS
     for op in ops:
         log.info("bulk operation resumed", extra={"bulk_id": str(op.id), "cursor": str(op.cursor)})
-        await run(settings, db, queue, op, token)
+        await run(settings, db, queue, op, token, until=until)
     return len(ops)
