@@ -5,8 +5,10 @@ filter options, parsed into the one filter model (app/services/filters.py)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -68,38 +70,55 @@ def filter_or_exit(**given: Any) -> filters.JobFilter:
         raise typer.Exit(2) from exc
 
 
+# Each filter option (a parameter of every command below) and the JobFilter field it fills.
+FILTER_OPTIONS: dict[str, tuple[str, Any]] = {
+    "id_": ("id_prefix", IdOpt),
+    "idempotency_key": ("idempotency_key", KeyOpt),
+    "kind": ("kind", KindOpt),
+    "state": ("states", StateOpt),
+    "tenant": ("tenant", TenantOpt),
+    "created_after": ("created_after", TimeOpt),
+    "created_before": ("created_before", TimeOpt),
+    "finished_after": ("finished_after", TimeOpt),
+    "finished_before": ("finished_before", TimeOpt),
+    "error": ("error", ErrorOpt),
+    "payload": ("payload", PayloadOpt),
+    "payload_json": ("payload_json", PayloadJsonOpt),
+}
+
+
+def with_filter(fn: Callable[..., None]) -> Callable[..., None]:
+    """``fn(flt, **its own options)`` as a command taking the filter options too: typer
+    reads the command's signature, the filter options' then ``fn``'s own."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        inspect.Parameter(name, keyword, default=None, annotation=annotation)
+        for name, (_, annotation) in FILTER_OPTIONS.items()
+    ]
+    own = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]
+    params += [p.replace(kind=keyword) for p in own]
+
+    def command(**given: Any) -> None:
+        flt = filter_or_exit(
+            **{field: given.pop(name) for name, (field, _) in FILTER_OPTIONS.items()}
+        )
+        fn(flt, **given)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__doc__ = fn.__doc__
+    command.__name__ = fn.__name__
+    return command
+
+
+@with_filter
 def search(
-    id_: IdOpt = None,
-    idempotency_key: KeyOpt = None,
-    kind: KindOpt = None,
-    state: StateOpt = None,
-    tenant: TenantOpt = None,
-    created_after: TimeOpt = None,
-    created_before: TimeOpt = None,
-    finished_after: TimeOpt = None,
-    finished_before: TimeOpt = None,
-    error: ErrorOpt = None,
-    payload: PayloadOpt = None,
-    payload_json: PayloadJsonOpt = None,
+    flt: filters.JobFilter,
     limit: Annotated[int, typer.Option(min=1, max=bounds.MAX_PAGE)] = 50,
     as_json: JsonOpt = False,
 ) -> None:
     """Find jobs by id or prefix, idempotency key, kind, states, times, error text and
     payload fields (newest first), as a table or --json."""
-    flt = filter_or_exit(
-        id_prefix=id_,
-        idempotency_key=idempotency_key,
-        kind=kind,
-        states=state,
-        tenant=tenant,
-        created_after=created_after,
-        created_before=created_before,
-        finished_after=finished_after,
-        finished_before=finished_before,
-        error=error,
-        payload=payload,
-        payload_json=payload_json,
-    )
     s = runner.settings_or_exit()
     rows, _ = runner.on_database(
         s, lambda database: jobs.search(database, flt, limit=limit, scope=None)
@@ -202,46 +221,22 @@ ApiKeyOpt = Annotated[
 ]
 
 
-def _command(action: str, doc: str) -> Any:
+def _command(action: str, doc: str) -> Callable[..., None]:
     def command(
-        id_: IdOpt = None,
-        idempotency_key: KeyOpt = None,
-        kind: KindOpt = None,
-        state: StateOpt = None,
-        tenant: TenantOpt = None,
-        created_after: TimeOpt = None,
-        created_before: TimeOpt = None,
-        finished_after: TimeOpt = None,
-        finished_before: TimeOpt = None,
-        error: ErrorOpt = None,
-        payload: PayloadOpt = None,
-        payload_json: PayloadJsonOpt = None,
+        flt: filters.JobFilter,
         dry_run: DryOpt = False,
         yes: YesOpt = False,
         as_json: JsonOpt = False,
         api_url: UrlOpt = None,
         api_key: ApiKeyOpt = None,
     ) -> None:
-        flt = filter_or_exit(
-            id_prefix=id_,
-            idempotency_key=idempotency_key,
-            kind=kind,
-            states=state,
-            tenant=tenant,
-            created_after=created_after,
-            created_before=created_before,
-            finished_after=finished_after,
-            finished_before=finished_before,
-            error=error,
-            payload=payload,
-            payload_json=payload_json,
-        )
         _bulk(
             action, flt, dry_run=dry_run, yes=yes, as_json=as_json, api_url=api_url, api_key=api_key
         )
 
     command.__doc__ = doc
-    return command
+    command.__name__ = action
+    return with_filter(command)
 
 
 group.command("cancel")(
