@@ -72,6 +72,12 @@ class Point(enum.StrEnum):
     # A fork committed (the new job and the effects it inherited, copied); its message
     # is not sent yet.
     AFTER_FORK_INSERTED = "after_fork_inserted"
+    # A bulk action's batch committed (its jobs acted on, the cursor and the counts moved
+    # past them); the next batch not begun.
+    AFTER_BULK_BATCH = "after_bulk_batch"
+    # A bulk re-run's batch made its re-runs (committed by the submit path); the cursor
+    # and counts not moved past them yet.
+    AFTER_BULK_RERUNS = "after_bulk_reruns"
 
 
 def _armed() -> frozenset[str]:

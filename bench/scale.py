@@ -127,6 +127,7 @@ async def measure(
     result: dict[str, Any] = {}
     result |= await m.submit_and_run(args.submits, args.clients)
     result |= await m.pages()
+    result |= await m.search(TENANT)
     result |= await m.counts()
     result |= await m.charts()
     # Before the sweeper and the prune write: the hot queries' work on the same rows.

@@ -15,7 +15,7 @@ import httpx
 import psycopg
 
 from app.store import sql
-from bench import phases
+from bench import phases, scale_plans
 from bench.stack import BenchStack
 
 REPEAT = 15  # timed requests per page measure (the median is reported)
@@ -191,6 +191,28 @@ class Measures:
             for name, who in (("tenant", "tenant"), ("all tenants", "admin")):
                 found[f"GET /v1/dead-letters {name}"] = await self._timed(
                     who, "/v1/dead-letters", {}, "dead_letters"
+                )
+                bar.advance(task)
+        return found
+
+    async def search(self, tenant: str) -> dict[str, Any]:
+        """GET /v1/jobs searches (issue 33): by a payload field, and by an id prefix, as a
+        tenant and across tenants, for a job halfway down the tenant's history."""
+        with psycopg.connect(self.stack.database_url, autocommit=True) as conn:
+            s = scale_plans.sample(conn, tenant)
+        prefix = str(s["job_id"])[:8]
+        cases = [
+            ("tenant", "payload field", {"payload.text": s["text"]}),
+            ("admin", "payload field, all tenants", {"payload_json.n": str(s["n"])}),
+            ("tenant", "id prefix", {"id": prefix}),
+            ("admin", "id prefix, all tenants", {"id": prefix}),
+        ]
+        found: dict[str, Any] = {}
+        with phases.progress() as bar:
+            task = bar.add_task(f"{self.label}: search", total=len(cases), rate="")
+            for who, name, params in cases:
+                found[f"GET /v1/jobs search by {name}"] = await self._timed(
+                    who, "/v1/jobs", params, "search_jobs"
                 )
                 bar.advance(task)
         return found

@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from app.services import filters
 from app.store.pool import q
 
 # The tables a plan must never read whole.
@@ -38,7 +39,16 @@ def sample(conn: psycopg.Connection[Any], tenant: str) -> dict[str, Any]:
         (tenant, tenant),
     ).fetchone()
     assert row is not None, f"no jobs of {tenant!r} to sample"
-    return {"job_id": row[0], "deep_created": row[1], "deep_id": row[0]}
+    payload = conn.execute("SELECT payload FROM jobs WHERE id = %s", (row[0],)).fetchone()
+    assert payload is not None
+    return {
+        "job_id": row[0],
+        "deep_created": row[1],
+        "deep_id": row[0],
+        # A payload field's value (the fill's payloads: {"n": number, "text": md5}).
+        "text": payload[0].get("text", ""),
+        "n": payload[0].get("n", 0),
+    }
 
 
 def hot_queries(tenant: str, s: dict[str, Any]) -> list[Hot]:
@@ -51,6 +61,18 @@ def hot_queries(tenant: str, s: dict[str, Any]) -> list[Hot]:
             "kind": None,
             "after_created": s["deep_created"] if deep else None,
             "after_id": s["deep_id"] if deep else None,
+            "limit": 51,
+        }
+
+    def search(scope: str | None, **given: Any) -> dict[str, Any]:
+        """search_jobs's parameters for this filter (app/services/filters.py)."""
+        params = filters.parse(given).params(scope=scope)
+        payload = params["payload"]
+        return {
+            **params,
+            "payload": Jsonb(payload) if payload is not None else None,
+            "after_created": None,
+            "after_id": None,
             "limit": 51,
         }
 
@@ -160,6 +182,21 @@ def hot_queries(tenant: str, s: dict[str, Any]) -> list[Hot]:
     ]
     # GET /v1/charts?window=week: hours from a week ago (app/services/charts.py).
     week = {"width": 3600, "since": dt.datetime.now(dt.UTC) - dt.timedelta(days=7), "kind": None}
+    # Search (GET /v1/jobs with a filter): each way in from its index.
+    prefix = str(s["job_id"])[:6]
+    hot += [
+        Hot("search: payload field", "search_jobs", search(tenant, payload={"text": s["text"]})),
+        Hot("search: payload field, all", "search_jobs", search(None, payload={"n": s["n"]})),
+        Hot("search: id prefix", "search_jobs", search(tenant, id_prefix=prefix)),
+        Hot("search: id prefix, all", "search_jobs", search(None, id_prefix=prefix)),
+        Hot("search: idempotency key", "search_jobs", search(tenant, idempotency_key="key-5")),
+        Hot("search: idempotency key, all", "search_jobs", search(None, idempotency_key="key-5")),
+        Hot(
+            "search: kind and states",
+            "search_jobs",
+            search(tenant, kind="demo.noop", states=["dead_lettered", "cancelled"]),
+        ),
+    ]
     hot += [
         Hot("/metrics: jobs by state and kind", "gauges_jobs_by_state_and_kind", {}),
         Hot("overview: a tenant", "overview", {"tenant": tenant}),

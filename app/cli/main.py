@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from app.cli import (
+    bulk,
     callbacks,
     charts,
     cost,
@@ -68,6 +69,8 @@ cli.add_typer(queues.group, name="queues")
 jobs.group.command("watch")(watch.watch)
 jobs.group.command("rerun")(reruns.rerun)
 jobs.group.command("fork")(reruns.fork)
+jobs.group.command("search")(bulk.search)
+jobs.group.add_typer(bulk.group, name="bulk")
 cli.add_typer(jobs.group, name="jobs")
 cli.add_typer(callbacks.group, name="callbacks")
 cli.add_typer(dead_letters.group, name="dlq")

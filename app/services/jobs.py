@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from app import errors, store
-from app.services import server_secret
+from app.services import filters, server_secret
 from app.settings import bounds
 from app.states import JobState
 from app.store.records import Job
@@ -103,6 +103,39 @@ async def list_jobs(
     found = await store.jobs.page(
         db, tenant=scope, state=state, kind=kind, after=after, limit=limit + 1
     )
+    more = len(found) > limit
+    found = found[:limit]
+    following = encode_cursor(found[-1], key=key, listing=listing) if more and found else None
+    return [job.to_dict() for job in found], following
+
+
+def plain_listing(flt: filters.JobFilter) -> bool:
+    """Whether the filter is the listing's own (a kind, one state): its indexed branches."""
+    rest = flt.model_dump(exclude_none=True, exclude={"kind", "states"})
+    return not rest and len(flt.states or []) <= 1
+
+
+async def search(
+    db: store.Database,
+    flt: filters.JobFilter,
+    *,
+    limit: int = 50,
+    cursor: str | None = None,
+    scope: str | None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of the jobs ``flt`` matches, newest first, and the next page's cursor
+    (signed for this filter: another filter's cursor is refused)."""
+    if plain_listing(flt):
+        state = flt.states[0] if flt.states else None
+        return await list_jobs(
+            db, state=state, kind=flt.kind, limit=limit, cursor=cursor, scope=scope
+        )
+    if not 1 <= limit <= bounds.MAX_PAGE:
+        raise errors.BadRequest(f"limit must be between 1 and {bounds.MAX_PAGE}")
+    key = (await server_secret.of(db).load(db)).key(server_secret.CURSOR)
+    listing = {"scope": scope, "filter": json.dumps(flt.canonical(), sort_keys=True)}
+    after = decode_cursor(cursor, key=key, listing=listing) if cursor else None
+    found = await store.search.page(db, flt.params(scope=scope), after=after, limit=limit + 1)
     more = len(found) > limit
     found = found[:limit]
     following = encode_cursor(found[-1], key=key, listing=listing) if more and found else None

@@ -105,14 +105,17 @@ async def rerun(
     sender: outbox.OutboxSender | None = None,
     key_id: str | None = None,
     by: str | None = None,
+    idempotency_key: str | None = None,
 ) -> Submitted:
     """Re-run a finished job as a new job (``rerun_of`` it) in the original's tenant, with
     its payload or ``payload``. ``scope``: the caller's tenant, None for an admin;
     ``key_id``: the caller's key (its revocation is checked by the insert); ``by``: who
-    asks, for the new job's first event."""
+    asks, for the new job's first event; ``idempotency_key``: as a submit's (a bulk
+    re-run's batch run again after a crash finds the re-runs it made)."""
     original = await _finished(db, job_id, scope, "re-run")
     edited = _edited(original, payload)
-    new = _like(original, payload, f"re-run of {job_id}{edited}{_by(by)}", rerun_of=job_id)
+    note = f"re-run of {job_id}{edited}{_by(by)}"
+    new = _like(original, payload, note, rerun_of=job_id, idempotency_key=idempotency_key)
     (made,) = await submit.submit_many(
         settings, db, queue, [new], tenant=original.tenant, sender=sender, key_id=key_id
     )

@@ -69,6 +69,20 @@ class RetentionSettings(BaseSettings):
         le=MAX_KEEP_SECONDS,
         description="how long a worker's row (or a Lambda environment's) is kept after it was last seen (0: forever)",
     )
+    # Bulk actions (POST /v1/bulk): jobs per batch (one transaction with the cursor), and
+    # the lease a runner holds an operation by; past it the sweeper takes over.
+    bulk_batch_size: int = Field(
+        100,
+        ge=1,
+        le=1000,
+        description="jobs a bulk action (POST /v1/bulk) acts on per transaction, its cursor committed with them",
+    )
+    bulk_lease_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="how long a bulk action's runner holds it between batches; past it (the runner died) the sweeper resumes it from its cursor",
+    )
 
     @model_validator(mode="after")
     def _dead_letters_outlive_their_messages(self) -> Self:

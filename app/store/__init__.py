@@ -2,12 +2,13 @@
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
 cancels, charts, effects, outbox, keys, tenants, model_limits, dead_letters, deadlines, sweeper_marks,
-waits, messages, schedules, streams, state, gauges, retention, workers), each a set of small typed functions taking the
+waits, messages, schedules, streams, state, gauges, retention, search, bulk, workers), each a set of small typed functions taking the
 ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's transaction) and answering the records of
 ``store.records``.
 """
 
 from app.store import (
+    bulk,
     cancels,
     charts,
     dead_letters,
@@ -23,6 +24,7 @@ from app.store import (
     records,
     retention,
     schedules,
+    search,
     state,
     streams,
     sweeper_marks,
@@ -35,6 +37,7 @@ from app.store.pool import Conn, Database, connect, ensure_database, migrate, re
 __all__ = [
     "Conn",
     "Database",
+    "bulk",
     "cancels",
     "charts",
     "connect",
@@ -54,6 +57,7 @@ __all__ = [
     "redact",
     "retention",
     "schedules",
+    "search",
     "state",
     "streams",
     "sweeper_marks",

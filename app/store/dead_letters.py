@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from app.store import endings
 from app.store.leases import RedriveBudget
-from app.store.pool import Database, q
+from app.store.pool import Conn, Database, fetch_txn, q
 from app.store.records import Job, Redriven
 
 
@@ -47,16 +47,42 @@ async def reset(
     comes back ``refused`` and unchanged, unless ``force``."""
     rows = await db.fetch(
         q("redrive_reset"),
-        {
-            "ids": list(job_ids),
-            "with_outbox": with_outbox,
-            "detail": detail,
-            "redrive_budget": redrive.budget,
-            "redrive_window": redrive.window_seconds,
-            "force": force,
-        },
+        _reset_params(job_ids, with_outbox, detail, redrive, force),
     )
     return [Redriven.from_row(row) for row in rows]
+
+
+async def reset_txn(
+    conn: Conn,
+    job_ids: Sequence[uuid.UUID],
+    *,
+    with_outbox: bool,
+    detail: str,
+    redrive: RedriveBudget,
+) -> list[Redriven]:
+    """As ``reset`` (never forced), inside the caller's transaction (a bulk redrive's
+    batch, whose cursor commits with it)."""
+    rows = await fetch_txn(
+        conn, q("redrive_reset"), _reset_params(job_ids, with_outbox, detail, redrive, False)
+    )
+    return [Redriven.from_row(row) for row in rows]
+
+
+def _reset_params(
+    job_ids: Sequence[uuid.UUID],
+    with_outbox: bool,
+    detail: str,
+    redrive: RedriveBudget,
+    force: bool,
+) -> dict[str, object]:
+    return {
+        "ids": list(job_ids),
+        "with_outbox": with_outbox,
+        "detail": detail,
+        "redrive_budget": redrive.budget,
+        "redrive_window": redrive.window_seconds,
+        "force": force,
+    }
 
 
 async def reconcile_moved(db: Database, job_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:

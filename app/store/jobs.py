@@ -239,6 +239,14 @@ async def request_cancel(db: Database, job_id: uuid.UUID) -> bool:
     return bool(await endings.cancelling(db, q("request_cancel"), {"id": job_id}))
 
 
+async def request_cancel_txn(conn: Conn, job_id: uuid.UUID) -> list[dict[str, Any]]:
+    """As request_cancel, inside the caller's transaction (a bulk cancel's batch): the
+    ends its trigger wrote (the job's children no live lease holds) and the job's own row,
+    for the caller to count (endings.count) once it commits; empty when no lease holds it."""
+    rows = await fetch_txn(conn, q("request_cancel"), {"id": job_id})
+    return [*rows, *await endings.below(conn, rows)]
+
+
 async def waiting_routes(db: Database) -> list[Route]:
     """Jobs that need a message, oldest first (for a queue created anew): their routes."""
     return [_route(row) for row in await db.fetch(q("waiting_jobs"))]

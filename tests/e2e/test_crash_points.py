@@ -119,8 +119,9 @@ WAIT_POINTS = frozenset(
 # (tests/e2e/test_parking_crash.py), the cancel notification's
 # (tests/e2e/test_cancel_reaches_call.py), a prune batch's (tests/e2e/test_prune_crash.py)
 # the messages' (tests/e2e/test_message_crash_points.py), published state's
-# (tests/e2e/test_state_crash.py), a fork's (tests/e2e/test_fork_crash.py) and a
-# deadline's, a worker's and the sweeper's (tests/e2e/test_deadline_crash.py).
+# (tests/e2e/test_state_crash.py), a fork's (tests/e2e/test_fork_crash.py), a bulk
+# action's batch (tests/e2e/test_bulk_crash.py) and a deadline's, a worker's and the
+# sweeper's (tests/e2e/test_deadline_crash.py).
 OWN_TESTS = frozenset(
     {
         Point.AFTER_MESSAGE_SENT,
@@ -132,6 +133,8 @@ OWN_TESTS = frozenset(
         Point.AFTER_RELEASE,
         Point.AFTER_CANCEL_NOTIFY,
         Point.AFTER_PRUNE_BATCH,
+        Point.AFTER_BULK_BATCH,
+        Point.AFTER_BULK_RERUNS,
         Point.AFTER_STATE_PUBLISHED,
         Point.AFTER_FORK_INSERTED,
     }

@@ -83,6 +83,10 @@ ROUTES = [
     Route("GET", "/v1/charts", None, 200),
     Route("GET", "/v1/kinds", None, 200),
     Route("GET", "/v1/workers", None, 403),  # workers serve every tenant: admin keys only
+    # A dry run changes nothing; "{bulk}": an operation nobody has (404, after the key).
+    Route("POST", "/v1/bulk", {"action": "cancel", "dry_run": True}, 202),
+    Route("GET", "/v1/bulk", None, 200),
+    Route("GET", "/v1/bulk/{bulk}", None, 404),
 ]
 JOB_ROUTES = [r for r in ROUTES if "{job}" in r.path]
 # The /v1 routes whose credential is a callback token in the path, not an API key
@@ -96,7 +100,7 @@ def call(
 ) -> Any:
     return client.request(
         route.method,
-        route.path.format(job=job_id, schedule=NO_SCHEDULE, key="approve"),
+        route.path.format(job=job_id, schedule=NO_SCHEDULE, bulk=NO_SCHEDULE, key="approve"),
         json=route.body,
         headers=headers or {},
     )
@@ -157,6 +161,7 @@ TABLES = {
     "tenant_limits": "tenant",
     "api_keys": "id",
     "schedules": "id",
+    "bulk_operations": "id",
 }
 
 
@@ -198,7 +203,8 @@ def test_the_table_names_every_v1_route() -> None:
             r.method,
             r.path.split("?")[0]
             .replace("{job}", "{job_id}")
-            .replace("{schedule}", "{schedule_id}"),
+            .replace("{schedule}", "{schedule_id}")
+            .replace("{bulk}", "{bulk_id}"),
         )
         for r in ROUTES
     }

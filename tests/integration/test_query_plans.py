@@ -61,9 +61,11 @@ def test_prune_batch_reads_no_big_table_whole(history: str) -> None:
     assert plans.seq_scans(plan) == []
 
 
-def _generic_plan(conn: psycopg.Connection[Any], params: dict[str, Any]) -> dict[str, Any]:
+def _generic_plan(
+    conn: psycopg.Connection[Any], params: dict[str, Any], name: str = "list_jobs"
+) -> dict[str, Any]:
     names = list(params)
-    body = plans.q("list_jobs")
+    body = plans.q(name)
     for i, name in enumerate(names, 1):
         body = body.replace(f"%({name})s", f"${i}")
     with conn.transaction(force_rollback=True):
@@ -100,3 +102,35 @@ def test_listing_generic_plan_reads_only_the_page(history: str) -> None:
             for node in plans.nodes(plan):
                 if node.get("Relation Name") == "jobs" and "Index" in node.get("Node Type", ""):
                     assert "Index Cond" in node, (hot.label, node.get("Index Name"))
+
+
+# Each way into a search (issue 33), and the index that answers it.
+SEARCH_INDEXES = {
+    "search: payload field": "jobs_payload_path",
+    "search: payload field, all": "jobs_payload_path",
+    "search: id prefix": "jobs_pkey",
+    "search: id prefix, all": "jobs_pkey",
+    "search: idempotency key": "jobs_idempotency",
+    "search: idempotency key, all": "jobs_idempotency",
+}
+
+
+def _indexes(plan: dict[str, Any]) -> set[str]:
+    return {n["Index Name"] for n in plans.nodes(plan) if "Index Name" in n}
+
+
+def test_each_search_is_answered_by_its_index_in_both_plans(history: str) -> None:
+    with psycopg.connect(history, autocommit=True) as conn:
+        s = plans.sample(conn, TENANT)
+        searches = {h.label: h for h in plans.hot_queries(TENANT, s) if h.name == "search_jobs"}
+        assert set(SEARCH_INDEXES) <= set(searches)
+        for label, hot in searches.items():
+            for plan in (plans.explain(conn, hot)[0], _generic_plan(conn, hot.params, hot.name)):
+                assert plans.seq_scans(plan) == [], label
+                if label in SEARCH_INDEXES:
+                    assert SEARCH_INDEXES[label] in _indexes(plan), (label, _indexes(plan))
+        # The payload search finds the sampled job (the filter is the one the API builds).
+        found = conn.execute(
+            plans.q("search_jobs"), searches["search: payload field"].params
+        ).fetchall()
+        assert s["job_id"] in [row[0] for row in found]

@@ -24,7 +24,13 @@ def test_the_web_view_files_are_served_with_a_strict_csp_and_nothing_else(api: A
 
     modules = ("app.js", "core.js", "pages/overview.js", "pages/job.js", "pages/lists.js")
     # The charts' page and the job page's waterfall, and uPlot vendored (no CDN).
-    for module in (*modules, "pages/charts.js", "pages/steps.js", "vendor/uplot.js"):
+    for module in (
+        *modules,
+        "pages/charts.js",
+        "pages/steps.js",
+        "pages/search.js",
+        "vendor/uplot.js",
+    ):
         script = api.get(f"/ui/{module}")
         assert script.status_code == 200, module
         assert script.headers["content-type"].startswith("text/javascript")

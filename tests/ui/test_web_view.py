@@ -235,6 +235,7 @@ def test_a_waiting_job_shows_its_runs_attempts_wait_and_deadline_in_creation_ord
     wait_for(lambda: page.locator("#jobs tr[data-job]").count() == 2, what="2 rows")
     headers = page.locator("table.jobs thead th").all_text_contents()
     assert headers == [
+        "",  # the rows' checkboxes (bulk actions: tests/ui/test_web_view_bulk.py)
         "job",
         "kind",
         "state",

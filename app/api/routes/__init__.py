@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.api.routes import (
+    bulk,
     callbacks,
     charts,
     dead_letters,
@@ -24,6 +25,7 @@ from app.api.routes import (
 ROUTERS = (
     jobs.router,
     reruns.router,
+    bulk.router,
     messages.router,
     kinds.router,
     streams.router,

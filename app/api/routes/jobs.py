@@ -4,6 +4,7 @@ and redrive one. A caller sees its own tenant's jobs; another tenant's job is 40
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import uuid
 from contextlib import AbstractContextManager
 from typing import Annotated
@@ -28,7 +29,7 @@ from app.api.schemas import (
     Storable,
 )
 from app.api.security import Caller, Submitter, TenantScope, verify_deferred
-from app.services import auth, costs, jobs, redrive, reruns
+from app.services import auth, costs, filters, jobs, redrive, reruns
 from app.services import submit as service
 from app.settings import bounds
 from app.states import JobState
@@ -137,17 +138,49 @@ async def create_jobs(
 async def list_jobs(
     db: Db,
     scope: TenantScope,
-    state: JobState | None = None,
+    request: Request,
+    state: Annotated[
+        list[JobState] | None, Query(description="one state, or several (repeat the parameter)")
+    ] = None,
     kind: Annotated[str | None, Query(max_length=100), Storable] = None,
+    id: Annotated[
+        str | None, Query(max_length=36, description="a job id, or its first hex digits")
+    ] = None,
+    idempotency_key: Annotated[str | None, Query(max_length=200), Storable] = None,
+    created_after: dt.datetime | None = None,
+    created_before: dt.datetime | None = None,
+    finished_after: dt.datetime | None = None,
+    finished_before: dt.datetime | None = None,
+    error: Annotated[
+        str | None,
+        Query(max_length=200, description="last_error contains this (any case)"),
+        Storable,
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=bounds.MAX_PAGE)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> JobPage:
-    """The caller's jobs, newest first (an admin key: every tenant's, or ``tenant``'s).
-    A tenant key naming another tenant is 403. A cursor this API did not return is 422,
-    as is any other bad parameter; an empty parameter (``kind=``) is ignored."""
-    rows, next_cursor = await jobs.list_jobs(
-        db, state=state, kind=kind, limit=limit, cursor=cursor, scope=scope
+    """The caller's jobs, newest first (an admin key: every tenant's, or ``tenant``'s),
+    found by any of: id or id prefix, idempotency key, kind, states, created and finished
+    time ranges, text in the last error, and payload fields: ``payload.user_id=u-42``
+    (equal to that text) or ``payload_json.n=3`` (equal to that JSON value). A tenant key
+    naming another tenant is 403. A cursor this API did not return for this search is
+    422, as is any other bad parameter (naming it); an empty parameter (``kind=``) is
+    ignored."""
+    flt = filters.parse(
+        {
+            "states": state or None,
+            "kind": kind or None,
+            "id_prefix": id or None,
+            "idempotency_key": idempotency_key or None,
+            "created_after": created_after,
+            "created_before": created_before,
+            "finished_after": finished_after,
+            "finished_before": finished_before,
+            "error": error or None,
+            "payload": filters.payload_fields(request.query_params.multi_items()),
+        }
     )
+    rows, next_cursor = await jobs.search(db, flt, limit=limit, cursor=cursor, scope=scope)
     return JobPage(items=[JobPublic.of(r) for r in rows], next_cursor=next_cursor)
 
 

@@ -3,12 +3,13 @@ import {
   $, FLOW, age, api, attempts, badge, debounce, el, follow, jobLink, liveStatus, query,
   session, toast, waitWhat, when,
 } from "../core.js";
+import { bulkBar, listQuery, searchFields } from "./search.js";
 
 // --- the overview ------------------------------------------------------------------------
-const filters = { state: "", kind: "", tenant: "" };
+const filters = { state: "", kind: "", tenant: "", search: "", createdAfter: "", error: "" };
 // The list is the API's order, newest created first (its cursor pages by creation): the
 // time shown is that one, so the rows read in order.
-const JOB_COLUMNS = ["job", "kind", "state", "runs", "attempts used", "waiting for", "until", "tenant", "created"];
+const JOB_COLUMNS = ["", "job", "kind", "state", "runs", "attempts used", "waiting for", "until", "tenant", "created"];
 // The jobs list filtered ({ kind, state }): the kinds page's links land here.
 export function showJobs(filter) {
   Object.assign(filters, { state: "", kind: "" }, filter);
@@ -31,22 +32,28 @@ export async function overview(view) {
     el("input", { id: "f-kind", placeholder: "kind", "aria-label": "kind", value: filters.kind,
       on: { change: (e) => { filters.kind = e.target.value.trim(); refresh(); } } }),
     session.me.admin ? el("input", { id: "f-tenant", placeholder: "tenant", "aria-label": "tenant", value: filters.tenant,
-      on: { change: (e) => { filters.tenant = e.target.value.trim(); refresh(); restart(); } } }) : null);
+      on: { change: (e) => { filters.tenant = e.target.value.trim(); refresh(); restart(); } } }) : null,
+    searchFields(filters, () => refresh()));
   const rows = el("tbody", { id: "jobs" });
+  const bulk = bulkBar(filters, () => refresh());
   const more = el("button", { type: "button", id: "more", hidden: true }, "More");
   view.append(el("section", { class: "card" }, el("h2", {}, "The flow"), diagram, stats),
-    el("section", { class: "card" }, el("h2", {}, "Recent jobs"), form,
+    el("section", { class: "card" }, el("h2", {}, "Recent jobs"), form, bulk.bar,
       el("div", { class: "scroll" }, el("table", { class: "jobs" },
-        el("thead", {}, el("tr", {}, JOB_COLUMNS.map((h) => el("th", {}, h)))),
+        el("thead", {}, el("tr", {}, JOB_COLUMNS.map((h) => el("th", {}, h || bulk.pageBox(rows))))),
         rows)), more));
 
   let cursor = null;
+  let lastAsked = null;
   const listRows = async (append) => {
-    const page = await api(`/v1/jobs${query({ ...filters, limit: 25, cursor: append ? cursor : "" })}`);
+    const page = await api(`/v1/jobs${listQuery(filters, { limit: 25, cursor: append ? cursor : "" })}`);
     if (!append) rows.replaceChildren();
+    // Another search: the selection was of the last one's rows.
+    const asked = listQuery(filters, {});
+    if (asked !== lastAsked) { lastAsked = asked; bulk.reset(); }
     for (const j of page.items) {
       rows.append(el("tr", { "data-job": j.id, "data-state": j.state },
-        el("td", {}, jobLink(j.id)), el("td", {}, j.kind), el("td", {}, badge(j.state)),
+        el("td", {}, bulk.box(j.id)), el("td", {}, jobLink(j.id)), el("td", {}, j.kind), el("td", {}, badge(j.state)),
         el("td", {}, j.runs), el("td", {}, attempts(j)), el("td", {}, waitWhat(j.waiting_for)),
         el("td", {}, when(j.waiting_for?.until)), el("td", {}, j.tenant), el("td", {}, when(j.created_at))));
     }
