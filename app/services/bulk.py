@@ -343,11 +343,14 @@ async def _run_outside(r: Rerun, token: uuid.UUID, *, until: float | None) -> Bu
             )
         )
 
-    async def advance(conn: store.Conn, last: uuid.UUID, counts: Counts) -> bool:
-        if await store.bulk.hold_txn(conn, op.id, token=token, lease_seconds=lease) is None:
-            return False
-        await store.bulk.advance_txn(conn, op.id, token=token, cursor=last, counts=counts)
-        return True
+    def advance(last: uuid.UUID, counts: Counts) -> Callable[[store.Conn], Awaitable[bool]]:
+        async def txn(conn: store.Conn) -> bool:
+            if await store.bulk.hold_txn(conn, op.id, token=token, lease_seconds=lease) is None:
+                return False
+            await store.bulk.advance_txn(conn, op.id, token=token, cursor=last, counts=counts)
+            return True
+
+        return txn
 
     try:
         while True:
@@ -358,9 +361,7 @@ async def _run_outside(r: Rerun, token: uuid.UUID, *, until: float | None) -> Bu
                 return await store.bulk.finish(r.db, op.id, token=token)
             counts, seen = await _rerun(ids, r)
             crashpoints.hit(crashpoints.Point.AFTER_BULK_RERUNS, bulk_id=str(op.id))
-            if seen and not await r.db.transact(
-                lambda conn, last=ids[seen - 1], c=counts: advance(conn, last, c)
-            ):
+            if seen and not await r.db.transact(advance(ids[seen - 1], counts)):
                 return None
             crashpoints.hit(crashpoints.Point.AFTER_BULK_BATCH, bulk_id=str(op.id))
             if until is not None and asyncio.get_running_loop().time() > until:
