@@ -69,6 +69,11 @@ class Point(enum.StrEnum):
     AFTER_STATE_PUBLISHED = "after_state_published"
     # A prune batch committed (jobs deleted with their rows); the next batch not begun.
     AFTER_PRUNE_BATCH = "after_prune_batch"
+    # Sweeper: due alerts taken (locked, not marked), nothing sent yet.
+    BEFORE_ALERT_SENT = "before_alert_sent"
+    # Sweeper: alerts delivered (the receivers answered 2xx), not yet marked delivered:
+    # the next sweep sends them again with the same webhook-id.
+    AFTER_ALERT_SENT = "after_alert_sent"
 
 
 def _armed() -> frozenset[str]:

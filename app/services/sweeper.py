@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from app import errors, metrics, store
-from app.services import deadlines, outbox, parking, retention, schedules, wakeups
+from app.services import alerts, deadlines, outbox, parking, retention, schedules, wakeups
 from app.settings import aws_limits
 from app.settings.config import Settings
 from app.states import JobState
@@ -41,6 +41,7 @@ class SweepReport:
     released: int = 0  # parked jobs released (their tenant's window had room)
     pruned: int = 0  # finished jobs past their retention deleted (with their rows)
     deadlines: int = 0  # jobs no worker holds ended at their deadline (dead-lettered)
+    alerts: int = 0  # alerts delivered to every destination
 
     def __str__(self) -> str:
         return (
@@ -48,7 +49,8 @@ class SweepReport:
             f"outbox_sent={self.outbox_sent} resent={self.resent} "
             f"dead_lettered={self.dead_lettered} stale_dead_letters={self.stale_dead_letters} "
             f"wakeups={self.wakeups} woken={self.woken} orphans_cancelled={self.orphans_cancelled} "
-            f"released={self.released} pruned={self.pruned} deadlines={self.deadlines}"
+            f"released={self.released} pruned={self.pruned} deadlines={self.deadlines} "
+            f"alerts={self.alerts}"
         )
 
 
@@ -105,6 +107,8 @@ async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -
         except errors.StoreError as exc:  # the next pass prunes what this one could not
             log.warning("prune failed; the next sweep goes on: %s", exc)
     await store.gauges.fold(db)  # the counts by state: appended changes into the totals
+    # Last: the alerts of this pass's dead letters and stalls go out in this pass too.
+    report.alerts = await alerts.sweep(settings, db)
     metrics.count(metrics.OUTBOX_RELAYED, report.outbox_sent)
     metrics.count(metrics.DEAD_LETTERS, report.dead_lettered, by="sweeper")
     metrics.count(metrics.SWEEPER_PASSES)

@@ -1,6 +1,6 @@
 """The store: the only package that runs SQL or imports psycopg.
 
-Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
+Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases, alerts,
 cancels, effects, outbox, keys, tenants, model_limits, dead_letters, deadlines, sweeper_marks,
 waits, messages, schedules, streams, state, gauges, retention), each a set of small typed functions taking the
 ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's transaction) and answering the records of
@@ -8,6 +8,7 @@ waits, messages, schedules, streams, state, gauges, retention), each a set of sm
 """
 
 from app.store import (
+    alerts,
     cancels,
     dead_letters,
     deadlines,
@@ -33,6 +34,7 @@ from app.store.pool import Conn, Database, connect, ensure_database, migrate, re
 __all__ = [
     "Conn",
     "Database",
+    "alerts",
     "cancels",
     "connect",
     "dead_letters",
