@@ -204,6 +204,11 @@ async def clear_tenant_webhook(db: store.Database, tenant: str) -> None:
         raise errors.NotFound(f"tenant {tenant!r} has no alert webhook")
 
 
+async def tenant_webhooks(db: store.Database) -> list[dict[str, object]]:
+    """The tenants' alert webhooks, without their secrets."""
+    return await store.alerts.tenant_webhooks(db)
+
+
 async def list_alerts(
     db: store.Database, *, scope: str | None, type_: str | None, limit: int
 ) -> list[dict[str, object]]:

@@ -1,7 +1,7 @@
 """EventBridge: the alerts put on an event bus (TASKLEASE_ALERT_EVENT_BUS), as Lambda
 durable functions publish their status changes. Here because this package is the only one
 that talks to AWS; the endpoint comes from botocore's own variables
-(``AWS_ENDPOINT_URL_EVENTS`` or ``AWS_ENDPOINT_URL``), so moto's server and LocalStack
+(``AWS_ENDPOINT_URL_EVENTBRIDGE`` or ``AWS_ENDPOINT_URL``), so moto's server and LocalStack
 need no code change."""
 
 from __future__ import annotations

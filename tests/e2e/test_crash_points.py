@@ -119,8 +119,8 @@ WAIT_POINTS = frozenset(
 # (tests/e2e/test_parking_crash.py), the cancel notification's
 # (tests/e2e/test_cancel_reaches_call.py), a prune batch's (tests/e2e/test_prune_crash.py)
 # the messages' (tests/e2e/test_message_crash_points.py), published state's
-# (tests/e2e/test_state_crash.py) and a deadline's, a worker's and the sweeper's
-# (tests/e2e/test_deadline_crash.py).
+# (tests/e2e/test_state_crash.py), a deadline's, a worker's and the sweeper's
+# (tests/e2e/test_deadline_crash.py) and an alert's delivery (tests/e2e/test_alert_crash.py).
 OWN_TESTS = frozenset(
     {
         Point.AFTER_MESSAGE_SENT,
@@ -133,6 +133,8 @@ OWN_TESTS = frozenset(
         Point.AFTER_CANCEL_NOTIFY,
         Point.AFTER_PRUNE_BATCH,
         Point.AFTER_STATE_PUBLISHED,
+        Point.BEFORE_ALERT_SENT,
+        Point.AFTER_ALERT_SENT,
     }
 )
 HERE = [p for p in Point if p not in WAIT_POINTS and p not in OWN_TESTS]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.api.routes import (
+    alerts,
     callbacks,
     dead_letters,
     health,
@@ -26,6 +27,7 @@ ROUTERS = (
     state.router,
     callbacks.router,
     dead_letters.router,
+    alerts.router,
     schedules.router,
     me.router,
     usage.router,
