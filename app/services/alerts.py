@@ -20,6 +20,7 @@ import json
 import logging
 import random
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -204,14 +205,14 @@ async def clear_tenant_webhook(db: store.Database, tenant: str) -> None:
         raise errors.NotFound(f"tenant {tenant!r} has no alert webhook")
 
 
-async def tenant_webhooks(db: store.Database) -> list[dict[str, object]]:
+async def tenant_webhooks(db: store.Database) -> list[dict[str, Any]]:
     """The tenants' alert webhooks, without their secrets."""
     return await store.alerts.tenant_webhooks(db)
 
 
 async def list_alerts(
     db: store.Database, *, scope: str | None, type_: str | None, limit: int
-) -> list[dict[str, object]]:
+) -> list[dict[str, Any]]:
     """The newest alerts of a tenant (``scope``), or of every tenant and the deployment."""
     if type_ is not None and type_ not in alert_messages.TYPES:
         raise errors.BadRequest(
