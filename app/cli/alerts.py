@@ -27,6 +27,10 @@ def _json(rows: list[dict[str, Any]]) -> None:
     plain(json.dumps(rows, default=str, indent=2))
 
 
+def without(row: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in names}
+
+
 def _alerts_table(rows: list[dict[str, Any]]) -> Table:
     table = PlainTable(
         "created", "type", "tenant", "job", "delivered", "attempts", "error", title="alerts"
@@ -64,8 +68,8 @@ def list_(
     rows = runner.on_database(
         s, lambda db: alerts.list_alerts(db, scope=tenant, type_=type_, limit=limit)
     )
-    if as_json:
-        _json(rows)
+    if as_json:  # the shape GET /v1/alerts answers: the alert's key is its id
+        _json([{"id": r["dedup_key"], **without(r, "id", "dedup_key")} for r in rows])
     else:
         out.print(_alerts_table(rows))
 

@@ -53,7 +53,11 @@ def test_alerts_list_shows_markup_in_an_error_as_text_and_gives_json(
     assert "[red]boom[/red]" in table
     assert "job.dead_lettered" in table
     [row] = json.loads(ok(stack, "alerts", "list", "--json", "--tenant", "acme"))
-    assert (row["dedup_key"], row["attempts"]) == ("dead_lettered:x:1", 2)
+    assert (row["id"], row["attempts"], row["type"]) == (
+        "dead_lettered:x:1",
+        2,
+        "job.dead_lettered",
+    )
     assert json.loads(ok(stack, "alerts", "list", "--json", "--tenant", "globex")) == []
     code, _, err = cli(stack, "alerts", "list", "--type", "job.exploded")
     assert code == 1 and "not an alert type" in err
