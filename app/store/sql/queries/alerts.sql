@@ -20,7 +20,7 @@ FOR UPDATE OF a SKIP LOCKED;
 -- after the backoff, or, out of attempts, given up.
 UPDATE alerts SET
     delivered = coalesce((SELECT array_agg(DISTINCT d ORDER BY d)
-                          FROM unnest(delivered || %(took)s::text[]) AS d), '{}'),
+                          FROM unnest(delivered || %(took)s::text[]) AS d), ARRAY[]::text[]),
     delivered_at = CASE WHEN %(done)s THEN clock_timestamp() END,
     attempts = attempts + 1,
     last_error = CASE WHEN %(done)s THEN last_error ELSE %(error)s END,
