@@ -16,6 +16,7 @@ receiver to process it exactly once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -107,36 +108,60 @@ async def _attempt(
     return took, failed
 
 
+@dataclass
+class _Senders:
+    """The HTTP client and the bus client, opened at the first batch that needs them:
+    a sweep with nothing due opens neither."""
+
+    stack: contextlib.AsyncExitStack
+    settings: Settings
+    http: httpx.AsyncClient | None = None
+    bus: events.EventBus | None = None
+
+    async def open(self) -> tuple[httpx.AsyncClient, events.EventBus | None]:
+        if self.http is None:
+            self.http = await self.stack.enter_async_context(httpx.AsyncClient())
+            self.bus = await self.stack.enter_async_context(events.connect(self.settings))
+        return self.http, self.bus
+
+
+async def _record(
+    settings: Settings, conn: store.Conn, alert: DueAlert, took: list[str], failed: list[str]
+) -> bool:
+    if failed:
+        log.warning(
+            "alert not delivered; retried later",
+            extra={"alert": alert.dedup_key, "error": "; ".join(failed)},
+        )
+    await store.alerts.record_delivery_txn(
+        conn,
+        alert.id,
+        took=took,
+        done=not failed,
+        error="; ".join(failed)[:1000] or None,
+        backoff=backoff(settings, alert.attempts + 1),
+        max_attempts=settings.alert_max_attempts,
+    )
+    return not failed
+
+
 async def deliver(settings: Settings, db: store.Database) -> int:
     """Deliver the due alerts, a batch per transaction (several sweepers share them:
     SKIP LOCKED); answers how many were delivered to every destination."""
     delivered = 0
-    async with events.connect(settings) as bus, httpx.AsyncClient() as http:
+    async with contextlib.AsyncExitStack() as stack:
+        senders = _Senders(stack, settings)
         for _ in range(BATCHES_PER_SWEEP):
             async with db.transaction() as conn:
                 due = await store.alerts.take_due_txn(conn, limit=BATCH)
                 if not due:
                     break
+                http, bus = await senders.open()
                 crashpoints.hit(crashpoints.Point.BEFORE_ALERT_SENT, alerts=len(due))
                 results = await asyncio.gather(*(_attempt(settings, http, bus, a) for a in due))
                 crashpoints.hit(crashpoints.Point.AFTER_ALERT_SENT, alerts=len(due))
                 for alert, (took, failed) in zip(due, results, strict=True):
-                    done = not failed
-                    delivered += done
-                    if failed:
-                        log.warning(
-                            "alert not delivered; retried later",
-                            extra={"alert": alert.dedup_key, "error": "; ".join(failed)},
-                        )
-                    await store.alerts.record_delivery_txn(
-                        conn,
-                        alert.id,
-                        took=took,
-                        done=done,
-                        error="; ".join(failed)[:1000] or None,
-                        backoff=backoff(settings, alert.attempts + 1),
-                        max_attempts=settings.alert_max_attempts,
-                    )
+                    delivered += await _record(settings, conn, alert, took, failed)
             if len(due) < BATCH:
                 break
     return delivered

@@ -82,6 +82,20 @@ async def test_a_dead_letter_produces_exactly_one_signed_webhook(stack: Stack, s
 
 
 @pytest.mark.asyncio
+async def test_sweepers_racing_deliver_a_dead_letter_once(stack: Stack, sql: Any) -> None:
+    url = stack.start_webhook(name="alerts-receiver")
+    settings = stack.with_settings(alert_webhook_url=f"{url}/alerts", alert_webhook_secret=SECRET)
+    async with engine_for(settings) as engine:
+        await dead_letter(engine, sql)
+        # Four sweepers at once, then one more: SKIP LOCKED shares, the mark ends it.
+        counts = await asyncio.gather(*(alerts.deliver(settings, engine.db) for _ in range(4)))
+        assert sorted(counts) == [0, 0, 0, 1]
+        assert await alerts.deliver(settings, engine.db) == 0
+    got = await asyncio.to_thread(received, url)
+    assert got["count"] == 1 and got["taken_twice"] == []
+
+
+@pytest.mark.asyncio
 async def test_a_receiver_that_fails_twice_gets_the_same_alert_again_until_it_takes_it(
     stack: Stack, sql: Any
 ) -> None:
