@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from app import crashpoints, errors, store, webhook_signing
+from app import crashpoints, errors, metrics, store, webhook_signing
 from app.services import alert_messages, auth
 from app.settings.alerts import check_url, is_slack
 from app.settings.config import Settings
@@ -103,6 +103,12 @@ async def _attempt(
         event = events.Event(alert.type, alert_messages.body(alert), tuple(resources))
         outcomes.append((await bus.put([event]))[0])
         names.append(EVENTBRIDGE)
+    for name, error in zip(names, outcomes, strict=True):
+        metrics.count(
+            metrics.ALERT_DELIVERIES,
+            destination=name,
+            outcome="sent" if error is None else "failed",
+        )
     took = [n for n, e in zip(names, outcomes, strict=True) if e is None]
     failed = [e for e in outcomes if e is not None]
     return took, failed

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 
 from app import store
 from app.services import alerts, sweeper
@@ -21,6 +22,11 @@ from tests.helpers import drain, engine_for, submit
 pytestmark = pytest.mark.integration
 
 SECRET = new_secret()
+
+
+def deliveries(outcome: str) -> float:
+    labels = {"destination": "webhook", "outcome": outcome}
+    return REGISTRY.get_sample_value("tasklease_alert_deliveries_total", labels) or 0.0
 
 
 def received(url: str) -> dict[str, Any]:
@@ -106,6 +112,7 @@ async def test_a_receiver_that_fails_twice_gets_the_same_alert_again_until_it_ta
         alert_backoff_base_seconds=0.2,
         alert_backoff_cap_seconds=0.4,
     )
+    sent_before, failed_before = deliveries("sent"), deliveries("failed")
     async with engine_for(settings) as engine:
         job_id = await dead_letter(engine, sql)
         first = await alerts.deliver(settings, engine.db)
@@ -118,6 +125,8 @@ async def test_a_receiver_that_fails_twice_gets_the_same_alert_again_until_it_ta
             delivered = await alerts.deliver(settings, engine.db)
 
     assert (first, again, delivered) == (0, 0, 1)
+    assert deliveries("failed") - failed_before == 2
+    assert deliveries("sent") - sent_before == 1
     assert failed_once["attempts"] == 1
     assert "webhook: HTTP 503" in failed_once["last_error"]
     assert failed_once["next_attempt_at"] > failed_once["created_at"]
