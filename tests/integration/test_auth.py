@@ -662,6 +662,10 @@ async def test_alerts_are_scoped_to_the_tenant_and_their_webhooks_need_an_admin_
         f"{hooks}/acme", json={"url": "gopher://x"}, headers=bearer(tenants.admin)
     )
     assert refused.status_code == 422 and "http://" in refused.json()["detail"]
+    unstorable = tenants.client.put(
+        f"{hooks}/acme", json={"url": "https://x.example/\x00"}, headers=bearer(tenants.admin)
+    )
+    assert unstorable.status_code == 422 and "url" in unstorable.json()["detail"]
     assert tenants.client.get(hooks, headers=bearer(tenants.admin)).json()[0]["url"] == (
         "https://x.example/h"
     )

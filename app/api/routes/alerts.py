@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import Db
 from app.api.errors import COMMON, UNPARSEABLE
-from app.api.schemas import TENANT_PATTERN, Problem
+from app.api.schemas import TENANT_PATTERN, Problem, Storable
 from app.api.security import Admin, TenantScope
 from app.services import alerts
 from app.settings import bounds
@@ -49,8 +49,8 @@ class AlertPublic(BaseModel):
 class WebhookRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(max_length=2000, description="an http:// or https:// URL")
-    secret: str | None = Field(
+    url: Annotated[str, Storable] = Field(max_length=2000, description="an http:// or https:// URL")
+    secret: Annotated[str | None, Storable] = Field(
         None,
         max_length=200,
         description="whsec_ then base64 of 24 to 64 bytes; omitted: one is made and answered once",
@@ -83,7 +83,9 @@ class WebhookListed(BaseModel):
 async def list_alerts(
     db: Db,
     scope: TenantScope,
-    type: Annotated[str | None, Query(max_length=100, description="one alert type")] = None,
+    type: Annotated[
+        str | None, Query(max_length=100, description="one alert type"), Storable
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=bounds.MAX_PAGE)] = 50,
 ) -> list[AlertPublic]:
     """The newest alerts first, with where each was delivered: the caller's tenant's; an
