@@ -22,7 +22,14 @@ def test_the_web_view_files_are_served_with_a_strict_csp_and_nothing_else(api: A
     assert '<script type="module" src="app.js"></script>' in page.text
     assert "http://" not in page.text and "https://" not in page.text  # no CDN
 
-    for module in ("app.js", "core.js", "pages/overview.js", "pages/job.js", "pages/lists.js"):
+    for module in (
+        "app.js",
+        "core.js",
+        "pages/overview.js",
+        "pages/job.js",
+        "pages/lists.js",
+        "pages/alerts.js",
+    ):
         script = api.get(f"/ui/{module}")
         assert script.status_code == 200, module
         assert script.headers["content-type"].startswith("text/javascript")

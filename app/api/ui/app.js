@@ -1,6 +1,7 @@
 // tasklease's web view: the log-in, the theme and the pages by address. Each page is a
 // module in pages/ and is listed once in ROUTES, which also makes the top bar's links.
 import { $, KEY, api, el, liveStatus, logout, session } from "./core.js";
+import { alerts } from "./pages/alerts.js";
 import { jobPage } from "./pages/job.js";
 import { deadLetters, schedules } from "./pages/lists.js";
 import { overview } from "./pages/overview.js";
@@ -12,6 +13,7 @@ const ROUTES = [
   [/^\/jobs\/([0-9a-f-]{36})$/, jobPage, null],
   ["/dead-letters", deadLetters, "Dead letters"],
   ["/schedules", schedules, "Schedules"],
+  ["/alerts", alerts, "Alerts"],
 ];
 
 function showLogin(why) {
