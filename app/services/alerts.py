@@ -153,7 +153,8 @@ async def _record(
 
 async def deliver(settings: Settings, db: store.Database) -> int:
     """Deliver the due alerts, a batch per transaction (several sweepers share them:
-    SKIP LOCKED); answers how many were delivered to every destination."""
+    SKIP LOCKED), at most BATCHES_PER_SWEEP batches, each send bounded by
+    TASKLEASE_ALERT_TIMEOUT_SECONDS; answers how many were delivered to every destination."""
     delivered = 0
     async with contextlib.AsyncExitStack() as stack:
         senders = _Senders(stack, settings)
@@ -166,9 +167,13 @@ async def deliver(settings: Settings, db: store.Database) -> int:
                 crashpoints.hit(crashpoints.Point.BEFORE_ALERT_SENT, alerts=len(due))
                 results = await asyncio.gather(*(_attempt(settings, http, bus, a) for a in due))
                 crashpoints.hit(crashpoints.Point.AFTER_ALERT_SENT, alerts=len(due))
+                done = 0
                 for alert, (took, failed) in zip(due, results, strict=True):
-                    delivered += await _record(settings, conn, alert, took, failed)
-            if len(due) < BATCH:
+                    done += await _record(settings, conn, alert, took, failed)
+                delivered += done
+            # A short batch was the last; a batch none of which went through likely meets
+            # a destination that is down: the next sweep tries again, this one goes on.
+            if len(due) < BATCH or not done:
                 break
     return delivered
 

@@ -303,3 +303,24 @@ def test_a_bad_tenant_webhook_is_refused_naming_what_is_wrong(stack: Stack, sql:
     assert "whsec_" in said[1]
     assert "tenant 'no spaces' is not valid" in said[2]
     assert sql.execute("SELECT count(*) AS n FROM tenant_alert_webhooks").fetchone()["n"] == 0
+
+
+@pytest.mark.asyncio
+async def test_a_sweep_stops_after_a_batch_that_went_nowhere(stack: Stack, sql: Any) -> None:
+    """A destination that is down costs a sweep one batch of time-outs, not five."""
+    url = stack.start_webhook(name="alerts-receiver")
+    settings = stack.with_settings(
+        alert_webhook_url=f"{url}/alerts?fail=100", alert_webhook_secret=SECRET
+    )
+    extra = alerts.BATCH + 5
+    sql.execute(
+        "INSERT INTO alerts (dedup_key, type, tenant, detail) "
+        "SELECT 'dead_lettered:x:' || i, 'job.dead_lettered', 'acme', '{}' "
+        "FROM generate_series(1, %s) AS i",
+        (extra,),
+    )
+    async with engine_for(settings) as engine:
+        assert await alerts.deliver(settings, engine.db) == 0
+    tried = sql.execute("SELECT count(*) AS n FROM alerts WHERE attempts = 1").fetchone()["n"]
+    assert tried == alerts.BATCH
+    assert (await asyncio.to_thread(received, url))["count"] == alerts.BATCH
