@@ -78,6 +78,11 @@ class Point(enum.StrEnum):
     # A bulk re-run's batch made its re-runs (committed by the submit path); the cursor
     # and counts not moved past them yet.
     AFTER_BULK_RERUNS = "after_bulk_reruns"
+    # Sweeper: due alerts taken (locked, not marked), nothing sent yet.
+    BEFORE_ALERT_SENT = "before_alert_sent"
+    # Sweeper: alerts delivered (the receivers answered 2xx), not yet marked delivered:
+    # the next sweep sends them again with the same webhook-id.
+    AFTER_ALERT_SENT = "after_alert_sent"
 
 
 def _armed() -> frozenset[str]:

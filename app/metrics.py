@@ -95,6 +95,12 @@ OUTBOX_RELAYED = Counter(
     "tasklease_outbox_relayed", "Outbox rows the sweeper's relay sent (the fast path missed)."
 )
 SWEEPER_PASSES = Counter("tasklease_sweeper_passes", "Sweeper passes completed.")
+ALERT_DELIVERIES = Counter(
+    "tasklease_alert_deliveries",
+    "Alert deliveries (docs/explain/design.md#alerts), by destination (webhook, "
+    "tenant_webhook, eventbridge) and outcome (sent, failed).",
+    ["destination", "outcome"],
+)
 PRUNED = Counter(
     "tasklease_pruned_rows",
     "Rows the retention prune deleted (docs/explain/design.md#retention), by table "

@@ -140,6 +140,17 @@ data "aws_iam_policy_document" "sweeper" {
       aws_sqs_queue.dlq["low"].arn,
     ]
   }
+
+  # The alerts it delivers, on the alerts' bus only (alerts.tf; when enabled). The
+  # sweeper alone delivers: the workers and the API only write the alert rows.
+  dynamic "statement" {
+    for_each = aws_cloudwatch_event_bus.alerts
+    content {
+      sid       = "PutAlertEvents"
+      actions   = ["events:PutEvents"]
+      resources = [statement.value.arn]
+    }
+  }
 }
 
 # The migrate function touches no queue: the database secret (db_secret, below) and

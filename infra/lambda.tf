@@ -48,7 +48,8 @@ locals {
       memory      = var.sweeper_memory_mb
       # The sweeper releases parked jobs no lease's end released, and prunes finished
       # jobs past their retention (docs/explain/design.md#retention).
-      env = {
+      # It measures the alerts' thresholds and delivers the alerts too (alerts.tf).
+      env = merge({
         TASKLEASE_MAX_RUNNING_PER_TENANT       = tostring(var.tenant_max_running)
         TASKLEASE_QUEUE_WINDOW_PER_SLOT        = tostring(var.tenant_queue_window_per_slot)
         TASKLEASE_RETAIN_SUCCEEDED_SECONDS     = tostring(var.retain_succeeded_seconds)
@@ -57,7 +58,7 @@ locals {
         TASKLEASE_IDEMPOTENCY_WINDOW_SECONDS   = tostring(var.idempotency_window_seconds)
         TASKLEASE_PRUNE_BATCH_SIZE             = tostring(var.prune_batch_size)
         TASKLEASE_PRUNE_BATCHES_PER_SWEEP      = tostring(var.prune_batches_per_sweep)
-      }
+      }, local.alert_env)
     }
     # The database is private: migrations run from inside the VPC. Invoke it once
     # after each deploy (infra/README.md); applied migrations are skipped.

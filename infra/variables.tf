@@ -727,3 +727,31 @@ variable "prune_batches_per_sweep" {
     error_message = "prune_batches_per_sweep must be a whole number from 0 to 10000."
   }
 }
+
+variable "enable_alert_event_bus" {
+  description = "Put every alert on an EventBridge bus (<name>-alerts) from the sweeper; without enable_nat_gateway this adds an EventBridge interface endpoint (billed by the hour)."
+  type        = bool
+  default     = false
+}
+
+variable "alert_dlq_threshold" {
+  description = "TASKLEASE_ALERT_DLQ_THRESHOLD: alert once when the dead-lettered jobs reach this many; null: no such alert."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.alert_dlq_threshold == null ? true : var.alert_dlq_threshold >= 1
+    error_message = "alert_dlq_threshold must be at least 1 (or null)."
+  }
+}
+
+variable "alert_oldest_queued_seconds" {
+  description = "TASKLEASE_ALERT_OLDEST_QUEUED_SECONDS: alert once when the oldest queued job is older than this; null: no such alert."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.alert_oldest_queued_seconds == null ? true : (var.alert_oldest_queued_seconds >= 1 && var.alert_oldest_queued_seconds <= 31622400)
+    error_message = "alert_oldest_queued_seconds must be from 1 to 31622400 (366 days), or null."
+  }
+}

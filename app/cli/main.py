@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from app.cli import (
+    alerts,
     bulk,
     callbacks,
     charts,
@@ -77,6 +78,7 @@ cli.add_typer(dead_letters.group, name="dlq")
 cli.add_typer(schedules.group, name="schedules")
 cli.add_typer(keys.group, name="keys")
 cli.add_typer(limits.group, name="limits")
+cli.add_typer(alerts.group, name="alerts")
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from app import errors, metrics, store
-from app.services import bulk, deadlines, outbox, parking, retention, schedules, wakeups
+from app.services import alerts, bulk, deadlines, outbox, parking, retention, schedules, wakeups
 from app.settings import aws_limits
 from app.settings.config import Settings
 from app.states import JobState
@@ -42,6 +42,7 @@ class SweepReport:
     pruned: int = 0  # finished jobs past their retention deleted (with their rows)
     deadlines: int = 0  # jobs no worker holds ended at their deadline (dead-lettered)
     bulk_resumed: int = 0  # bulk operations whose runner died, resumed from their cursor
+    alerts: int = 0  # alerts delivered to every destination
 
     def __str__(self) -> str:
         return (
@@ -50,7 +51,8 @@ class SweepReport:
             f"dead_lettered={self.dead_lettered} stale_dead_letters={self.stale_dead_letters} "
             f"wakeups={self.wakeups} woken={self.woken} orphans_cancelled={self.orphans_cancelled} "
             f"released={self.released} pruned={self.pruned} deadlines={self.deadlines} "
-            f"bulk_resumed={self.bulk_resumed}"
+            f"bulk_resumed={self.bulk_resumed} "
+            f"alerts={self.alerts}"
         )
 
 
@@ -109,6 +111,8 @@ async def sweep_once(settings: Settings, db: store.Database, queue: Transport) -
     report.bulk_resumed = await bulk.resume(settings, db, queue)
     await store.gauges.fold(db)  # the counts by state: appended changes into the totals
     await store.charts.fold(db)  # the charts' appended rows into their buckets (0027)
+    # Last: the alerts of this pass's dead letters and stalls go out in this pass too.
+    report.alerts = await alerts.sweep(settings, db)
     metrics.count(metrics.OUTBOX_RELAYED, report.outbox_sent)
     metrics.count(metrics.DEAD_LETTERS, report.dead_lettered, by="sweeper")
     metrics.count(metrics.SWEEPER_PASSES)

@@ -26,6 +26,7 @@ from app.settings import aws_limits as limits
 from app.settings import bounds
 from app.settings import queues as queue_settings
 from app.settings.access import AccessSettings
+from app.settings.alerts import AlertSettings
 from app.settings.models import ModelCallSettings
 from app.settings.queues import PRIORITY_QUEUE_FIELDS
 from app.settings.retention import RetentionSettings
@@ -39,7 +40,14 @@ PREFIX = "TASKLEASE_"
 S = TypeVar("S", bound=BaseSettings)
 
 
-class Settings(AccessSettings, ModelCallSettings, WorkerSettings, RetentionSettings, BaseSettings):
+class Settings(
+    AccessSettings,
+    ModelCallSettings,
+    WorkerSettings,
+    RetentionSettings,
+    AlertSettings,
+    BaseSettings,
+):
     model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore", frozen=True)
 
     # Endpoints. Optional here; each command asks for the ones it needs with need().

@@ -1,6 +1,6 @@
 """The store: the only package that runs SQL or imports psycopg.
 
-Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases,
+Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases, alerts,
 cancels, charts, effects, outbox, keys, tenants, model_limits, dead_letters, deadlines, sweeper_marks,
 waits, messages, schedules, streams, state, gauges, retention, search, bulk, workers), each a set of small typed functions taking the
 ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's transaction) and answering the records of
@@ -8,6 +8,7 @@ waits, messages, schedules, streams, state, gauges, retention, search, bulk, wor
 """
 
 from app.store import (
+    alerts,
     bulk,
     cancels,
     charts,
@@ -37,6 +38,7 @@ from app.store.pool import Conn, Database, connect, ensure_database, migrate, re
 __all__ = [
     "Conn",
     "Database",
+    "alerts",
     "bulk",
     "cancels",
     "charts",

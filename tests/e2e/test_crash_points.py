@@ -120,8 +120,9 @@ WAIT_POINTS = frozenset(
 # (tests/e2e/test_cancel_reaches_call.py), a prune batch's (tests/e2e/test_prune_crash.py)
 # the messages' (tests/e2e/test_message_crash_points.py), published state's
 # (tests/e2e/test_state_crash.py), a fork's (tests/e2e/test_fork_crash.py), a bulk
-# action's batch (tests/e2e/test_bulk_crash.py) and a deadline's, a worker's and the
-# sweeper's (tests/e2e/test_deadline_crash.py).
+# action's batch (tests/e2e/test_bulk_crash.py), a deadline's, a worker's and the
+# sweeper's (tests/e2e/test_deadline_crash.py) and an alert's delivery
+# (tests/e2e/test_alert_crash.py).
 OWN_TESTS = frozenset(
     {
         Point.AFTER_MESSAGE_SENT,
@@ -137,6 +138,8 @@ OWN_TESTS = frozenset(
         Point.AFTER_BULK_RERUNS,
         Point.AFTER_STATE_PUBLISHED,
         Point.AFTER_FORK_INSERTED,
+        Point.BEFORE_ALERT_SENT,
+        Point.AFTER_ALERT_SENT,
     }
 )
 HERE = [p for p in Point if p not in WAIT_POINTS and p not in OWN_TESTS]

@@ -87,6 +87,11 @@ ROUTES = [
     Route("POST", "/v1/bulk", {"action": "cancel", "dry_run": True}, 202),
     Route("GET", "/v1/bulk", None, 200),
     Route("GET", "/v1/bulk/{bulk}", None, 404),
+    Route("GET", "/v1/alerts", None, 200),
+    # The tenants' alert webhooks are an admin's: a tenant key is known, not allowed.
+    Route("GET", "/v1/alerts/webhooks", None, 403),
+    Route("PUT", "/v1/alerts/webhooks/{tenant}", {"url": "https://hooks.example/a"}, 403),
+    Route("DELETE", "/v1/alerts/webhooks/{tenant}", None, 403),
 ]
 JOB_ROUTES = [r for r in ROUTES if "{job}" in r.path]
 # The /v1 routes whose credential is a callback token in the path, not an API key
@@ -100,7 +105,9 @@ def call(
 ) -> Any:
     return client.request(
         route.method,
-        route.path.format(job=job_id, schedule=NO_SCHEDULE, bulk=NO_SCHEDULE, key="approve"),
+        route.path.format(
+            job=job_id, schedule=NO_SCHEDULE, bulk=NO_SCHEDULE, key="approve", tenant="acme"
+        ),
         json=route.body,
         headers=headers or {},
     )
@@ -162,6 +169,7 @@ TABLES = {
     "api_keys": "id",
     "schedules": "id",
     "bulk_operations": "id",
+    "tenant_alert_webhooks": "tenant",
 }
 
 
@@ -621,3 +629,60 @@ async def test_dead_letters_are_scoped_to_the_tenant_and_bulk_redrive_needs_an_a
     mine = tenants.client.post(f"/v1/jobs/{acme_job}/redrive", headers=bearer(tenants.acme))
     assert mine.status_code == 202
     assert job_row(sql, acme_job)["state"] == JobState.QUEUED
+
+
+@pytest.mark.asyncio
+async def test_alerts_are_scoped_to_the_tenant_and_their_webhooks_need_an_admin_key(
+    tenants: Tenants, sql: Any
+) -> None:
+    # Given: one dead letter each for acme and globex: each wrote its alert.
+    acme_job = submit(tenants, tenants.acme, PERMANENT)
+    globex_job = submit(tenants, tenants.globex, PERMANENT)
+    await run_until_dead_lettered(tenants.stack, sql, [acme_job, globex_job])
+
+    def listed(key: str, **params: str) -> Any:
+        return tenants.client.get("/v1/alerts", params=params, headers=bearer(key))
+
+    assert [a["job_id"] for a in listed(tenants.acme).json()] == [acme_job]
+    assert [a["job_id"] for a in listed(tenants.globex).json()] == [globex_job]
+    assert listed(tenants.acme, tenant="globex").status_code == 403
+    every = listed(tenants.admin).json()
+    assert sorted(a["job_id"] for a in every) == sorted([acme_job, globex_job])
+    assert {a["type"] for a in every} == {"job.dead_lettered"}
+    assert [a["job_id"] for a in listed(tenants.admin, tenant="globex").json()] == [globex_job]
+    bad = listed(tenants.admin, type="job.exploded")
+    assert bad.status_code == 422 and "not an alert type" in bad.json()["detail"]
+
+    # The webhooks: a tenant key may not set one, not even its own tenant's.
+    hooks = "/v1/alerts/webhooks"
+    before = snapshot(sql)
+    for key in (tenants.acme, tenants.globex):
+        mine = tenants.client.put(
+            f"{hooks}/acme", json={"url": "https://x.example/h"}, headers=bearer(key)
+        )
+        assert mine.status_code == 403
+    assert snapshot(sql) == before
+    # An admin sets one (a secret made and shown once), lists it (no secret), clears it.
+    made = tenants.client.put(
+        f"{hooks}/acme", json={"url": "https://x.example/h"}, headers=bearer(tenants.admin)
+    )
+    assert made.status_code == 200, made.text
+    assert made.json()["secret"].startswith("whsec_")
+    [row] = tenants.client.get(hooks, headers=bearer(tenants.admin)).json()
+    assert (row["tenant"], row["url"]) == ("acme", "https://x.example/h")
+    assert "secret" not in row
+    refused = tenants.client.put(
+        f"{hooks}/acme", json={"url": "gopher://x"}, headers=bearer(tenants.admin)
+    )
+    assert refused.status_code == 422 and "http://" in refused.json()["detail"]
+    unstorable = tenants.client.put(
+        f"{hooks}/acme", json={"url": "https://x.example/\x00"}, headers=bearer(tenants.admin)
+    )
+    assert unstorable.status_code == 422 and "url" in unstorable.json()["detail"]
+    assert tenants.client.get(hooks, headers=bearer(tenants.admin)).json()[0]["url"] == (
+        "https://x.example/h"
+    )
+    gone = tenants.client.delete(f"{hooks}/acme", headers=bearer(tenants.admin))
+    assert gone.status_code == 204
+    again = tenants.client.delete(f"{hooks}/acme", headers=bearer(tenants.admin))
+    assert again.status_code == 404 and "no alert webhook" in again.json()["detail"]

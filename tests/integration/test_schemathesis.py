@@ -85,7 +85,9 @@ def load(*, max_examples: int, mode: str = "all") -> Any:
 schema = load(max_examples=MAX_EXAMPLES)
 # What an admin key may do that a tenant's key is refused (403): run those with both.
 # Fewer examples: a redrive of the whole DLQ waits a second for its last, empty receive.
-admin_schema = load(max_examples=10).include(path_regex=r"^/v1/(dead-letters|workers)")
+admin_schema = load(max_examples=10).include(
+    path_regex=r"^/v1/(dead-letters|workers|alerts/webhooks)"
+)
 # Positive data only: with a body that is not JSON the answer is 400 before any key is
 # looked at (FastAPI parses the body first), which is right but not what this run is about.
 anonymous_schema = load(max_examples=8, mode="positive").include(

@@ -29,6 +29,7 @@ def test_the_web_view_files_are_served_with_a_strict_csp_and_nothing_else(api: A
         "pages/charts.js",
         "pages/steps.js",
         "pages/search.js",
+        "pages/alerts.js",
         "vendor/uplot.js",
     ):
         script = api.get(f"/ui/{module}")

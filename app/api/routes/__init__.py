@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.api.routes import (
+    alerts,
     bulk,
     callbacks,
     charts,
@@ -32,6 +33,7 @@ ROUTERS = (
     state.router,
     callbacks.router,
     dead_letters.router,
+    alerts.router,
     schedules.router,
     me.router,
     usage.router,

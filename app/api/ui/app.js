@@ -2,6 +2,7 @@
 // module in pages/ and is listed once in ROUTES, which also makes the top bar's links.
 import { $, KEY, api, el, liveStatus, logout, session } from "./core.js";
 import { chartsPage } from "./pages/charts.js";
+import { alerts } from "./pages/alerts.js";
 import { jobPage } from "./pages/job.js";
 import { kinds } from "./pages/kinds.js";
 import { deadLetters, schedules } from "./pages/lists.js";
@@ -18,6 +19,7 @@ const ROUTES = [
   ["/charts", chartsPage, "Charts"],
   ["/kinds", kinds, "Kinds"],
   ["/workers", workers, "Workers"],
+  ["/alerts", alerts, "Alerts"],
 ];
 
 function showLogin(why) {

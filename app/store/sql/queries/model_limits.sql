@@ -58,7 +58,8 @@ WHERE model = %(model)s AND minute = %(minute)s;
 -- name: reserve_tenant_tokens
 -- One statement: the job's tenant's estimated tokens in its row of today (UTC), only
 -- within its daily budget (its override, else the default). budget NULL: none applies,
--- nothing reserved. reserved NULL with a budget: over it until next_day.
+-- nothing reserved. reserved NULL with a budget: over it until next_day (and the tenant's
+-- budget alert written, once a day).
 WITH t AS (
     SELECT j.tenant, coalesce(l.daily_tokens, %(default)s::bigint) AS budget,
            (now() AT TIME ZONE 'UTC')::date AS day
@@ -72,6 +73,17 @@ WITH t AS (
         SET tokens = d.tokens + EXCLUDED.tokens
         WHERE d.tokens + EXCLUDED.tokens <= (SELECT budget FROM t)
     RETURNING d.day
+), alerted AS (
+    -- Used up (not a call too big to ever fit): the tenant's alert for the day, written
+    -- by the refused reservation's own statement, once per tenant and UTC day
+    -- (migration 0028, app/services/alerts.py).
+    INSERT INTO alerts (dedup_key, type, tenant, detail)
+    SELECT 'budget_exhausted:' || t.tenant || ':' || t.day, 'tenant.budget_exhausted',
+           t.tenant, jsonb_build_object('budget', t.budget, 'day', t.day,
+                                        'job_id', %(job_id)s::uuid)
+    FROM t
+    WHERE t.budget IS NOT NULL AND %(tokens)s <= t.budget AND NOT EXISTS (SELECT 1 FROM took)
+    ON CONFLICT (dedup_key) DO NOTHING
 )
 SELECT t.tenant, t.budget, t.day, (SELECT day FROM took) AS reserved,
        (t.day + 1)::timestamp AT TIME ZONE 'UTC' AS next_day
