@@ -31,6 +31,8 @@ TENANT_ROUTES = {
     "/v1/usage": "",
     # A week's buckets are hours: two calls a moment apart answer the same window.
     "/v1/charts": "window=week",
+    "/v1/kinds": "",
+    "/v1/alerts": "",
 }
 
 
