@@ -21,11 +21,14 @@ class RerunRequest(BaseModel):
 
 
 class ForkRequest(RerunRequest):
-    step: str = Field(
+    step: str | None = Field(
+        None,
         min_length=1,
         max_length=bounds.MAX_EFFECT_KEY_CHARS,
         description="the effect key to run from: the steps the original recorded before "
-        "it are inherited, it and the ones after run again",
+        "it are inherited, it and the ones after run again. Left out (or null): every step "
+        "the original recorded is inherited and the new job runs from the one after, the "
+        "step a dead letter failed in",
         examples=["post"],
     )
 

@@ -59,12 +59,19 @@ def rerun(
 
 def fork(
     job_id: Annotated[str, typer.Argument(help="a finished job's id")],
-    step: Annotated[str, typer.Option(help="the effect key to run from (see `jobs show`)")],
+    step: Annotated[
+        str | None,
+        typer.Option(
+            help="the effect key to run from (see `jobs show`); left out: after the last "
+            "recorded step (the one a dead letter failed in runs again)"
+        ),
+    ] = None,
     payload: PayloadOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Fork a finished job from --step: a new job that inherits (copies) the steps the job
-    recorded before it and runs from there, without running their code again."""
+    recorded before it and runs from there, without running their code again. Without
+    --step: every step it recorded, so it runs from the step it failed in."""
     jid = job_id_or_exit(job_id)
     doc = _payload(payload)
     s = runner.settings_or_exit()
@@ -79,6 +86,8 @@ def fork(
     _show(
         forked.submitted.job,
         as_json,
-        f"forked from {jid} at step {step!r}, {len(inherited)} steps inherited",
+        f"forked from {jid} "
+        + ("after its last recorded step" if step is None else f"at step {step!r}")
+        + f", {len(inherited)} steps inherited",
         {"inherited": inherited},
     )

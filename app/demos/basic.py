@@ -17,6 +17,9 @@ class SleepPayload(BaseModel):
 
     seconds: float = Field(0.0, ge=0, le=3600)
     steps: int = Field(1, ge=1, le=1000)
+    fail_at: int | None = Field(
+        None, ge=0, description="the step that fails for good (its earlier steps recorded)"
+    )
 
 
 @kind("demo.sleep")
@@ -33,6 +36,8 @@ async def sleep(ctx: JobContext[None], p: SleepPayload) -> dict[str, int]:
 
     done: list[int] = []
     for i in range(p.steps):
+        if i == p.fail_at:
+            raise errors.PermanentError(f"demo.sleep: step-{i} fails on purpose (fail_at)")
         done.append(await ctx.effect(f"step-{i}", step(i)))
         await ctx.progress((i + 1) / p.steps, f"step {i + 1} of {p.steps}")
     return {"steps": len(done), "replayed": len(ctx.replayed)}

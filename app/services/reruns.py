@@ -132,7 +132,7 @@ async def fork(
     queue: Transport,
     job_id: uuid.UUID,
     *,
-    step: str,
+    step: str | None,
     scope: str | None,
     payload: Any = UNSET,
     sender: outbox.OutboxSender | None = None,
@@ -140,27 +140,31 @@ async def fork(
     by: str | None = None,
 ) -> Forked:
     """Fork a finished job from ``step`` (an effect key it recorded): a new job that
-    inherits the effects recorded before it and runs from there. NotFound naming the
-    step when the job did not record it; Conflict when the fork would inherit a step
-    tied to the original's children or callbacks."""
+    inherits the effects recorded before it and runs from there; ``step`` None: every
+    effect it recorded, so the new job runs from the step after its last recorded one
+    (the step a dead letter failed in, which recorded nothing). NotFound naming the step
+    when the job did not record it; Conflict when the fork would inherit a step tied to
+    the original's children or callbacks."""
     original = await _finished(db, job_id, scope, "forked")
     keys = [e.key for e in await store.effects.of_job(db, job_id)]
-    if step not in keys:
+    if step is not None and step not in keys:
         known = ", ".join(repr(k) for k in keys[:20]) + (", ..." if len(keys) > 20 else "")
         raise errors.NotFound(
             f"job {job_id} recorded no step {step!r}"
             + (f"; its steps: {known}" if keys else "; it recorded none")
         )
-    inherited = keys[: keys.index(step)]
+    inherited = keys if step is None else keys[: keys.index(step)]
     tied = next((k for k in inherited if k.startswith(UNFORKABLE)), None)
     if tied is not None:
         raise errors.Conflict(
-            f"cannot fork job {job_id} from {step!r}: the fork would inherit {tied!r}, a step "
+            f"cannot fork job {job_id} {'after its last step' if step is None else f'from {step!r}'}"
+            f": the fork would inherit {tied!r}, a step "
             "tied to the original's own children or callbacks; fork from that step or an "
             "earlier one"
         )
     n = len(inherited)
-    note = f"forked from {job_id} at step {step!r} ({n} step{'' if n == 1 else 's'} inherited)"
+    where = "after its last recorded step" if step is None else f"at step {step!r}"
+    note = f"forked from {job_id} {where} ({n} step{'' if n == 1 else 's'} inherited)"
     note += _edited(original, payload)
     new = _like(original, payload, note + _by(by), forked_from=job_id, fork_step=step)
     (made,) = await submit.submit_many(

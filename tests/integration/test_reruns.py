@@ -202,6 +202,35 @@ def test_a_fork_copies_the_steps_before_its_step_and_runs_from_there(
     assert [r["key"] for r in kept] == ["plan", "search"]
 
 
+def test_a_fork_without_a_step_inherits_every_step_and_runs_from_the_one_that_failed(
+    tenants: Tenants,  # noqa: F811 (the fixture imported above)
+    sql: Any,
+) -> None:
+    # A dead letter's failing step recorded nothing: a fork with no step inherits every
+    # recorded one, so the new job runs from the step it failed in.
+    t = tenants
+    original = dead_lettered_job(t, sql, t.acme)
+    record(sql, original, "plan", "search", model="gpt-test")
+
+    resp = t.client.post(f"/v1/jobs/{original}/fork", json={}, headers=bearer(t.acme))
+
+    assert resp.status_code == 202, resp.text
+    new = resp.json()
+    assert (new["forked_from"], new["fork_step"], new["inherited"]) == (
+        original,
+        None,
+        ["plan", "search"],
+    )
+    effects = t.client.get(f"/v1/jobs/{new['id']}/effects", headers=bearer(t.acme)).json()
+    assert [(e["key"], e["inherited_from"]) for e in effects] == [
+        ("plan", original),
+        ("search", original),
+    ]
+    assert "after its last recorded step (2 steps inherited)" in first_event(sql, new["id"])
+    listed = t.client.get(f"/v1/jobs/{original}", headers=bearer(t.acme)).json()["reruns"]
+    assert [(r["id"], r["fork_step"]) for r in listed] == [(new["id"], None)]
+
+
 def test_a_fork_of_a_fork_names_the_job_that_recorded_each_step(
     tenants: Tenants,  # noqa: F811 (the fixture imported above)
     sql: Any,
@@ -245,7 +274,11 @@ def test_a_fork_names_an_unknown_step_and_refuses_to_inherit_a_spawn(
     )
     assert tied.status_code == 409
     assert "'spawn:research'" in tied.json()["detail"]
-    empty = t.client.post(f"/v1/jobs/{original}/fork", json={}, headers=bearer(t.acme))
+    # No step: after the last, which would inherit the spawn too.
+    last = t.client.post(f"/v1/jobs/{original}/fork", json={}, headers=bearer(t.acme))
+    assert last.status_code == 409 and "after its last step" in last.json()["detail"]
+    assert "'spawn:research'" in last.json()["detail"]
+    empty = t.client.post(f"/v1/jobs/{original}/fork", json={"step": ""}, headers=bearer(t.acme))
     assert empty.status_code == 422 and "step" in empty.text
     assert snapshot(sql) == before
 

@@ -103,3 +103,52 @@ def test_a_dead_letter_rerun_with_an_edited_payload_and_a_fork_from_a_step(
     # The browser logs the one refusal asked for above (422); nothing else went wrong.
     assert [e for e in page.errors if "status of 422" not in e] == [], page.errors
     assert len(page.errors) == 1, page.errors
+
+
+def test_an_operator_finds_a_dead_letter_by_a_payload_field_and_forks_it_from_its_failed_step(
+    browser: Any,  # noqa: F811 (the fixture imported above)
+    stack: Stack,
+    sql: Any,
+    request: pytest.FixtureRequest,
+) -> None:
+    # Given: a three-step job that failed for good at its third step (its first two
+    # recorded), and another job of the kind that succeeded.
+    url = stack.api()
+    acme = stack.key("acme")
+    client = api_client(url, acme)
+    request.addfinalizer(client.close)
+    stack.worker()
+    doomed = submit(client, "demo.sleep", {"steps": 3, "fail_at": 2}, max_attempts=1)
+    other = submit(client, "demo.sleep", {"steps": 1})
+    wait_for(lambda: job_row(sql, doomed)["state"] == "dead_lettered", what="the dead letter")
+    wait_for(lambda: job_row(sql, other)["state"] == "succeeded", what="the other job")
+
+    # When: the operator searches by the payload field (a number), opens the one job found,
+    page = open_page(browser, url, acme, viewport={"width": 1280, "height": 1000})
+    page.fill("#f-search", "fail_at=2")
+    page.press("#f-search", "Enter")
+    wait_for(
+        lambda: (
+            page.eval_on_selector_all("#jobs tr[data-job]", "rs => rs.map(r => r.dataset.job)")
+            == [doomed]
+        ),
+        what="the dead letter alone",
+    )
+    page.click(f"#jobs tr[data-job='{doomed}'] a[href='#/jobs/{doomed}']")
+    page.wait_for_selector(f"dd:has-text('{doomed}')")
+
+    # and forks it from the step it failed in, with the fix (here, in its payload).
+    page.click("#fork-last")
+    page.wait_for_selector("#rerun-editor h3:has-text('all 2 recorded steps inherited')")
+    page.fill("#rerun-editor textarea", '{"steps": 3}')
+    page.click("#rerun-editor button[type=submit]")
+    fork = new_job_id(page, doomed)
+
+    # Then: the fork ran only the failed step onwards; the two before were inherited.
+    page.wait_for_selector("h1 .badge.s-succeeded", timeout=60_000)
+    assert job_row(sql, fork)["result"] == {"steps": 3, "replayed": 2}
+    page.wait_for_selector("#effects tr[data-effect='step-2']")
+    inherited = page.locator("#effects tr.inherited")
+    assert [inherited.nth(i).get_attribute("data-effect") for i in range(2)] == ["step-0", "step-1"]
+    assert page.locator("dd:has-text('after its last recorded step')").count() == 1
+    assert page.errors == [], page.errors

@@ -59,7 +59,8 @@ async def fork_job(
 ) -> ForkPublic:
     """Fork a finished job from ``step`` (one of its effect keys): a new job that inherits,
     copied, the effects recorded before that step, and runs from it (the inherited steps'
-    code is not run again: a model call is not paid for twice). 404 naming the step when
+    code is not run again: a model call is not paid for twice). Without ``step``: every
+    effect it recorded, so the new job runs from the step it failed in. 404 naming the step when
     the job did not record it; 409 for an unfinished job, or when the fork would inherit a
     step tied to the original's children or callbacks (spawn, gather, callback, notify)."""
     forked = await reruns.fork(

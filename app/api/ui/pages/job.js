@@ -40,7 +40,7 @@ export async function jobPage(view, id) {
   const load = async () => {
     const [job, events, found, cbs] = await Promise.all([api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/events`),
       api(`/v1/jobs/${id}/effects`), api(`/v1/jobs/${id}/callbacks`)]);
-    renderHead(head, job, editor);
+    renderHead(head, job, editor, found.length);
     renderWaterfall(steps, job, events, found);
     // An effect recorded before the last run began was replayed by it, not run again.
     const lastRun = events.filter((e) => e.to_state === "running").map((e) => e.at).sort().pop() || "";
@@ -107,10 +107,16 @@ function stateCard(id) {
     el("div", { class: "scroll" }, el("table", {}, el("thead", {}, el("tr", {}, ["key", "value", "version", "set"].map((h) => el("th", {}, h)))), rows)));
   return { section, put, load: async () => (await api(`/v1/jobs/${id}/state`)).items.forEach(put) };
 }
-function renderHead(head, job, editor) {
+function renderHead(head, job, editor, recorded) {
   const actions = el("div", { class: "actions" });
   if (job.state === "dead_lettered") actions.append(el("button", { type: "button", id: "redrive", on: { click: () => redrive(job.id) } }, "Redrive"));
   if (FINISHED.has(job.state)) actions.append(el("button", { type: "button", id: "rerun", on: { click: () => editor.open(job) } }, "Re-run"));
+  // A fork that inherits every recorded step: it runs from the step after them, the one a
+  // dead letter failed in (a failed step records nothing).
+  if (FINISHED.has(job.state) && recorded) {
+    actions.append(el("button", { type: "button", id: "fork-last", class: "quiet", on: { click: () => editor.open(job, null, recorded, "fork") } },
+      job.state === "dead_lettered" ? "Fork from the failed step" : "Fork after the last step"));
+  }
   if (!FINISHED.has(job.state)) {
     actions.append(el("button", { type: "button", class: "quiet", on: { click: async () => {
       try { await api(`/v1/jobs/${job.id}/cancel`, { method: "POST" }); toast("cancel asked for"); } catch (err) { toast(err.message, true); }

@@ -11,7 +11,7 @@ export function rerunEditor() {
   const problem = el("p", { class: "error", role: "alert", hidden: true });
   const send = el("button", { type: "submit" }, "Send");
   const close = el("button", { type: "button", class: "quiet", on: { click: () => { form.hidden = true; } } }, "Close");
-  let target = null; // { job, step } : step null for a re-run
+  let target = null; // { job, mode: "rerun" | "fork", step }: a fork's step null: after the last
   const fail = (text) => { problem.textContent = text; problem.hidden = false; };
   const submit = async (ev) => {
     ev.preventDefault();
@@ -19,22 +19,25 @@ export function rerunEditor() {
     let value;
     try { value = JSON.parse(payload.value); } catch (err) { return fail(`the payload is not JSON: ${err.message}`); }
     if (value === null || typeof value !== "object" || Array.isArray(value)) return fail("the payload must be a JSON object");
-    const { job, step } = target;
+    const { job, mode, step } = target;
     const body = step === null ? { payload: value } : { step, payload: value };
     try {
-      const made = await api(`/v1/jobs/${job.id}/${step === null ? "rerun" : "fork"}`, { method: "POST", body });
-      toast(step === null ? "re-run: a new job" : `forked: ${made.inherited.length} steps inherited`);
+      const made = await api(`/v1/jobs/${job.id}/${mode}`, { method: "POST", body });
+      toast(mode === "rerun" ? "re-run: a new job" : `forked: ${made.inherited.length} steps inherited`);
       form.hidden = true;
       location.hash = `#/jobs/${made.id}`;
     } catch (err) { fail(err.detail || err.message); }
   };
   const form = el("form", { id: "rerun-editor", class: "card editor", hidden: true, on: { submit } },
     title, payload, problem, el("div", { class: "actions" }, send, close));
-  const open = (job, step = null, inherits = 0) => {
-    target = { job, step };
-    title.textContent = step === null ? `Re-run ${job.kind} as a new job`
-      : `Fork from step "${step}": ${inherits} earlier steps inherited, "${step}" and the rest run again`;
-    send.textContent = step === null ? "Re-run" : "Fork";
+  // open(job): a re-run; open(job, step, n): a fork from that step (n steps before it);
+  // open(job, null, n, "fork"): a fork after the last of its n recorded steps.
+  const open = (job, step = null, inherits = 0, mode = step === null ? "rerun" : "fork") => {
+    target = { job, mode, step };
+    title.textContent = mode === "rerun" ? `Re-run ${job.kind} as a new job`
+      : step === null ? `Fork after the last recorded step: all ${inherits} recorded steps inherited, the step it failed in and the rest run`
+        : `Fork from step "${step}": ${inherits} earlier steps inherited, "${step}" and the rest run again`;
+    send.textContent = mode === "rerun" ? "Re-run" : "Fork";
     payload.value = JSON.stringify(job.payload, null, 2);
     problem.hidden = true;
     form.hidden = false;
@@ -47,7 +50,8 @@ export function rerunEditor() {
 export function origin(job) {
   if (job.rerun_of) return [["re-run of", jobLink(job.rerun_of, job.rerun_of)]];
   if (job.forked_from) {
-    return [["forked from", jobLink(job.forked_from, job.forked_from)], ["fork step", job.fork_step]];
+    return [["forked from", jobLink(job.forked_from, job.forked_from)],
+      ["fork step", job.fork_step ?? "after its last recorded step"]];
   }
   return [];
 }
@@ -57,7 +61,8 @@ export function madeFrom(job) {
   if (!job.reruns || !job.reruns.length) return el("p", { id: "reruns" }, "re-runs and forks: none");
   return el("div", { id: "reruns" }, el("p", {}, `re-runs and forks: ${job.reruns.length}`),
     el("ul", {}, job.reruns.map((r) => el("li", { "data-rerun": r.id }, jobLink(r.id), " ",
-      r.rerun_of ? "re-run" : `fork from "${r.fork_step}"`, " ", badge(r.state)))));
+      r.rerun_of ? "re-run" : r.fork_step === null ? "fork after the last step" : `fork from "${r.fork_step}"`,
+      " ", badge(r.state)))));
 }
 
 // An effect's source cell: inherited from the job that recorded it, or run by this job.

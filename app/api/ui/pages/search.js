@@ -7,13 +7,20 @@ import { $, api, el, query, toast } from "../core.js";
 const ID = /^[0-9a-f-]{1,36}$/i;
 
 // The search box: "field=value" is a payload field, "key:…" an idempotency key, hex digits
-// a job id or its prefix, anything else an idempotency key.
+// a job id or its prefix, anything else an idempotency key. A field's value is text, or
+// JSON when it reads as a number, true, false, null or a "quoted" string.
+const JSON_VALUE = /^(-?\d+(\.\d+)?([eE][+-]?\d+)?|true|false|null|".*")$/;
 export function parseSearch(text) {
   const t = text.trim();
   if (!t) return {};
   if (t.startsWith("key:")) return { idempotency_key: t.slice(4) };
   const eq = t.indexOf("=");
-  if (eq > 0) return { payload: { [t.slice(0, eq).trim().replace(/^payload\./, "")]: t.slice(eq + 1).trim() } };
+  if (eq > 0) {
+    const raw = t.slice(eq + 1).trim();
+    let value = raw;
+    if (JSON_VALUE.test(raw)) try { value = JSON.parse(raw); } catch { value = raw; }
+    return { payload: { [t.slice(0, eq).trim().replace(/^payload\./, "")]: value } };
+  }
   return ID.test(t) ? { id_prefix: t } : { idempotency_key: t };
 }
 
@@ -24,7 +31,10 @@ export function listQuery(f, extra) {
     state: f.state, kind: f.kind, tenant: f.tenant, id: s.id_prefix, idempotency_key: s.idempotency_key,
     created_after: f.createdAfter ? new Date(f.createdAfter).toISOString() : "", error: f.error, ...extra,
   };
-  for (const [field, value] of Object.entries(s.payload || {})) params[`payload.${field}`] = value;
+  for (const [field, value] of Object.entries(s.payload || {})) {
+    if (typeof value === "string") params[`payload.${field}`] = value;
+    else params[`payload_json.${field}`] = JSON.stringify(value);
+  }
   return query(params);
 }
 

@@ -2,15 +2,16 @@
 --
 -- A re-run is a new job with the payload of a finished one (or an edited payload):
 -- rerun_of names the job it re-runs. A fork is a new job that inherits the effects its
--- original recorded before a named step (fork_step) and runs from there: forked_from
--- names the original. No foreign keys: a prune of the original leaves the new job whole
+-- original recorded before a named step (fork_step) and runs from there, or every effect
+-- it recorded (fork_step NULL: from the step after its last recorded one, the step that
+-- failed): forked_from names the original. No foreign keys: a prune of the original leaves the new job whole
 -- and the link as a record of where it came from (the original then reads as gone).
 -- Plain ADD COLUMN without a default rewrites nothing.
 ALTER TABLE jobs ADD COLUMN rerun_of uuid;
 ALTER TABLE jobs ADD COLUMN forked_from uuid;
 ALTER TABLE jobs ADD COLUMN fork_step text CHECK (length(fork_step) BETWEEN 1 AND 200);
 ALTER TABLE jobs ADD CONSTRAINT jobs_fork_step_with_fork
-    CHECK ((forked_from IS NULL) = (fork_step IS NULL));
+    CHECK (fork_step IS NULL OR forked_from IS NOT NULL);
 
 -- A job's page lists the jobs re-run or forked from it: only those rows are indexed.
 CREATE INDEX jobs_rerun_of ON jobs (rerun_of, created_at) WHERE rerun_of IS NOT NULL;

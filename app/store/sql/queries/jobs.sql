@@ -100,7 +100,7 @@ WITH caller AS (
            caller.key_ok AS key_ok,
            -- A fork's step is still among its original's effects (a prune may have
            -- taken the original since the caller looked): else nothing is written.
-           NOT EXISTS (SELECT 1 FROM input i WHERE i.forked_from IS NOT NULL
+           NOT EXISTS (SELECT 1 FROM input i WHERE i.fork_step IS NOT NULL
                        AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = i.forked_from
                                        AND e.key = i.fork_step)) AS fork_ok
     FROM lim, flight, counts, caller
@@ -133,16 +133,17 @@ WITH caller AS (
     FROM job
 ), inherit AS (
     -- A fork: the original's effects recorded before its step (the effects' order:
-    -- seq, recorded_at, key), copied into the new job, each marked with the job that
-    -- recorded it (a fork of a fork: the first).
+    -- seq, recorded_at, key), or all of them (no step: after the last), copied into the
+    -- new job, each marked with the job that recorded it (a fork of a fork: the first).
     INSERT INTO effects (job_id, key, seq, result, attempt, worker, recorded_at, model,
                          input_tokens, output_tokens, inherited_from)
     SELECT job.id, e.key, e.seq, e.result, e.attempt, e.worker, e.recorded_at, e.model,
            e.input_tokens, e.output_tokens, coalesce(e.inherited_from, e.job_id)
     FROM job
-    JOIN effects s ON s.job_id = job.forked_from AND s.key = job.fork_step
     JOIN effects e ON e.job_id = job.forked_from
-                  AND (e.seq, e.recorded_at, e.key) < (s.seq, s.recorded_at, s.key)
+    LEFT JOIN effects s ON s.job_id = job.forked_from AND s.key = job.fork_step
+    WHERE job.fork_step IS NULL
+       OR (e.seq, e.recorded_at, e.key) < (s.seq, s.recorded_at, s.key)
 ), box AS (
     INSERT INTO outbox (job_id) SELECT id FROM job WHERE state = 'queued' AND NOT parked
     RETURNING id, job_id
