@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from app import errors
-from app.cli import remote, render, runner
+from app.cli import remote, render, render_json, runner
 from app.cli.render import err, out
 from app.services import filters, jobs
 from app.settings import bounds
@@ -120,11 +120,13 @@ def search(
     """Find jobs by id or prefix, idempotency key, kind, states, times, error text and
     payload fields (newest first), as a table or --json."""
     s = runner.settings_or_exit()
-    rows, _ = runner.on_database(
+    rows, cursor = runner.on_database(
         s, lambda database: jobs.search(database, flt, limit=limit, scope=None)
     )
-    if as_json:
-        render.plain(json.dumps(rows, default=str))
+    if as_json:  # as GET /v1/jobs answers the same search
+        from app.api.schemas import JobPage, JobPublic
+
+        render_json.emit(JobPage(items=[JobPublic.of(r) for r in rows], next_cursor=cursor))
         return
     render.print_listing(render.jobs([{**r, "waiting_for": jobs.waiting_for(r)} for r in rows]))
 

@@ -72,11 +72,18 @@ def prune(
     ({"rows": {state: {table: rows}}, "batches", "seconds"})."""
     s = runner.settings_or_exit()
     if not s.retention():
-        if as_json:  # nothing is due, nothing is pruned: the same shapes, empty
-            render_json.emit({"due": []} if dry_run else retention.PruneReport())
+        if dry_run:  # no job is due: the same shape, empty
+            if as_json:
+                render_json.emit({"due": []})
+            else:
+                plain(
+                    "every state is kept forever (TASKLEASE_RETAIN_*_SECONDS are 0): no job is due"
+                )
             return
-        plain("every state is kept forever (TASKLEASE_RETAIN_*_SECONDS are 0): nothing to prune")
-        return
+        if not as_json:  # the chart buckets and workers' rows are still pruned below
+            plain(
+                "every state is kept forever (TASKLEASE_RETAIN_*_SECONDS are 0): no job is pruned"
+            )
     if dry_run:
         rows = runner.on_database(s, lambda db: retention.due(s, db))
         if as_json:

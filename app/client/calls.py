@@ -148,8 +148,10 @@ def rerun(job_id: JobId, payload: dict[str, Any] | None) -> Call[models.Job]:
     return Call("POST", job_path(job_id, "/rerun"), _model(models.Job), json=body)
 
 
-def fork(job_id: JobId, step: str, payload: dict[str, Any] | None) -> Call[models.Fork]:
-    body: dict[str, Any] = {"step": step} if payload is None else {"step": step, "payload": payload}
+def fork(job_id: JobId, step: str | None, payload: dict[str, Any] | None) -> Call[models.Fork]:
+    body: dict[str, Any] = {} if step is None else {"step": step}
+    if payload is not None:
+        body["payload"] = payload
     return Call("POST", job_path(job_id, "/fork"), _model(models.Fork), json=body)
 
 

@@ -125,8 +125,11 @@ class Client:
         """Re-run a finished job as a new job (its payload, or ``payload``)."""
         return self.send(calls.rerun(job_id, payload))
 
-    def fork(self, job_id: JobId, step: str, payload: dict[str, Any] | None = None) -> models.Fork:
-        """Fork a finished job from ``step``: a new job inheriting the steps before it."""
+    def fork(
+        self, job_id: JobId, step: str | None = None, payload: dict[str, Any] | None = None
+    ) -> models.Fork:
+        """Fork a finished job from ``step``: a new job inheriting the steps before it
+        (``step`` None: every recorded step, so it runs from the step it failed in)."""
         return self.send(calls.fork(job_id, step, payload))
 
     def send_message(
@@ -327,7 +330,7 @@ class AsyncClient:
         return await self.send(calls.rerun(job_id, payload))
 
     async def fork(
-        self, job_id: JobId, step: str, payload: dict[str, Any] | None = None
+        self, job_id: JobId, step: str | None = None, payload: dict[str, Any] | None = None
     ) -> models.Fork:
         """As ``Client.fork``."""
         return await self.send(calls.fork(job_id, step, payload))

@@ -78,7 +78,7 @@ async def post(http: httpx.AsyncClient, hook: Hook, alert: DueAlert, seconds: fl
     headers |= {"content-type": "application/json", "user-agent": USER_AGENT}
     try:
         resp = await http.post(hook.url, content=raw, headers=headers, timeout=seconds)
-    except httpx.HTTPError as exc:
+    except Exception as exc:
         return f"{hook.name}: {type(exc).__name__}: {exc}"[:500]
     if 200 <= resp.status_code < 300:
         return None

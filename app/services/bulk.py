@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 # with its other work (an operation not finished then is taken over again once its lease
 # expired, by the next pass).
 TAKE_OVER_LIMIT = 10
-RESUME_SECONDS = 60.0
+RESUME_SECONDS = 20.0
 # What a cancel may act on: every state but the finished ones.
 CANCELLABLE = [s for s in JobState if not s.terminal]
 

@@ -38,7 +38,11 @@ class JobFilter(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    ids: list[uuid.UUID] | None = Field(None, max_length=MAX_IDS, description="these jobs")
+    # At least one: an empty list would read as no id filter, every job (a bulk cancel of
+    # every job from a selection that was empty).
+    ids: list[uuid.UUID] | None = Field(
+        None, min_length=1, max_length=MAX_IDS, description="these jobs (one or more)"
+    )
     id_prefix: str | None = Field(
         None,
         max_length=36,
@@ -149,7 +153,7 @@ def contains(fields: Mapping[str, Scalar]) -> dict[str, Any]:
                 f"payload field {path[:80]!r} is not a dotted path of names "
                 f"(letters, digits, _ and -; at most {MAX_FIELD_DEPTH} deep)"
             )
-        if isinstance(value, str) and (bad := unstorable(value)):
+        if bad := unstorable(value):  # text PostgreSQL refuses; NaN or Infinity (no JSON)
             raise errors.BadRequest(f"payload field {path!r}: the value {bad}")
         node = doc
         for part in parts[:-1]:

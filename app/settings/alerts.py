@@ -7,6 +7,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Self
 
+import httpx
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
@@ -23,11 +24,16 @@ def is_slack(url: str) -> bool:
 
 def check_url(url: str) -> str:
     """An http(s) URL with a host; ValueError saying what is wrong."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{url!r} is not an http:// or https:// URL with a host")
     if len(url) > 2000:
         raise ValueError("a webhook URL is at most 2000 characters")
+    try:  # what the delivery's client will refuse (a bad port, a control character)
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.port
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise ValueError(f"{url!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http:// or https:// URL with a host")
     return url
 
 

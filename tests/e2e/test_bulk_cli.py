@@ -36,13 +36,16 @@ def test_search_and_bulk_cancel_from_the_command_line(stack: Stack, sql: Any) ->
         theirs = http.post("/v1/jobs", json={"kind": "demo.noop", "payload": {"team": "red"}})
     theirs_id = theirs.json()["id"]
 
-    # Search: a table (the text as written, never markup), and JSON.
+    # Search: a table (the text as written, never markup), and JSON as GET /v1/jobs
+    # answers the same search ({"items", "next_cursor"}).
     table = ok(stack, "jobs", "search", "--payload", f"user_id={MARKUP}")
     assert marked in table and "1 jobs" in table
     found = json.loads(ok(stack, "jobs", "search", "--payload", "team=red", "--json"))
-    assert sorted(j["id"] for j in found) == sorted([*red, theirs_id])  # the operator: all
+    assert set(found) == {"items", "next_cursor"}
+    assert sorted(j["id"] for j in found["items"]) == sorted([*red, theirs_id])  # all tenants
+    assert "lease_token" not in found["items"][0]  # the API's shape, not the row
     by_prefix = json.loads(ok(stack, "jobs", "search", "--id", marked[:13], "--json"))
-    assert [j["id"] for j in by_prefix] == [marked]
+    assert [j["id"] for j in by_prefix["items"]] == [marked]
     code, _, err = cli(stack, "jobs", "search", "--payload", "no-equals-sign")
     assert code == 2 and "is not FIELD=VALUE" in err
     code, _, err = cli(stack, "jobs", "search", "--id", "zz")

@@ -291,6 +291,9 @@ def test_a_bad_tenant_webhook_is_refused_naming_what_is_wrong(stack: Stack, sql:
                 ("acme", "ftp://x", None),
                 ("acme", "https://x.example/hook", "not-a-secret"),
                 ("no spaces", "https://x.example/hook", None),
+                # What the delivery's HTTP client would refuse, refused here instead.
+                ("acme", "http://hooks.example:abc/x", None),
+                ("acme", "http://hooks.example/a\x01b", None),
             ]:
                 try:
                     await alerts.set_tenant_webhook(db, tenant, url, secret)
@@ -302,6 +305,8 @@ def test_a_bad_tenant_webhook_is_refused_naming_what_is_wrong(stack: Stack, sql:
     assert "is not an http:// or https:// URL" in said[0]
     assert "whsec_" in said[1]
     assert "tenant 'no spaces' is not valid" in said[2]
+    assert "is not a valid URL" in said[3] and "Port" in said[3]
+    assert "is not a valid URL" in said[4]
     assert sql.execute("SELECT count(*) AS n FROM tenant_alert_webhooks").fetchone()["n"] == 0
 
 

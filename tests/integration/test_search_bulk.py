@@ -111,6 +111,8 @@ def test_a_search_pages_by_its_own_cursor_only(
         ({"created_after": "yesterday"}, "created_after"),
         ({"created_after": "2026-01-02T03:04:05"}, "created_after needs a time zone"),
         ({"payload.a": "1", "payload.a.b": "2"}, "collides"),
+        ({"payload_json.n": "NaN"}, "numbers must be finite"),
+        ({"payload_json.n": "1e999"}, "numbers must be finite"),
     ],
 )
 def test_a_bad_filter_is_refused_naming_what_is_wrong(
@@ -240,6 +242,9 @@ def test_a_bulk_rerun_makes_one_new_job_per_finished_job_and_leaves_the_rest(
 
     # The dry run counts the finished jobs of the caller's tenant only.
     assert bulk(t, t.acme, {**body, "dry_run": True}).json()["total"] == 4
+    # An empty list of ids is refused, never read as "every job".
+    none = bulk(t, t.acme, {"action": "rerun", "filter": {"ids": []}, "dry_run": True})
+    assert none.status_code == 422 and "ids" in none.text
     refused = bulk(t, t.acme, {"action": "rerun", "filter": {"states": ["queued"]}})
     assert refused.status_code == 422 and "rerun acts on" in refused.text
 

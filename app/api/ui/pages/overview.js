@@ -12,7 +12,7 @@ const filters = { state: "", kind: "", tenant: "", search: "", createdAfter: "",
 const JOB_COLUMNS = ["", "job", "kind", "state", "runs", "attempts used", "waiting for", "until", "tenant", "created"];
 // The jobs list filtered ({ kind, state }): the kinds page's links land here.
 export function showJobs(filter) {
-  Object.assign(filters, { state: "", kind: "" }, filter);
+  Object.assign(filters, { state: "", kind: "", search: "", createdAfter: "", error: "" }, filter);
   if (location.hash === "#/") session.route(); else location.hash = "#/";
 }
 export async function overview(view) {

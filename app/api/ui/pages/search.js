@@ -71,19 +71,22 @@ export function bulkBar(f, onDone) {
   const status = el("span", { id: "bulk-status", class: "muted" });
   const progress = el("progress", { id: "bulk-progress", hidden: true, max: 1, value: 0 });
   const confirm = el("span", { id: "bulk-confirm", hidden: true });
-  const bar = el("div", { class: "bulk", id: "bulk", hidden: true }, count, allLink,
+  const actions = el("span", { class: "bulk-actions" },
     el("button", { type: "button", id: "bulk-cancel", on: { click: () => ask("cancel") } }, "Cancel"),
     el("button", { type: "button", id: "bulk-redrive", class: "quiet", on: { click: () => ask("redrive") } }, "Redrive"),
-    el("button", { type: "button", id: "bulk-rerun", class: "quiet", on: { click: () => ask("rerun") } }, "Re-run"),
-    confirm, progress, status);
+    el("button", { type: "button", id: "bulk-rerun", class: "quiet", on: { click: () => ask("rerun") } }, "Re-run"));
+  const bar = el("div", { class: "bulk", id: "bulk", hidden: true }, count, allLink, actions, confirm, progress, status);
   const body = (action) => ({ action, filter: all ? bulkFilter(f) : { ids: [...picked] } });
   function show() {
+    // Nothing picked (after a run the bar stays with its result): no action to ask for.
+    actions.hidden = !all && picked.size === 0;
     bar.hidden = !all && picked.size === 0;
     count.textContent = all ? "all jobs matching the filter" : `${picked.size} selected`;
     allLink.hidden = all;
   }
   allLink.addEventListener("click", () => { all = true; show(); });
   async function ask(action) {
+    if (!all && picked.size === 0) return;
     try {
       const dry = await api("/v1/bulk", { method: "POST", body: { ...body(action), dry_run: true } });
       const go = el("button", { type: "button", id: "bulk-go", on: { click: () => run(action) } }, `${action} ${dry.total} jobs`);
@@ -113,6 +116,7 @@ export function bulkBar(f, onDone) {
       all = false;
       count.textContent = "finished:"; // the bar stays with the result until the next pick
       allLink.hidden = true;
+      actions.hidden = true;
       onDone();
     } catch (err) { toast(err.message, true); }
   }

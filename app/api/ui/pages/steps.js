@@ -35,8 +35,15 @@ export function waterfall(job, events, effects, now = Date.now()) {
     const first = evs.length ? t(evs[0].at) : end;
     if (first > t(job.created_at)) rows.push({ label: "queued", cls: "wait", start: t(job.created_at), end: first });
   }
+  // A fork's inherited steps ran in the original, before this job existed: one bar at the
+  // start, "inherited", rather than bars far left of the axis.
+  const inherited = effects.filter((f) => f.inherited_from);
+  if (inherited.length) {
+    const at = t(job.created_at);
+    rows.push({ label: `${inherited.length} inherited step${inherited.length === 1 ? "" : "s"}`, cls: "step inherited", start: at, end: at });
+  }
   let last = null; // the previous step's record, in the run that recorded it
-  for (const f of [...effects].sort((a, b) => a.seq - b.seq)) {
+  for (const f of [...effects].filter((e) => !e.inherited_from).sort((a, b) => a.seq - b.seq)) {
     const at = t(f.recorded_at);
     const inRun = runs.filter((r) => r.start <= at).pop();
     const from = inRun ? Math.max(inRun.start, last ?? -Infinity) : t(job.created_at);

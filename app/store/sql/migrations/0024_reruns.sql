@@ -6,12 +6,16 @@
 -- it recorded (fork_step NULL: from the step after its last recorded one, the step that
 -- failed): forked_from names the original. No foreign keys: a prune of the original leaves the new job whole
 -- and the link as a record of where it came from (the original then reads as gone).
--- Plain ADD COLUMN without a default rewrites nothing.
+-- Plain ADD COLUMN without a default rewrites nothing; the checks are NOT VALID, so they
+-- hold for every row written from now on without a scan of jobs under the lock (every
+-- existing row has NULLs there, which pass them).
 ALTER TABLE jobs ADD COLUMN rerun_of uuid;
 ALTER TABLE jobs ADD COLUMN forked_from uuid;
-ALTER TABLE jobs ADD COLUMN fork_step text CHECK (length(fork_step) BETWEEN 1 AND 200);
+ALTER TABLE jobs ADD COLUMN fork_step text;
+ALTER TABLE jobs ADD CONSTRAINT jobs_fork_step_length
+    CHECK (length(fork_step) BETWEEN 1 AND 200) NOT VALID;
 ALTER TABLE jobs ADD CONSTRAINT jobs_fork_step_with_fork
-    CHECK (fork_step IS NULL OR forked_from IS NOT NULL);
+    CHECK (fork_step IS NULL OR forked_from IS NOT NULL) NOT VALID;
 
 -- A job's page lists the jobs re-run or forked from it: only those rows are indexed.
 CREATE INDEX jobs_rerun_of ON jobs (rerun_of, created_at) WHERE rerun_of IS NOT NULL;
