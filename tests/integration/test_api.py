@@ -185,10 +185,11 @@ def test_get_returns_the_job(api: TestClient) -> None:
     job = post(api, {"kind": "demo.noop", "payload": {"x": 1}}).json()
     resp = api.get(f"/v1/jobs/{job['id']}")
     assert resp.status_code == 200
-    # The one job's answer adds its children and its model usage to the job as every
-    # route answers it.
+    # The one job's answer adds its children, its model usage and the jobs re-run or
+    # forked from it to the job as every route answers it.
     no_usage = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0, "models": []}
-    assert resp.json() == {**job, "children": [], "children_count": 0, "usage": no_usage}
+    more = {"children": [], "children_count": 0, "usage": no_usage, "reruns": []}
+    assert resp.json() == {**job, **more}
     assert job["parent_id"] is None and job["waiting_for"] is None
 
 
