@@ -134,8 +134,10 @@ def test_an_operator_finds_a_dead_letter_by_a_payload_field_and_forks_it_from_it
         ),
         what="the dead letter alone",
     )
-    page.click(f"#jobs tr[data-job='{doomed}'] a[href='#/jobs/{doomed}']")
-    page.wait_for_selector(f"dd:has-text('{doomed}')")
+    # Its link, read from the row found (the live list may redraw the row under a click).
+    link = page.get_attribute(f"#jobs tr[data-job='{doomed}'] a[href^='#/jobs/']", "href")
+    assert link == f"#/jobs/{doomed}"
+    job_page(page, url, doomed)
 
     # and forks it from the step it failed in, with the fix (here, in its payload).
     page.click("#fork-last")
