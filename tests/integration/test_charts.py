@@ -6,7 +6,6 @@ input is a 422 naming it; retention prunes old buckets and keeps the rest."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from typing import Any
 
@@ -30,10 +29,14 @@ def test_the_buckets_count_real_jobs_and_a_known_latency_lands_in_its_bucket(
     api: Any, stack: Stack, sql: Any
 ) -> None:
     fast_retries = stack.with_settings(backoff_base_seconds=0.05, backoff_cap_seconds=0.1)
-    # Known latency: submitted, then left queued 2 s before a worker takes it (2 s to
-    # 3.16 s in all, the worker's start included: bucket 9, [1.78 s, 3.16 s)).
+    # Known latency: submitted 120 s ago (created_at moved back while it is queued, which
+    # appends no delta), so it finishes 120 s plus the worker's time after it was made:
+    # bucket 16, [100 s, 177.8 s), with 57 s of room for a slow machine (a real 2 s wait
+    # left 1.16 s, and a noisy CI run once took 1.24 s).
     slow = post(api, "demo.noop", {})
-    time.sleep(2.0)
+    sql.execute(
+        "UPDATE jobs SET created_at = created_at - interval '120 seconds' WHERE id = %s", (slow,)
+    )
     handle(stack, sql, slow, {"succeeded"})
     retried = post(api, "demo.flaky", {"fail_attempts": 1}, max_attempts=3)
     handle(stack, sql, retried, {"succeeded"}, fast_retries)
@@ -53,10 +56,11 @@ def test_the_buckets_count_real_jobs_and_a_known_latency_lands_in_its_bucket(
     by_kind = {k["kind"]: k for k in got["latency"]}
     assert set(by_kind) == {None, "demo.noop", "demo.flaky"}
     noop = by_kind["demo.noop"]
-    assert 2.0 <= latency_seconds(sql, slow) < 3.162
-    assert noop["finished"] == 1 and noop["histogram"][9] == 1 and sum(noop["histogram"]) == 1
-    assert 1778.2 <= noop["p50_ms"] <= noop["p95_ms"] <= 3162.3
-    # run time (first start to finish) is the noop's few milliseconds, not its queued 2 s
+    assert 120.0 <= latency_seconds(sql, slow) < 177.8
+    assert charts.bucket_of(120.0) == charts.bucket_of(177.7) == 16
+    assert noop["finished"] == 1 and noop["histogram"][16] == 1 and sum(noop["histogram"]) == 1
+    assert 100_000 <= noop["p50_ms"] <= noop["p95_ms"] <= 177_828
+    # run time (first start to finish) is the noop's few milliseconds, not its queued 120 s
     assert noop["run_p95_ms"] is not None and noop["run_p95_ms"] < 1000
 
     flaky = Counter(charts.bucket_of(latency_seconds(sql, j)) for j in (retried, dead))
