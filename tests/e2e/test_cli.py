@@ -34,6 +34,7 @@ def dead_letter(sql: Any, job_id: uuid.UUID, error: str) -> None:
     )
 
 
+@pytest.mark.carrier_neutral  # the command's output, not the carrier
 def test_submit_with_a_deadline_and_show_it(stack: Stack, sql: Any) -> None:
     job_id = submitted(stack, "--deadline-seconds", "3600")
     row = job_row(sql, job_id)
@@ -45,6 +46,7 @@ def test_submit_with_a_deadline_and_show_it(stack: Stack, sql: Any) -> None:
     assert code != 0 and "deadline" in err and "past" in err, err
 
 
+@pytest.mark.carrier_neutral  # the command's output, not the carrier
 def test_submit_show_list_and_cancel_a_job(stack: Stack, sql: Any) -> None:
     job_id = submitted(stack, "--idempotency-key", "k1", "--tenant", "acme")
     # The same key: the same job, and a note on stderr only.
@@ -83,6 +85,7 @@ def test_submit_show_list_and_cancel_a_job(stack: Stack, sql: Any) -> None:
     assert "not a job id: 'not-a-uuid'" in err
 
 
+@pytest.mark.carrier_neutral  # the command's output, not the carrier
 def test_jobs_show_lists_the_state_a_job_published_as_written(stack: Stack, sql: Any) -> None:
     job_id = submitted(stack, "--tenant", "acme")
     sql.execute(
@@ -95,6 +98,7 @@ def test_jobs_show_lists_the_state_a_job_published_as_written(stack: Stack, sql:
     assert "state" in out and "plan" in out and MARKUP in out
 
 
+@pytest.mark.carrier_neutral  # the command's output, not the carrier
 def test_an_unknown_job_is_an_error_with_exit_code_1(stack: Stack) -> None:
     code, out, err = cli(stack, "jobs", "show", str(uuid.uuid4()))
     assert code == 1
@@ -146,6 +150,7 @@ def test_migrate_is_idempotent_and_queues_create_prints_the_exports(stack: Stack
     assert lines[1].startswith("export TASKLEASE_DLQ_URL=") and name in lines[1]
 
 
+@pytest.mark.carrier_neutral  # the command's output, not the carrier
 def test_a_command_without_its_settings_exits_2_naming_the_variable(stack: Stack) -> None:
     # migrate used to check its setting outside the runner: a traceback and exit code 1.
     stack.env.pop("TASKLEASE_DATABASE_URL")
@@ -158,6 +163,7 @@ def test_a_command_without_its_settings_exits_2_naming_the_variable(stack: Stack
         assert "TASKLEASE_DATABASE_URL" in err
 
 
+@pytest.mark.carrier_neutral  # the command's output, not the carrier
 def test_submit_takes_the_tenant_of_the_key_it_is_given_and_says_which(
     stack: Stack, sql: Any
 ) -> None:

@@ -19,7 +19,9 @@ from tests.conftest import Stack, job_row, wait_for
 from tests.e2e.test_auth_cli import cli, finish, start
 from tests.helpers import engine_for, receive_records
 
-pytestmark = pytest.mark.e2e
+# carrier_neutral: what these check is the command line's view of waits; the waits
+# themselves are checked on every carrier by tests/integration/test_waits*.py and test_api_messages.py.
+pytestmark = [pytest.mark.e2e, pytest.mark.carrier_neutral]
 
 
 def ok_id(answer: tuple[int, str, str]) -> str:

@@ -11,7 +11,9 @@ import pytest
 from tests.conftest import Stack
 from tests.e2e.test_auth_cli import cli, finish, start
 
-pytestmark = pytest.mark.e2e
+# carrier_neutral: the schedules' commands and rows; a schedule's firing is checked on every
+# carrier by tests/integration/test_schedules.py.
+pytestmark = [pytest.mark.e2e, pytest.mark.carrier_neutral]
 
 # A name rich would read as markup: `[/]` closes nothing (rich raises), `[red]` a colour.
 MARKUP = "digest [/] [red]not a colour[/red]"

@@ -17,7 +17,9 @@ import pytest
 from tests.conftest import Stack, bearer, wait_for
 from tests.e2e.test_auth_cli import cli
 
-pytestmark = pytest.mark.e2e
+# carrier_neutral: the workers' rows (heartbeat, gone, stopped) are written by the
+# worker process whatever carrier it polls.
+pytestmark = [pytest.mark.e2e, pytest.mark.carrier_neutral]
 
 HEARTBEAT = 0.3
 GONE = 2.5
