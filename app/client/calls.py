@@ -104,8 +104,7 @@ def submit(
         body["deadline"] = deadline.isoformat()
     if deadline_seconds is not None:
         body["deadline_seconds"] = deadline_seconds
-    headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
-    return Call("POST", "/v1/jobs", _model(models.Job), json=body, headers=headers)
+    return Call("POST", "/v1/jobs", _model(models.Job), json=body, headers=_keyed(idempotency_key))
 
 
 def submit_many(
@@ -143,16 +142,29 @@ def cancel(job_id: JobId) -> Call[models.Job]:
     return Call("POST", job_path(job_id, "/cancel"), _model(models.Job))
 
 
-def rerun(job_id: JobId, payload: dict[str, Any] | None) -> Call[models.Job]:
+def _keyed(idempotency_key: str | None) -> dict[str, str] | None:
+    return {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
+
+
+def rerun(
+    job_id: JobId, payload: dict[str, Any] | None, idempotency_key: str | None = None
+) -> Call[models.Job]:
     body = {} if payload is None else {"payload": payload}
-    return Call("POST", job_path(job_id, "/rerun"), _model(models.Job), json=body)
+    path = job_path(job_id, "/rerun")
+    return Call("POST", path, _model(models.Job), json=body, headers=_keyed(idempotency_key))
 
 
-def fork(job_id: JobId, step: str | None, payload: dict[str, Any] | None) -> Call[models.Fork]:
+def fork(
+    job_id: JobId,
+    step: str | None,
+    payload: dict[str, Any] | None,
+    idempotency_key: str | None = None,
+) -> Call[models.Fork]:
     body: dict[str, Any] = {} if step is None else {"step": step}
     if payload is not None:
         body["payload"] = payload
-    return Call("POST", job_path(job_id, "/fork"), _model(models.Fork), json=body)
+    path = job_path(job_id, "/fork")
+    return Call("POST", path, _model(models.Fork), json=body, headers=_keyed(idempotency_key))
 
 
 def redrive(job_id: JobId, force: bool) -> Call[models.Job]:
@@ -163,7 +175,7 @@ def redrive(job_id: JobId, force: bool) -> Call[models.Job]:
 def send_message(
     job_id: JobId, topic: str, body: Any, idempotency_key: str | None
 ) -> Call[models.MessageSent]:
-    headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
+    headers = _keyed(idempotency_key)
     return Call(
         "POST",
         job_path(job_id, "/messages"),

@@ -121,16 +121,28 @@ class Client:
     def redrive(self, job_id: JobId, force: bool = False) -> models.Job:
         return self.send(calls.redrive(job_id, force))
 
-    def rerun(self, job_id: JobId, payload: dict[str, Any] | None = None) -> models.Job:
-        """Re-run a finished job as a new job (its payload, or ``payload``)."""
-        return self.send(calls.rerun(job_id, payload))
+    def rerun(
+        self,
+        job_id: JobId,
+        payload: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> models.Job:
+        """Re-run a finished job as a new job (its payload, or ``payload``); with
+        ``idempotency_key`` a retry answers the re-run the first call made."""
+        return self.send(calls.rerun(job_id, payload, idempotency_key))
 
     def fork(
-        self, job_id: JobId, step: str | None = None, payload: dict[str, Any] | None = None
+        self,
+        job_id: JobId,
+        step: str | None = None,
+        payload: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
     ) -> models.Fork:
         """Fork a finished job from ``step``: a new job inheriting the steps before it
         (``step`` None: every recorded step, so it runs from the step it failed in)."""
-        return self.send(calls.fork(job_id, step, payload))
+        return self.send(calls.fork(job_id, step, payload, idempotency_key))
 
     def send_message(
         self, job_id: JobId, topic: str, body: Any = None, *, idempotency_key: str | None = None
@@ -325,15 +337,26 @@ class AsyncClient:
     async def redrive(self, job_id: JobId, force: bool = False) -> models.Job:
         return await self.send(calls.redrive(job_id, force))
 
-    async def rerun(self, job_id: JobId, payload: dict[str, Any] | None = None) -> models.Job:
+    async def rerun(
+        self,
+        job_id: JobId,
+        payload: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> models.Job:
         """As ``Client.rerun``."""
-        return await self.send(calls.rerun(job_id, payload))
+        return await self.send(calls.rerun(job_id, payload, idempotency_key))
 
     async def fork(
-        self, job_id: JobId, step: str | None = None, payload: dict[str, Any] | None = None
+        self,
+        job_id: JobId,
+        step: str | None = None,
+        payload: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
     ) -> models.Fork:
         """As ``Client.fork``."""
-        return await self.send(calls.fork(job_id, step, payload))
+        return await self.send(calls.fork(job_id, step, payload, idempotency_key))
 
     async def send_message(
         self, job_id: JobId, topic: str, body: Any = None, *, idempotency_key: str | None = None

@@ -138,13 +138,15 @@ async def fork(
     sender: outbox.OutboxSender | None = None,
     key_id: str | None = None,
     by: str | None = None,
+    idempotency_key: str | None = None,
 ) -> Forked:
     """Fork a finished job from ``step`` (an effect key it recorded): a new job that
     inherits the effects recorded before it and runs from there; ``step`` None: every
     effect it recorded, so the new job runs from the step after its last recorded one
     (the step a dead letter failed in, which recorded nothing). NotFound naming the step
     when the job did not record it; Conflict when the fork would inherit a step tied to
-    the original's children or callbacks."""
+    the original's children or callbacks. ``idempotency_key``: as a submit's, bound to
+    the original and the step too."""
     original = await _finished(db, job_id, scope, "forked")
     keys = [e.key for e in await store.effects.of_job(db, job_id)]
     if step is not None and step not in keys:
@@ -166,7 +168,14 @@ async def fork(
     where = "after its last recorded step" if step is None else f"at step {step!r}"
     note = f"forked from {job_id} {where} ({n} step{'' if n == 1 else 's'} inherited)"
     note += _edited(original, payload)
-    new = _like(original, payload, note + _by(by), forked_from=job_id, fork_step=step)
+    new = _like(
+        original,
+        payload,
+        note + _by(by),
+        forked_from=job_id,
+        fork_step=step,
+        idempotency_key=idempotency_key,
+    )
     (made,) = await submit.submit_many(
         settings, db, queue, [new], tenant=original.tenant, sender=sender, key_id=key_id
     )

@@ -74,6 +74,7 @@ def request_hash(
     delay_seconds: float | None = None,
     priority: str | None = None,
     deadline: str | float | None = None,
+    origin: dict[str, str] | None = None,
 ) -> str:
     """What an Idempotency-Key is bound to. When the job should run, and a priority other
     than normal, are part of the request (the same key asking for another time or
@@ -93,8 +94,20 @@ def request_hash(
         request["priority"] = priority
     if deadline is not None:
         request["deadline"] = deadline
+    if origin:  # a re-run's or a fork's: the same key for another job's re-run is a 409
+        request["origin"] = origin
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _origin(new: NewJob) -> dict[str, str] | None:
+    """A re-run's or a fork's origin, as its Idempotency-Key is bound to it."""
+    origin = {
+        "rerun_of": new.rerun_of,
+        "forked_from": new.forked_from,
+        "fork_step": new.fork_step if new.forked_from is not None else None,
+    }
+    return {k: str(v) for k, v in origin.items() if v is not None} or None
 
 
 def _check_timing(new: NewJob) -> None:
@@ -205,6 +218,7 @@ def validated(settings: Settings, new: NewJob) -> NewRow:
         delay_seconds=new.delay_seconds,
         priority=priority,
         deadline=deadlines.hashed(new.deadline, new.deadline_seconds),
+        origin=_origin(new),
     )
     return NewRow(
         uuid.uuid4(),

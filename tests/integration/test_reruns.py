@@ -312,3 +312,51 @@ async def test_the_insert_writes_no_fork_whose_step_vanished_since_the_look(
         )
     assert not written.fork_ok and written.jobs == []
     assert snapshot(sql) == before
+
+
+def where(sql: Any, table: str, condition: str, params: tuple[Any, ...] = ()) -> int:
+    query = f"SELECT count(*) AS n FROM {table} WHERE {condition}"
+    return int(sql.execute(query, params).fetchone()["n"])
+
+
+def test_a_retried_rerun_or_fork_with_its_idempotency_key_answers_the_first_one(
+    tenants: Tenants,  # noqa: F811 (the fixture imported above)
+    sql: Any,
+) -> None:
+    t = tenants
+    original = triage_dead_letter(t, sql, t.acme)
+    record(sql, original, "classify", "draft")
+    other = triage_dead_letter(t, sql, t.acme)
+    keyed = {**bearer(t.acme), "Idempotency-Key": "retry-1"}
+
+    first = t.client.post(f"/v1/jobs/{original}/rerun", headers=keyed)
+    again = t.client.post(f"/v1/jobs/{original}/rerun", headers=keyed)
+    assert first.status_code == again.status_code == 202, (first.text, again.text)
+    assert again.json()["id"] == first.json()["id"]
+    assert "Idempotent-Replayed" not in first.headers
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert where(sql, "jobs", "rerun_of = %s", (original,)) == 1
+    # The key is bound to the job re-run and to the payload: another's is a 409.
+    for path, body in (
+        (f"/v1/jobs/{other}/rerun", None),
+        (f"/v1/jobs/{original}/rerun", {"payload": {**TICKET, "ticket_id": "T-10"}}),
+    ):
+        refused = t.client.post(path, headers=keyed, json=body)
+        assert refused.status_code == 409, refused.text
+        assert "Idempotency-Key" in refused.json()["detail"]
+    assert where(sql, "jobs", "rerun_of IS NOT NULL") == 1
+
+    fork_key = {**bearer(t.acme), "Idempotency-Key": "fork-1"}
+    forked = t.client.post(f"/v1/jobs/{original}/fork", headers=fork_key, json={"step": "draft"})
+    forked_again = t.client.post(
+        f"/v1/jobs/{original}/fork", headers=fork_key, json={"step": "draft"}
+    )
+    assert forked.status_code == forked_again.status_code == 202, forked_again.text
+    assert forked_again.json()["id"] == forked.json()["id"]
+    assert forked_again.headers["Idempotent-Replayed"] == "true"
+    assert forked_again.json()["inherited"] == ["classify"]
+    assert where(sql, "effects", "job_id = %s", (forked.json()["id"],)) == 1  # copied once
+    # The same key from another step is another request.
+    elsewhere = t.client.post(f"/v1/jobs/{original}/fork", headers=fork_key, json={})
+    assert elsewhere.status_code == 409, elsewhere.text
+    assert where(sql, "jobs", "forked_from = %s", (original,)) == 1
