@@ -5,13 +5,14 @@ locks, no long transaction, no table rewrite). The sweeper runs a few batches pe
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app import crashpoints, metrics, store
-from app.services import charts, workers
+from app.services import batched, charts, workers
 from app.settings.config import Settings
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,8 @@ class PruneReport:
     seconds: float = 0.0
     chart_rows: int = 0  # chart buckets past their width's keep (services/charts.py)
     workers: int = 0  # workers' rows not seen for TASKLEASE_RETAIN_WORKERS_SECONDS
+    # bulk operations finished TASKLEASE_RETAIN_BULK_OPERATIONS_SECONDS ago
+    bulk_operations: int = 0
 
     def jobs(self, state: str | None = None) -> int:
         states = [state] if state else list(self.rows)
@@ -77,6 +80,7 @@ async def prune(
         db, limit=settings.prune_batch_size, max_batches=max_batches
     )
     report.workers = await workers.prune(settings, db, max_batches=max_batches)
+    report.bulk_operations = await _prune_bulk(settings, db, max_batches=max_batches)
     report.seconds = time.perf_counter() - t0
     if report.jobs():
         log.info(
@@ -84,6 +88,15 @@ async def prune(
             extra={"count": report.jobs(), "batches": report.batches},
         )
     return report
+
+
+async def _prune_bulk(settings: Settings, db: store.Database, *, max_batches: int | None) -> int:
+    return await batched.prune_in_batches(
+        functools.partial(store.bulk.prune, db),
+        keep_seconds=settings.retain_bulk_operations_seconds,
+        size=settings.prune_batch_size,
+        max_batches=max_batches,
+    )
 
 
 async def due(settings: Settings, db: store.Database) -> list[store.retention.Due]:

@@ -3,7 +3,10 @@ prune of rows not seen for TASKLEASE_RETAIN_WORKERS_SECONDS (run by the retentio
 
 from __future__ import annotations
 
+import functools
+
 from app import store
+from app.services import batched
 from app.settings.config import Settings
 
 # Rows GET /v1/workers answers at most: the most recently seen.
@@ -21,14 +24,9 @@ async def listing(settings: Settings, db: store.Database) -> list[store.workers.
 async def prune(settings: Settings, db: store.Database, *, max_batches: int | None) -> int:
     """Delete workers' rows past their retention, TASKLEASE_PRUNE_BATCH_SIZE per statement,
     until none is left or ``max_batches`` ran; answers the rows deleted."""
-    keep = settings.retain_workers_seconds
-    if not keep:
-        return 0
-    deleted = batches = 0
-    while max_batches is None or batches < max_batches:
-        n = await store.workers.prune(db, keep_seconds=keep, limit=settings.prune_batch_size)
-        deleted += n
-        batches += 1
-        if n < settings.prune_batch_size:
-            break
-    return deleted
+    return await batched.prune_in_batches(
+        functools.partial(store.workers.prune, db),
+        keep_seconds=settings.retain_workers_seconds,
+        size=settings.prune_batch_size,
+        max_batches=max_batches,
+    )

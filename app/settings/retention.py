@@ -69,6 +69,13 @@ class RetentionSettings(BaseSettings):
         le=MAX_KEEP_SECONDS,
         description="how long a worker's row (or a Lambda environment's) is kept after it was last seen (0: forever)",
     )
+    # Bulk operations (POST /v1/bulk) finished this long ago are deleted by the prune.
+    retain_bulk_operations_seconds: int = Field(
+        30 * DAY,
+        ge=0,
+        le=MAX_KEEP_SECONDS,
+        description="how long a finished bulk operation's row (its counts, GET /v1/bulk/{id}) is kept (0: forever)",
+    )
     # Bulk actions (POST /v1/bulk): jobs per batch (one transaction with the cursor), and
     # the lease a runner holds an operation by; past it the sweeper takes over.
     bulk_batch_size: int = Field(

@@ -127,3 +127,8 @@ async def finish(
         {"id": op_id, "token": token, "state": "failed" if error else "done", "error": error},
     )
     return BulkOperation.from_row(row) if row else None
+
+
+async def prune(db: Database, *, keep_seconds: float, limit: int) -> int:
+    """Delete up to ``limit`` operations finished ``keep_seconds`` ago; answers how many."""
+    return len(await db.fetch(q("bulk_prune"), {"keep": keep_seconds, "limit": limit}))

@@ -7,6 +7,7 @@ the kinds' counts by state from the maintained counts, scoped to the key's tenan
 from __future__ import annotations
 
 import asyncio
+import uuid
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -178,3 +179,34 @@ def test_kinds_count_their_jobs_by_state_for_the_keys_tenant(
     other = client.get("/v1/kinds", params={"tenant": "globex"}, headers=bearer(acme))
     assert other.status_code == 403
     assert "own tenant" in other.json()["detail"]
+
+
+def test_the_prune_deletes_bulk_operations_finished_past_their_retention(
+    stack: Stack, sql: Any
+) -> None:
+    def op(state: str, finished_days_ago: int | None) -> str:
+        op_id = str(uuid.uuid4())
+        sql.execute(
+            "INSERT INTO bulk_operations (id, action, filter, caller, state, total, "
+            "finished_at, created_at) VALUES (%s, 'cancel', '{}', 'test', %s, 0, "
+            "now() - make_interval(days => %s), now() - interval '400 days')",
+            (op_id, state, finished_days_ago),
+        )
+        return op_id
+
+    old_done, old_failed = op("done", 31), op("failed", 40)
+    recent, running = op("done", 29), op("running", None)  # a running one: however old
+    settings = stack.with_settings(retain_bulk_operations_seconds=30 * 86_400, prune_batch_size=1)
+
+    async def prune(settings: Any) -> retention.PruneReport:
+        async with store.connect(stack.database_url) as db:
+            return await retention.prune(settings, db)
+
+    assert run(prune(settings)).bulk_operations == 2  # in batches of one
+    left = {r["id"] for r in sql.execute("SELECT id::text AS id FROM bulk_operations")}
+    assert left == {recent, running} and not left & {old_done, old_failed}
+    # 0 keeps them forever.
+    sql.execute("UPDATE bulk_operations SET finished_at = now() - interval '900 days'")
+    forever = stack.with_settings(retain_bulk_operations_seconds=0)
+    assert run(prune(forever)).bulk_operations == 0
+    assert sql.execute("SELECT count(*) AS n FROM bulk_operations").fetchone()["n"] == 2

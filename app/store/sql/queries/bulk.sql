@@ -55,3 +55,16 @@ SET state = %(state)s, last_error = %(error)s, finished_at = now(), updated_at =
     lease_token = NULL, lease_expires_at = NULL
 WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
 RETURNING *;
+
+-- name: bulk_prune
+-- Finished operations past the retention: a batch, oldest first (a running one is kept
+-- however old: the sweeper still resumes it). The table holds one row per POST /v1/bulk,
+-- so the scan is of a small table.
+WITH old AS (
+    SELECT id FROM bulk_operations
+    WHERE state <> 'running' AND finished_at < now() - make_interval(secs => %(keep)s)
+    ORDER BY finished_at
+    LIMIT %(limit)s
+)
+DELETE FROM bulk_operations b USING old WHERE b.id = old.id
+RETURNING 1;
