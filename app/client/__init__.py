@@ -10,7 +10,8 @@ of the server: only httpx, httpx-sse, pydantic and the standard library (.import
         done = tl.wait(job.id, timeout=60)
 """
 
-from app.client.clients import AsyncCallbacks, AsyncClient, Callbacks, Client
+from app.client.async_clients import AsyncCallbacks, AsyncClient
+from app.client.clients import Callbacks, Client
 from app.client.errors import (
     APIError,
     BadRequest,

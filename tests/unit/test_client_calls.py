@@ -13,7 +13,7 @@ import pytest
 from httpx_sse import ServerSentEvent
 
 from app import client
-from app.client import calls
+from app.client import calls, following
 
 pytestmark = pytest.mark.unit
 
@@ -99,7 +99,7 @@ def frame(event_id: str, event: str = "progress") -> ServerSentEvent:
 
 
 def test_a_resumed_stream_skips_repeats_and_asks_after_the_last_event() -> None:
-    resume = calls.Resume(uuid.UUID(int=1), None)
+    resume = following.Resume(uuid.UUID(int=1), None)
     assert resume.headers() == {}
     assert [e.id for e in map(resume.accept, [frame("5-1"), frame("5-2")]) if e] == ["5-1", "5-2"]
     assert resume.headers() == {"Last-Event-ID": "5-2"}
@@ -110,9 +110,9 @@ def test_a_resumed_stream_skips_repeats_and_asks_after_the_last_event() -> None:
 
 
 def test_a_stream_that_keeps_dropping_gives_up_naming_it() -> None:
-    resume = calls.Resume("j", "0")
-    for _ in range(calls.STREAM_RETRIES):
-        assert 0 < resume.dropped(None) <= calls.RETRY_CAP
+    resume = following.Resume("j", "0")
+    for _ in range(following.STREAM_RETRIES):
+        assert 0 < resume.dropped(None) <= following.RETRY_CAP
     with pytest.raises(client.ConnectionLost, match="/v1/jobs/j/stream"):
         resume.dropped(httpx.ReadError("gone"))
 
@@ -120,7 +120,7 @@ def test_a_stream_that_keeps_dropping_gives_up_naming_it() -> None:
 @pytest.mark.parametrize("status", [502, 503, 504])
 def test_a_gateway_error_on_reconnecting_is_tried_again_as_a_drop(status: int) -> None:
     """A rolling deploy or a proxy answers 502-504 for a moment: the stream reconnects."""
-    resume = calls.Resume("j", "5-2")
+    resume = following.Resume("j", "5-2")
     with pytest.raises(httpx.TransportError):
         resume.answered(httpx.Response(status, request=httpx.Request("GET", "http://t/x")))
     with pytest.raises(client.NotFound):
