@@ -111,3 +111,17 @@ def test_every_file_in_the_migrations_folder_is_a_migration() -> None:
 def test_every_migration_has_sql_in_it() -> None:
     for version, body in sql.migrations():
         assert re.search(r"\b(CREATE|ALTER|DROP|INSERT|UPDATE)\b", body), version
+
+
+def test_a_fragment_is_put_whole_where_a_query_uses_it_and_an_unknown_one_is_named() -> None:
+    assert "-- use:" not in "\n".join(sql.queries.values())
+    assert "-- fragment:" not in "\n".join(sql.queries.values())
+    for name in ("search_jobs", "bulk_batch", "search_count"):
+        assert "j.last_error ILIKE %(error)s::text" in sql.queries[name], name
+    fragments = {"cond": "AND a = 1\nAND b = 2"}
+    body = "SELECT 1 FROM t\nWHERE true\n    -- use: cond\nLIMIT 1"
+    assert sql._used(body, fragments, "q") == (
+        "SELECT 1 FROM t\nWHERE true\n    AND a = 1\n    AND b = 2\nLIMIT 1"
+    )
+    with pytest.raises(RuntimeError, match="query 'q' uses fragment 'nope'"):
+        sql._used("SELECT 1\n-- use: nope\n", fragments, "query 'q'")

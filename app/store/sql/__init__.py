@@ -1,6 +1,10 @@
 """Named SQL queries, one file per aggregate in queries/ (queries/jobs.sql for
 app/store/jobs.py, ...), loaded once; migrations live beside them.
 
+A file may also hold fragments, ``-- fragment: NAME`` up to the next section: text that
+several of its queries share (a filter's conditions), put in each where a line reads
+``-- use: NAME``, so the statement PostgreSQL sees is whole and the text is written once.
+
 The executor takes ``LiteralString`` so that SQL built from strings at run time
 fails type checking: every value goes in as a bound parameter.
 """
@@ -11,7 +15,21 @@ import re
 from importlib import resources
 from typing import LiteralString, cast
 
-_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_NAME = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
+_USE = re.compile(r"^([ \t]*)-- use: (\w+)[ \t]*$", re.MULTILINE)
+
+
+def _used(body: str, fragments: dict[str, str], where: str) -> str:
+    """``body`` with each ``-- use: NAME`` line replaced by the fragment, indented as it."""
+
+    def fragment(m: re.Match[str]) -> str:
+        if m.group(2) not in fragments:
+            raise RuntimeError(
+                f"{where} uses fragment {m.group(2)!r}, which its file does not define"
+            )
+        return "\n".join(m.group(1) + line for line in fragments[m.group(2)].splitlines())
+
+    return _USE.sub(fragment, body)
 
 
 def _sql_files(folder: str) -> list[tuple[str, str]]:
@@ -26,12 +44,16 @@ def _load() -> tuple[dict[str, LiteralString], dict[str, str]]:
     home: dict[str, str] = {}
     for aggregate, text in _sql_files("queries"):
         parts = _NAME.split(text)
-        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        sections = list(zip(parts[1::3], parts[2::3], parts[3::3], strict=True))
+        fragments = {name: body.strip() for what, name, body in sections if what == "fragment"}
+        for what, name, body in sections:
+            if what == "fragment":
+                continue
             if name in out:
                 raise RuntimeError(
                     f"query {name!r} is defined twice: in {home[name]}.sql and {aggregate}.sql"
                 )
-            out[name] = cast(LiteralString, body.strip())
+            out[name] = cast(LiteralString, _used(body, fragments, f"query {name!r}").strip())
             home[name] = aggregate
     return out, home
 

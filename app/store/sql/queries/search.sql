@@ -4,6 +4,21 @@
 -- loads every file of this folder. Parameters are always bound (%(name)s), never
 -- formatted into the text.
 
+-- fragment: job_filter
+-- The filter's conditions on a job j, after a condition on its tenant: one place for the
+-- three queries below (app/store/sql/__init__.py puts it in each).
+AND (%(payload)s::jsonb IS NULL OR j.payload @> %(payload)s::jsonb)
+AND (%(id_low)s::uuid IS NULL OR j.id BETWEEN %(id_low)s::uuid AND %(id_high)s::uuid)
+AND (%(ids)s::uuid[] IS NULL OR j.id = ANY(%(ids)s::uuid[]))
+AND (%(idempotency_key)s::text IS NULL OR j.idempotency_key = %(idempotency_key)s::text)
+AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+AND (%(states)s::job_state[] IS NULL OR j.state = ANY(%(states)s::job_state[]))
+AND (%(created_after)s::timestamptz IS NULL OR j.created_at >= %(created_after)s::timestamptz)
+AND (%(created_before)s::timestamptz IS NULL OR j.created_at < %(created_before)s::timestamptz)
+AND (%(finished_after)s::timestamptz IS NULL OR j.finished_at >= %(finished_after)s::timestamptz)
+AND (%(finished_before)s::timestamptz IS NULL OR j.finished_at < %(finished_before)s::timestamptz)
+AND (%(error)s::text IS NULL OR j.last_error ILIKE %(error)s::text)
+
 -- name: search_jobs
 -- A page, newest first from the cursor (created_at, id) on. One branch per way in, gated
 -- by a one-time test of its parameters so that a prepared statement's generic plan runs
@@ -40,17 +55,7 @@ SELECT j.* FROM (
       AND %(idempotency_key)s::text IS NULL AND %(tenant)s::text IS NULL
 ) AS j
 WHERE (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
-  AND (%(payload)s::jsonb IS NULL OR j.payload @> %(payload)s::jsonb)
-  AND (%(id_low)s::uuid IS NULL OR j.id BETWEEN %(id_low)s::uuid AND %(id_high)s::uuid)
-  AND (%(ids)s::uuid[] IS NULL OR j.id = ANY(%(ids)s::uuid[]))
-  AND (%(idempotency_key)s::text IS NULL OR j.idempotency_key = %(idempotency_key)s::text)
-  AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
-  AND (%(states)s::job_state[] IS NULL OR j.state = ANY(%(states)s::job_state[]))
-  AND (%(created_after)s::timestamptz IS NULL OR j.created_at >= %(created_after)s::timestamptz)
-  AND (%(created_before)s::timestamptz IS NULL OR j.created_at < %(created_before)s::timestamptz)
-  AND (%(finished_after)s::timestamptz IS NULL OR j.finished_at >= %(finished_after)s::timestamptz)
-  AND (%(finished_before)s::timestamptz IS NULL OR j.finished_at < %(finished_before)s::timestamptz)
-  AND (%(error)s::text IS NULL OR j.last_error ILIKE %(error)s::text)
+  -- use: job_filter
   AND (j.created_at, j.id) < (coalesce(%(after_created)s::timestamptz, 'infinity'),
                              coalesce(%(after_id)s::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
 ORDER BY j.created_at DESC, j.id DESC
@@ -64,17 +69,7 @@ SELECT j.id FROM jobs j
 WHERE j.id > coalesce(%(cursor)s::uuid, '00000000-0000-0000-0000-000000000000')
   AND j.created_at <= %(made_before)s::timestamptz
   AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
-  AND (%(payload)s::jsonb IS NULL OR j.payload @> %(payload)s::jsonb)
-  AND (%(id_low)s::uuid IS NULL OR j.id BETWEEN %(id_low)s::uuid AND %(id_high)s::uuid)
-  AND (%(ids)s::uuid[] IS NULL OR j.id = ANY(%(ids)s::uuid[]))
-  AND (%(idempotency_key)s::text IS NULL OR j.idempotency_key = %(idempotency_key)s::text)
-  AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
-  AND (%(states)s::job_state[] IS NULL OR j.state = ANY(%(states)s::job_state[]))
-  AND (%(created_after)s::timestamptz IS NULL OR j.created_at >= %(created_after)s::timestamptz)
-  AND (%(created_before)s::timestamptz IS NULL OR j.created_at < %(created_before)s::timestamptz)
-  AND (%(finished_after)s::timestamptz IS NULL OR j.finished_at >= %(finished_after)s::timestamptz)
-  AND (%(finished_before)s::timestamptz IS NULL OR j.finished_at < %(finished_before)s::timestamptz)
-  AND (%(error)s::text IS NULL OR j.last_error ILIKE %(error)s::text)
+  -- use: job_filter
 ORDER BY j.id
 LIMIT %(limit)s
 FOR UPDATE OF j;
@@ -83,14 +78,5 @@ FOR UPDATE OF j;
 -- How many jobs the filter matches now (a bulk action's dry run and its total).
 SELECT count(*) AS n FROM jobs j
 WHERE (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
-  AND (%(payload)s::jsonb IS NULL OR j.payload @> %(payload)s::jsonb)
-  AND (%(id_low)s::uuid IS NULL OR j.id BETWEEN %(id_low)s::uuid AND %(id_high)s::uuid)
-  AND (%(ids)s::uuid[] IS NULL OR j.id = ANY(%(ids)s::uuid[]))
-  AND (%(idempotency_key)s::text IS NULL OR j.idempotency_key = %(idempotency_key)s::text)
-  AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
-  AND (%(states)s::job_state[] IS NULL OR j.state = ANY(%(states)s::job_state[]))
-  AND (%(created_after)s::timestamptz IS NULL OR j.created_at >= %(created_after)s::timestamptz)
-  AND (%(created_before)s::timestamptz IS NULL OR j.created_at < %(created_before)s::timestamptz)
-  AND (%(finished_after)s::timestamptz IS NULL OR j.finished_at >= %(finished_after)s::timestamptz)
-  AND (%(finished_before)s::timestamptz IS NULL OR j.finished_at < %(finished_before)s::timestamptz)
-  AND (%(error)s::text IS NULL OR j.last_error ILIKE %(error)s::text);
+  -- use: job_filter
+;
