@@ -53,7 +53,9 @@ def _load() -> tuple[dict[str, LiteralString], dict[str, str]]:
                 raise RuntimeError(
                     f"query {name!r} is defined twice: in {home[name]}.sql and {aggregate}.sql"
                 )
-            out[name] = cast(LiteralString, _used(body, fragments, f"query {name!r}").strip())
+            text = _used(body, fragments, f"query {name!r}").strip()
+            # mypy reads LiteralString as str (a redundant cast to it); pyright does not.
+            out[name] = cast(LiteralString, text)  # type: ignore[redundant-cast]
             home[name] = aggregate
     return out, home
 
