@@ -304,23 +304,14 @@ async def run(
         )
         return outcome
 
-    try:
-        while True:
-            outcome = await db.transact(batch)
-            if outcome is None:
-                return None  # another runner took it over, or it finished
-            if outcome.counts == Counts():
-                return await store.bulk.finish(db, op.id, token=token)
-            await _after_commit(db, queue, outcome)
-            crashpoints.hit(crashpoints.Point.AFTER_BULK_BATCH, bulk_id=str(op.id))
-            if until is not None and asyncio.get_running_loop().time() > until:
-                return None
-    except (errors.StoreError, errors.QueueError) as exc:
-        log.warning("bulk operation %s paused, the sweeper resumes it: %s", op.id, exc)
-        return None
-    except errors.TaskleaseError as exc:
-        log.exception("bulk operation %s failed", op.id)
-        return await store.bulk.finish(db, op.id, token=token, error=str(exc))
+    async def one() -> bool | None:
+        outcome = await db.transact(batch)
+        if outcome is None or outcome.counts == Counts():
+            return None if outcome is None else False
+        await _after_commit(db, queue, outcome)
+        return True
+
+    return await _batches(db, op, token, one, until=until)
 
 
 async def _run_outside(r: Rerun, token: uuid.UUID, *, until: float | None) -> BulkOperation | None:
@@ -352,17 +343,38 @@ async def _run_outside(r: Rerun, token: uuid.UUID, *, until: float | None) -> Bu
 
         return txn
 
+    async def one() -> bool | None:
+        ids = await r.db.transact(pick)
+        if not ids:
+            return None if ids is None else False
+        counts, seen = await _rerun(ids, r)
+        crashpoints.hit(crashpoints.Point.AFTER_BULK_RERUNS, bulk_id=str(op.id))
+        if seen and not await r.db.transact(advance(ids[seen - 1], counts)):
+            return None
+        return True
+
+    return await _batches(r.db, op, token, one, until=until)
+
+
+async def _batches(
+    db: store.Database,
+    op: BulkOperation,
+    token: uuid.UUID,
+    one: Callable[[], Awaitable[bool | None]],
+    *,
+    until: float | None,
+) -> BulkOperation | None:
+    """``one()`` batch after another: True, a batch was done; False, none is left (the
+    operation is finished); None, another runner took it over or it finished. Stops
+    (left running, for the sweeper) on a store or carrier failure or past ``until``;
+    another failure finishes the operation with its error."""
     try:
         while True:
-            ids = await r.db.transact(pick)
-            if ids is None:
-                return None  # another runner took it over, or it finished
-            if not ids:
-                return await store.bulk.finish(r.db, op.id, token=token)
-            counts, seen = await _rerun(ids, r)
-            crashpoints.hit(crashpoints.Point.AFTER_BULK_RERUNS, bulk_id=str(op.id))
-            if seen and not await r.db.transact(advance(ids[seen - 1], counts)):
+            more = await one()
+            if more is None:
                 return None
+            if not more:
+                return await store.bulk.finish(db, op.id, token=token)
             crashpoints.hit(crashpoints.Point.AFTER_BULK_BATCH, bulk_id=str(op.id))
             if until is not None and asyncio.get_running_loop().time() > until:
                 return None
@@ -371,7 +383,7 @@ async def _run_outside(r: Rerun, token: uuid.UUID, *, until: float | None) -> Bu
         return None
     except errors.TaskleaseError as exc:
         log.exception("bulk operation %s failed", op.id)
-        return await store.bulk.finish(r.db, op.id, token=token, error=str(exc))
+        return await store.bulk.finish(db, op.id, token=token, error=str(exc))
 
 
 async def _after_commit(db: store.Database, queue: Transport, outcome: Outcome) -> None:
