@@ -9,8 +9,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app import storable
 from app.api.schemas import Storable
-from app.services import callbacks, storable
+from app.services import callbacks
 
 
 class CallbackPublic(BaseModel):

@@ -30,7 +30,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.services.storable import MAX_PAYLOAD_DEPTH
+from app.storable import MAX_PAYLOAD_DEPTH
 
 # Where a job's payload sits in a body: {"payload": …} or {"jobs": [{"payload": …}]}.
 _PAYLOAD_AT = (("payload",), ("jobs", None, "payload"))

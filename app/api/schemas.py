@@ -10,8 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
+from app import storable
 from app.priorities import Priority
-from app.services import jobs, redrive, storable
+from app.services import jobs, redrive
 from app.services import submit as service
 from app.settings import bounds
 from app.states import JobState

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from app import errors
 from app.kinds.context import MAX_EFFECT_KEY, JobContext
 from app.kinds.generate import ChunkStream
-from app.kinds.output import unstorable
+from app.storable import unstorable
 
 Item = TypeVar("Item")
 

@@ -22,10 +22,11 @@ from app import errors, tracing
 from app.kinds import generate as generating
 from app.kinds import messages, threads
 from app.kinds.generate import ModelCall, Produce, Usage
-from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted, checked_json, unstorable
+from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted, checked_json
 from app.kinds.state import checked as checked_state
 from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
 from app.settings import bounds
+from app.storable import unstorable
 
 D = TypeVar("D")
 T = TypeVar("T")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app import errors
+from app.storable import unstorable
 
 MAX_NOTE_CHARS = 500
 # One emitted item, as JSON: a stream is for pieces of output, not for results.
@@ -46,24 +47,3 @@ def checked_json(data: Any, what: str, max_bytes: int) -> Any:
     if len(text.encode()) > max_bytes:
         raise errors.PermanentError(f"{what}: data is more than {max_bytes} bytes as JSON")
     return json.loads(text)
-
-
-def unstorable(value: Any) -> str | None:
-    """Why PostgreSQL could not store ``value`` (a JSON value): a string, or an object's
-    key, with a NUL character or a lone surrogate; None when it can."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-        elif isinstance(item, str):
-            if "\x00" in item:
-                return "text with a NUL character cannot be stored"
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "text with a lone surrogate cannot be stored"
-    return None

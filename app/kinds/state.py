@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app import errors
-from app.kinds.output import unstorable
 from app.settings import bounds
+from app.storable import unstorable
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from app import errors
-from app.services.storable import unstorable
 from app.settings import bounds
 from app.states import JobState
+from app.storable import unstorable
 
 # A payload field: dotted keys (``user_id``, ``meta.user``), each a plain name.
 FIELD_PART = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -13,9 +13,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from app import crashpoints, errors, store
+from app import crashpoints, errors, storable, store
 from app.kinds.messages import check_topic
-from app.services import jobs, outbox, storable
+from app.services import jobs, outbox
 from app.settings import bounds
 from app.states import TERMINAL
 from app.transport import Transport

@@ -20,8 +20,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from app import crashpoints, errors, store
-from app.services import storable, submit
+from app import crashpoints, errors, storable, store
+from app.services import submit
 from app.services.cron import Cron
 from app.settings import bounds
 from app.settings.config import Settings

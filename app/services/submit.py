@@ -20,9 +20,9 @@ from typing import Any
 from app import crashpoints, errors, kinds, metrics, store
 from app.priorities import Priority
 from app.services import auth, deadlines, outbox, wakeups
-from app.services.storable import unstorable
 from app.settings import bounds
 from app.settings.config import Settings
+from app.storable import unstorable
 from app.store.jobs import NewRow
 from app.store.records import Admission, OutboxRow
 from app.transport import Transport
