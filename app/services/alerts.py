@@ -58,6 +58,19 @@ def backoff(settings: Settings, attempts: int) -> float:
     return ceiling * random.uniform(0.5, 1.0)  # noqa: S311 - spread, not secret
 
 
+def tenant_view(row: dict[str, Any]) -> dict[str, Any]:
+    """An alert row as a tenant key sees it: the deliveries to its own webhook and their
+    errors only; the deployment's destinations (its webhook, EventBridge) are not its."""
+    errors_ = [
+        e for e in (row["last_error"] or "").split("; ") if e.startswith(f"{TENANT_WEBHOOK}:")
+    ]
+    return {
+        **row,
+        "delivered": [d for d in row["delivered"] if d == TENANT_WEBHOOK],
+        "last_error": "; ".join(errors_) or None,
+    }
+
+
 def _hooks(settings: Settings, alert: DueAlert) -> list[Hook]:
     hooks = []
     if settings.alert_webhook_url:

@@ -652,6 +652,18 @@ async def test_alerts_are_scoped_to_the_tenant_and_their_webhooks_need_an_admin_
     assert [a["job_id"] for a in listed(tenants.admin, tenant="globex").json()] == [globex_job]
     bad = listed(tenants.admin, type="job.exploded")
     assert bad.status_code == 422 and "not an alert type" in bad.json()["detail"]
+    # What the deployment's destinations did (their errors may name their URLs) is the
+    # operators': a tenant key sees only its own webhook's deliveries and errors.
+    sql.execute(
+        "UPDATE alerts SET delivered = ARRAY['eventbridge', 'tenant_webhook'], last_error ="
+        " 'webhook: ConnectError: https://hooks.example/secret-path; tenant_webhook: HTTP 500'"
+    )
+    [own] = listed(tenants.acme).json()
+    assert (own["delivered"], own["last_error"]) == (["tenant_webhook"], "tenant_webhook: HTTP 500")
+    assert "secret-path" not in json.dumps(listed(tenants.globex).json())
+    assert all("secret-path" in a["last_error"] for a in listed(tenants.admin).json())
+    for alert in listed(tenants.admin).json():
+        assert alert["delivered"] == ["eventbridge", "tenant_webhook"]
 
     # The webhooks: a tenant key may not set one, not even its own tenant's.
     hooks = "/v1/alerts/webhooks"

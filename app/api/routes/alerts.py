@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.deps import Db
 from app.api.errors import COMMON, UNPARSEABLE
 from app.api.schemas import TENANT_PATTERN, Problem, Storable
-from app.api.security import Admin, TenantScope
+from app.api.security import Admin, Caller, TenantScope
 from app.services import alerts
 from app.settings import bounds
 
@@ -42,8 +42,12 @@ class AlertPublic(BaseModel):
     given_up_at: dt.datetime | None
 
     @classmethod
-    def of(cls, row: dict[str, Any]) -> AlertPublic:
-        return cls(**{**row, "id": row["dedup_key"], "delivered": list(row["delivered"])})
+    def of(cls, row: dict[str, Any], *, admin: bool) -> AlertPublic:
+        """The alert as the caller may see it: a tenant key sees only what concerns its own
+        webhook (the deployment's destinations and their errors, which may name their
+        URLs, are the operators')."""
+        shown = alerts.tenant_view(row) if not admin else row
+        return cls(**{**shown, "id": row["dedup_key"], "delivered": list(shown["delivered"])})
 
 
 class WebhookRequest(BaseModel):
@@ -83,6 +87,7 @@ class WebhookListed(BaseModel):
 async def list_alerts(
     db: Db,
     scope: TenantScope,
+    caller: Caller,
     type: Annotated[
         str | None, Query(max_length=100, description="one alert type"), Storable
     ] = None,
@@ -91,7 +96,7 @@ async def list_alerts(
     """The newest alerts first, with where each was delivered: the caller's tenant's; an
     admin key sees every tenant's and the deployment-wide ones (or one tenant's)."""
     rows = await alerts.list_alerts(db, scope=scope, type_=type, limit=limit)
-    return [AlertPublic.of(r) for r in rows]
+    return [AlertPublic.of(r, admin=caller.admin) for r in rows]
 
 
 @router.get("/v1/alerts/webhooks", response_model=list[WebhookListed], responses=ADMIN_ONLY)
