@@ -91,7 +91,9 @@ def previous_tree() -> Path:
     # The release runs on this checkout's dependencies: right only if the lock is the same.
     assert not releases.lock_changed(commit), (
         f"uv.lock changed since release {release.version} ({commit[:12]}): its processes "
-        "would run on other dependencies than it was released with"
+        "would run on other dependencies than it was released with; give them a virtualenv "
+        "of their own (`uv sync --locked` of that commit's pyproject.toml and uv.lock) "
+        "in tests/releases.py"
     )
     return releases.checkout(release)
 
