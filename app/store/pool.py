@@ -8,10 +8,11 @@ named queries through ``Database.fetch`` or, inside a caller's transaction,
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, LiteralString, TypeVar
+from typing import Any, LiteralString, ParamSpec, TypeVar
 
 import psycopg
 import psycopg.sql
@@ -26,6 +27,7 @@ DEADLOCK_TRIES = 3
 
 Conn = psycopg.AsyncConnection[DictRow]
 T = TypeVar("T")
+P = ParamSpec("P")
 
 # A statement is prepared on each connection the first time it runs there. When a
 # migration then changes the columns it returns (a column added to a table it reads with
@@ -208,6 +210,18 @@ async def _again_if_lost(run: Callable[[], Awaitable[T]]) -> T:
             if attempt == DEADLOCK_TRIES or not again:
                 raise
     raise AssertionError("unreachable")
+
+
+def retried(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """A store function of one transaction (or one statement) on a connection of its own,
+    with nothing outside the database done before it commits: run again whole when it lost
+    a deadlock or met a stale plan, as ``Database.fetch`` and ``transact`` are."""
+
+    @functools.wraps(fn)
+    async def again(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await _again_if_lost(lambda: fn(*args, **kwargs))
+
+    return again
 
 
 def q(name: str) -> LiteralString:

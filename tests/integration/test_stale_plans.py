@@ -6,6 +6,7 @@ connections and runs the statement again, once."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import psycopg
@@ -13,10 +14,12 @@ import pytest
 
 from app import store
 from app.store import pool
+from app.store.jobs import Limits, NewRow
 
 pytestmark = pytest.mark.integration
 
 READ = "SELECT * FROM tenant_limits ORDER BY tenant"
+LIMITS = Limits(rate_per_second=100.0, burst=100, max_in_flight=100)
 
 
 async def read_in_transaction(conn: pool.Conn) -> list[dict[str, Any]]:
@@ -56,3 +59,25 @@ async def test_another_feature_not_supported_error_is_not_taken_for_a_stale_plan
         with pytest.raises(psycopg.errors.FeatureNotSupported, match="not allowed with aggregate"):
             await db.fetch("SELECT count(*) FROM tenant_limits FOR UPDATE")
         assert await db.fetch("SELECT 1 AS ok") == [{"ok": 1}]
+
+
+@pytest.mark.asyncio
+async def test_a_submission_after_a_column_was_added_to_jobs_is_written(
+    database_url: str, sql: Any
+) -> None:
+    """What 0.9.0's API answered 500 to after migration 0024 (its jobs.insert prepared
+    before it): this release's insert runs on a renewed connection."""
+
+    async def submit(db: store.Database) -> uuid.UUID:
+        row = NewRow(uuid.uuid4(), "demo.noop", {}, 3, 60, None, "hash")
+        written = await store.jobs.insert(db, [row], tenant="acme", limits=LIMITS, key_id=None)
+        assert [j.id for j in written.jobs] == [row.id]
+        return row.id
+
+    async with store.connect(database_url, min_size=1, max_size=1) as db:
+        await submit(db)
+        sql.execute("ALTER TABLE jobs ADD COLUMN added_later text")
+        after = await submit(db)
+    assert sql.execute("SELECT state FROM jobs WHERE id = %s", (after,)).fetchone()["state"] == (
+        "queued"
+    )
