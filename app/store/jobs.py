@@ -14,7 +14,7 @@ from app import tracing
 from app.priorities import Route
 from app.states import JobState
 from app.store import endings
-from app.store.pool import Conn, Database, fetch_txn, q
+from app.store.pool import Conn, Database, fetch_txn, q, retried
 from app.store.records import Admission, Job, JobEvent, OutboxRow
 
 
@@ -72,6 +72,7 @@ class Insertion:
     fork_ok: bool = True
 
 
+@retried
 async def insert(
     db: Database,
     rows: Sequence[NewRow],

@@ -11,7 +11,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from app.store.pool import Database, fetch_txn, q
+from app.store.pool import Database, fetch_txn, q, retried
 from app.store.records import Row
 
 
@@ -45,6 +45,7 @@ class Sending:
     woken: bool = False  # the message woke the job (it waited on the topic)
 
 
+@retried
 async def send(
     db: Database,
     job_id: uuid.UUID,

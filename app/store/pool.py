@@ -8,10 +8,11 @@ named queries through ``Database.fetch`` or, inside a caller's transaction,
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, LiteralString, TypeVar
+from typing import Any, LiteralString, ParamSpec, TypeVar
 
 import psycopg
 import psycopg.sql
@@ -26,6 +27,21 @@ DEADLOCK_TRIES = 3
 
 Conn = psycopg.AsyncConnection[DictRow]
 T = TypeVar("T")
+P = ParamSpec("P")
+
+# A statement is prepared on each connection the first time it runs there. When a
+# migration then changes the columns it returns (a column added to a table it reads with
+# `*`), PostgreSQL refuses that prepared statement with this error, on that connection,
+# for as long as it lives (an autocommit connection never rolls back, so psycopg never
+# forgets it). So a process that was running when a migration ran (a rolling deploy,
+# docs/howto/upgrade.md) renews its pool's connections and runs the statement again.
+STALE_PLAN = "cached plan must not change result type"
+
+
+class StalePlan(errors.StoreError):
+    """A statement prepared before a migration changed what it returns; the pool's
+    connections were renewed, so running it again succeeds."""
+
 
 # Serialises concurrent `migrate` runs (several workers starting at once).
 _MIGRATION_LOCK = 0x7461736B6C65  # "taskle"
@@ -110,6 +126,13 @@ class Database:
                     _returned_at[conn] = time.monotonic()
         except psycopg.OperationalError as exc:
             raise errors.StoreError(f"PostgreSQL: {exc}") from exc
+        except psycopg.errors.FeatureNotSupported as exc:
+            if STALE_PLAN not in str(exc):
+                raise
+            # Every connection of the pool may hold such plans: all are replaced (one in
+            # use when it comes back), so the statement run again gets a fresh one.
+            await self.pool.drain()
+            raise StalePlan(f"PostgreSQL: {exc} (the pool's connections were renewed)") from exc
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Conn]:
@@ -122,30 +145,22 @@ class Database:
         """One statement in its own transaction. A deadlock victim is run again (its
         statement rolled back whole): two batches finishing children of the same parents
         in different orders lock those parents in different orders (the trigger that
-        wakes a parent)."""
-        for attempt in range(1, DEADLOCK_TRIES + 1):
-            try:
-                async with self.connection() as conn:
-                    return await fetch_txn(conn, query, params)
-            except errors.StoreError as exc:
-                if attempt == DEADLOCK_TRIES or not isinstance(
-                    exc.__cause__, psycopg.errors.DeadlockDetected
-                ):
-                    raise
-        raise AssertionError("unreachable")
+        wakes a parent). So is a statement whose plan a migration made stale (StalePlan)."""
+
+        async def run() -> list[dict[str, Any]]:
+            async with self.connection() as conn:
+                return await fetch_txn(conn, query, params)
+
+        return await _again_if_lost(run)
 
     async def transact(self, work: Callable[[Conn], Awaitable[T]]) -> T:
         """``work`` in one transaction; a deadlock victim is run again whole (as ``fetch``)."""
-        for attempt in range(1, DEADLOCK_TRIES + 1):
-            try:
-                async with self.transaction() as conn:
-                    return await work(conn)
-            except errors.StoreError as exc:
-                if attempt == DEADLOCK_TRIES or not isinstance(
-                    exc.__cause__, psycopg.errors.DeadlockDetected
-                ):
-                    raise
-        raise AssertionError("unreachable")
+
+        async def run() -> T:
+            async with self.transaction() as conn:
+                return await work(conn)
+
+        return await _again_if_lost(run)
 
     async def fetch_one(
         self, query: LiteralString, params: Mapping[str, Any] | None = None
@@ -180,6 +195,33 @@ async def fetch_txn(
         return list(await cur.fetchall()) if cur.description else []
     except psycopg.OperationalError as exc:
         raise errors.StoreError(f"PostgreSQL: {exc}") from exc
+
+
+async def _again_if_lost(run: Callable[[], Awaitable[T]]) -> T:
+    """``run()``, run again when it lost a deadlock or met a stale plan (its transaction
+    rolled back whole either way), up to DEADLOCK_TRIES runs in all."""
+    for attempt in range(1, DEADLOCK_TRIES + 1):
+        try:
+            return await run()
+        except errors.StoreError as exc:
+            again = isinstance(exc, StalePlan) or isinstance(
+                exc.__cause__, psycopg.errors.DeadlockDetected
+            )
+            if attempt == DEADLOCK_TRIES or not again:
+                raise
+    raise AssertionError("unreachable")
+
+
+def retried(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """A store function of one transaction (or one statement) on a connection of its own,
+    with nothing outside the database done before it commits: run again whole when it lost
+    a deadlock or met a stale plan, as ``Database.fetch`` and ``transact`` are."""
+
+    @functools.wraps(fn)
+    async def again(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await _again_if_lost(lambda: fn(*args, **kwargs))
+
+    return again
 
 
 def q(name: str) -> LiteralString:

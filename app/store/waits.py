@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 
 from app.priorities import Route
 from app.store import endings, jobs
-from app.store.pool import Database, fetch_txn, q
+from app.store.pool import Database, fetch_txn, q, retried
 from app.store.records import Job, OutboxRow, Row
 
 
@@ -31,6 +31,7 @@ class Suspended:
     cancelled: bool = False  # a cancel asked for while it ran: cancelled, not waiting
 
 
+@retried
 async def suspend(
     db: Database,
     job_id: uuid.UUID,
@@ -185,6 +186,7 @@ class Answer:
     woken: bool
 
 
+@retried
 async def answer_callback(
     db: Database, token_hash: bytes, *, state: str, result: Any, error: str | None
 ) -> Answer | None:

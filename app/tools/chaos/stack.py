@@ -22,7 +22,7 @@ from app.settings import config
 from app.settings.config import Settings
 from app.tools.chaos.config import PRUNE_BATCH, Config
 from app.tools.stack import embedded
-from app.tools.stack.stack import Process, Stack
+from app.tools.stack.stack import ROOT, Process, Stack
 from app.transport import QueueUrls
 
 # The agent kinds (app/demos/agent.py): named beside the demos when the run has agent jobs.
@@ -115,8 +115,15 @@ class ChaosStack(Stack):
                 pids.append(server.proc.pid)
         (self.dir / "pids.json").write_text(json.dumps(pids))
 
-    def launch(self, name: str, args: list[str], env: Mapping[str, str] | None = None) -> Process:
-        proc = super().launch(name, args, env)
+    def launch(
+        self,
+        name: str,
+        args: list[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        cwd: Path = ROOT,
+    ) -> Process:
+        proc = super().launch(name, args, env, cwd=cwd)
         self._save_pids()
         return proc
 

@@ -68,6 +68,7 @@ class Process(subprocess.Popen[bytes]):
         log_path: Path,
         env: Mapping[str, str],
         new_session: bool = True,
+        cwd: Path = ROOT,
     ) -> None:
         with log_path.open("ab") as log:
             super().__init__(
@@ -75,7 +76,7 @@ class Process(subprocess.Popen[bytes]):
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=dict(env),
-                cwd=ROOT,
+                cwd=cwd,
                 # A Ctrl-C in the terminal reaches the owner only; it stops the processes itself.
                 start_new_session=new_session,
             )
@@ -225,8 +226,16 @@ class Stack:
 
     # --- tasklease processes ---------------------------------------------------------
 
-    def launch(self, name: str, args: list[str], env: Mapping[str, str] | None = None) -> Process:
-        """``python -m app.cli ARGS`` with the stack's environment (plus ``env``),
+    def launch(
+        self,
+        name: str,
+        args: list[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        cwd: Path = ROOT,
+    ) -> Process:
+        """``python -m app.cli ARGS`` with the stack's environment (plus ``env``), run in
+        ``cwd`` (another release's tree runs that release's code: tests/releases.py),
         logging to ``<logs_dir>/<name>.log``."""
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         proc = Process(
@@ -235,13 +244,21 @@ class Stack:
             log_path=self.logs_dir / f"{name}.log",
             env={**self.env, **(env or {})},
             new_session=self.new_session,
+            cwd=cwd,
         )
         self.procs.append(proc)
         return proc
 
-    def start_api(self, port: int | None = None, name: str = "api") -> str:
+    def start_api(
+        self,
+        port: int | None = None,
+        name: str = "api",
+        env: Mapping[str, str] | None = None,
+        *,
+        cwd: Path = ROOT,
+    ) -> str:
         port = port or embedded.free_port()
-        proc = self.launch(name, ["api", "--port", str(port)])
+        proc = self.launch(name, ["api", "--port", str(port)], env, cwd=cwd)
         self.api_url = f"http://127.0.0.1:{port}"
         embedded.wait_for_http(
             f"{self.api_url}/healthz",
@@ -268,7 +285,12 @@ class Stack:
         return url
 
     def start_worker(
-        self, name: str, concurrency: int, env: Mapping[str, str] | None = None
+        self,
+        name: str,
+        concurrency: int,
+        env: Mapping[str, str] | None = None,
+        *,
+        cwd: Path = ROOT,
     ) -> Process:
         """A worker process; it touches its ready mark once it polls the queue (polling)."""
         ready = self.logs_dir / "ready" / name
@@ -276,7 +298,7 @@ class Stack:
         ready.unlink(missing_ok=True)
         args = ["worker", "--concurrency", str(concurrency)]
         worker_env = {"TASKLEASE_WORKER_ID": name, "TASKLEASE_WORKER_READY_FILE": str(ready)}
-        proc = self.launch(name, args, {**worker_env, **(env or {})})
+        proc = self.launch(name, args, {**worker_env, **(env or {})}, cwd=cwd)
         proc.ready_path = ready
         return proc
 
