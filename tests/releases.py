@@ -3,7 +3,7 @@
 CHANGELOG.md names each release with the commit it was cut from, on a line of its own
 under the release's heading (tags need not travel with a clone; the history does)::
 
-    ## [0.9.0] - 2026-12-06
+    ## [0.1.0] - 2026-12-06
 
     Commit: 9bf5b79b525f8ea1e1fbfa888d1005c88ae11df6
 
@@ -136,6 +136,6 @@ def release_env(tree: Path) -> dict[str, str]:
 
 def heals_stale_plans(tree: Path) -> bool:
     """Whether the release at ``tree`` survives a migration that changes what its prepared
-    statements return (app/store/pool.py's StalePlan, since the release after 0.9.0). One
+    statements return (app/store/pool.py's StalePlan, since the release after 0.1.0). One
     that does not must be restarted right after such a migration (docs/howto/upgrade.md)."""
     return "class StalePlan" in (tree / "app" / "store" / "pool.py").read_text(encoding="utf-8")

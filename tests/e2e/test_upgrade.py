@@ -293,7 +293,7 @@ def upgrade(stack: Stack, sql: Any, url: str, tree: Path, old_env: dict[str, str
     assert "/v1/bulk" in new.ok("GET", "/openapi.json")["paths"]
     stale: list[Process] = []  # a release's processes that cannot outlive the migration
     if not releases.heals_stale_plans(tree):
-        # 0.9.0's pooled connections keep statements prepared before the migration, which
+        # 0.1.0's pooled connections keep statements prepared before the migration, which
         # PostgreSQL refuses from then on (its worker would fail every job it takes): it
         # is restarted at once (docs/howto/upgrade.md), its worker told to stop first.
         stale = [old_worker, old_sweeper, old.process]
@@ -373,6 +373,6 @@ def upgrade(stack: Stack, sql: Any, url: str, tree: Path, old_env: dict[str, str
     logged = [
         line
         for proc, line in errors_logged(stack)
-        if not (proc in stale and db_mod.STALE_PLAN in line)  # 0.9.0's, before its restart
+        if not (proc in stale and db_mod.STALE_PLAN in line)  # 0.1.0's, before its restart
     ]
     assert not logged, "\n".join(logged)

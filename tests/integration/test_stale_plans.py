@@ -65,7 +65,7 @@ async def test_another_feature_not_supported_error_is_not_taken_for_a_stale_plan
 async def test_a_submission_after_a_column_was_added_to_jobs_is_written(
     database_url: str, sql: Any
 ) -> None:
-    """What 0.9.0's API answered 500 to after migration 0024 (its jobs.insert prepared
+    """What 0.1.0's API answered 500 to after migration 0024 (its jobs.insert prepared
     before it): this release's insert runs on a renewed connection."""
 
     async def submit(db: store.Database) -> uuid.UUID:

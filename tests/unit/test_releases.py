@@ -35,7 +35,7 @@ Commit: 1111111111111111111111111111111111111111
 
 No commit line here.
 
-## [0.9.0] - 2026-12-06
+## [0.1.0] - 2026-12-06
 
 Commit: `{FULL.upper()}`
 
@@ -44,7 +44,7 @@ Commit: `{FULL.upper()}`
 Commit: 2222222
 """
     found = releases.previous_release(changelog(tmp_path, text))
-    assert found == releases.Release(version="0.9.0", commit=FULL)
+    assert found == releases.Release(version="0.1.0", commit=FULL)
 
 
 def test_a_changelog_without_a_released_commit_says_what_line_it_needs(tmp_path: Path) -> None:
