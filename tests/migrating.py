@@ -11,11 +11,10 @@ from collections.abc import Iterator
 import psycopg
 
 from app.store import migrations
+from app.store.migration_files import FIRST_ONLINE
 from tests.conftest import _url_for
 
-# The first migration written for online changes (docs/howto/migrations.md); those before
-# it are released and lock jobs while they run (0003, 0004, 0018, 0019).
-FIRST_ONLINE = "0024_reruns"
+__all__ = ["FIRST_ONLINE", "before", "database_at", "seed_jobs", "versions"]
 
 
 def versions() -> list[str]:

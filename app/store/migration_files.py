@@ -33,6 +33,17 @@ ONLINE_FORMS_TEXT = (
     "CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS, DROP INDEX CONCURRENTLY IF EXISTS, "
     "ALTER TABLE ... VALIDATE CONSTRAINT, ANALYZE"
 )
+# An index built inside the transaction: allowed only on a table the same file creates.
+_PLAIN_INDEX = re.compile(
+    r"^CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+(?:ONLY\s+)?(?P<table>[\w.]+)",
+    re.IGNORECASE,
+)
+_NEW_TABLE = re.compile(
+    r"^CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(?P<table>[\w.]+)", re.IGNORECASE
+)
+# The first migration written to run under load; the released ones before it (0003, 0004,
+# 0018 and 0019 lock jobs while they run) are not checked for plain index builds.
+FIRST_ONLINE = "0024_reruns"
 _PLAIN_NAME = re.compile(r"^[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)?$")
 _CONCURRENTLY = re.compile(r"\bCONCURRENTLY\b", re.IGNORECASE)
 _DOLLAR_TAG = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$")
@@ -80,9 +91,23 @@ def parse(version: str, text: str) -> Migration:
                 f"migration {version}.sql: {_short(statement)!r} runs CONCURRENTLY, which a "
                 f"transaction refuses: put it after a line {ONLINE_MARKER!r}"
             )
+    if version >= FIRST_ONLINE:
+        _no_plain_index_on_a_used_table(version, in_transaction)
     checked = tuple(_online(version, s) for s in statements(online)) if marks else ()
     body = transactional if in_transaction else ""
     return Migration(version, cast(LiteralString, body), checked)
+
+
+def _no_plain_index_on_a_used_table(version: str, in_transaction: list[str]) -> None:
+    made = {m.group("table").lower() for s in in_transaction if (m := _NEW_TABLE.match(s))}
+    for statement in in_transaction:
+        index = _PLAIN_INDEX.match(statement)
+        if index is not None and index.group("table").lower() not in made:
+            raise MigrationFileError(
+                f"migration {version}.sql: {_short(statement)!r} builds an index of a table in "
+                "use inside the transaction, which blocks its writes until the build ends: "
+                f"build it CONCURRENTLY IF NOT EXISTS after a line {ONLINE_MARKER!r}"
+            )
 
 
 def _online(version: str, statement: str) -> OnlineStatement:
