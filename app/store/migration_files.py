@@ -95,7 +95,8 @@ def parse(version: str, text: str) -> Migration:
         _no_plain_index_on_a_used_table(version, in_transaction)
     checked = tuple(_online(version, s) for s in statements(online)) if marks else ()
     body = transactional if in_transaction else ""
-    return Migration(version, cast(LiteralString, body), checked)
+    # mypy reads LiteralString as str (a redundant cast to it); pyright does not.
+    return Migration(version, cast(LiteralString, body), checked)  # type: ignore[redundant-cast]
 
 
 def _no_plain_index_on_a_used_table(version: str, in_transaction: list[str]) -> None:
@@ -125,7 +126,7 @@ def _online(version: str, statement: str) -> OnlineStatement:
             "index is named by a plain lower-case identifier (the runner drops it by that name "
             "when a killed build left it INVALID)"
         )
-    return OnlineStatement(cast(LiteralString, statement), name)
+    return OnlineStatement(cast(LiteralString, statement), name)  # type: ignore[redundant-cast]
 
 
 def _short(statement: str) -> str:

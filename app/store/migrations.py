@@ -18,6 +18,7 @@ again after a backoff, up to ``lock_tries`` times.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -121,7 +122,7 @@ class _Runner:
         else:
             await self._retrying(m, "its transaction", lambda: self._transaction(m, record=False))
         for statement in m.online:
-            await self._retrying(m, statement.text, lambda s=statement: self._online(m, s))
+            await self._retrying(m, statement.text, functools.partial(self._online, m, statement))
         await self._retrying(m, "its record", lambda: self._record(m))
 
     async def _transaction(self, m: Migration, *, record: bool) -> None:
