@@ -23,15 +23,21 @@ _INDEX = re.compile(
     r"^CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(?P<name>\S+)\s+ON\s",
     re.IGNORECASE,
 )
+# A batched backfill: an UPDATE or DELETE of at most LIMIT rows (in its subquery), run again
+# and again, each run its own transaction, until it touches no row. Its WHERE must leave
+# out the rows already done, or it never ends.
+_BATCH = re.compile(r"^(?:UPDATE\s|DELETE\s+FROM\s).*\bLIMIT\s+\d+\b", re.IGNORECASE | re.DOTALL)
 _ONLINE_FORMS = (
     _INDEX,
+    _BATCH,
     re.compile(r"^DROP\s+INDEX\s+CONCURRENTLY\s+IF\s+EXISTS\s", re.IGNORECASE),
     re.compile(r"^ALTER\s+TABLE\s+(?:ONLY\s+)?\S+\s+VALIDATE\s+CONSTRAINT\s+\S+$", re.IGNORECASE),
     re.compile(r"^ANALYZE(?:\s|$)", re.IGNORECASE),
 )
 ONLINE_FORMS_TEXT = (
     "CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS, DROP INDEX CONCURRENTLY IF EXISTS, "
-    "ALTER TABLE ... VALIDATE CONSTRAINT, ANALYZE"
+    "ALTER TABLE ... VALIDATE CONSTRAINT, ANALYZE, and a batched UPDATE or DELETE: one whose "
+    "subquery has a LIMIT, run until it touches no row"
 )
 # An index built inside the transaction: allowed only on a table the same file creates.
 _PLAIN_INDEX = re.compile(
@@ -58,6 +64,8 @@ class OnlineStatement:
     text: LiteralString
     # The index a CREATE INDEX CONCURRENTLY builds (its name as written), else None.
     index: str | None
+    # A batched backfill: run until it touches no row.
+    batched: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +134,8 @@ def _online(version: str, statement: str) -> OnlineStatement:
             "index is named by a plain lower-case identifier (the runner drops it by that name "
             "when a killed build left it INVALID)"
         )
-    return OnlineStatement(cast(LiteralString, statement), name)  # type: ignore[redundant-cast]
+    text = cast(LiteralString, statement)  # type: ignore[redundant-cast]
+    return OnlineStatement(text, name, batched=_BATCH.match(statement) is not None)
 
 
 def _short(statement: str) -> str:

@@ -162,7 +162,14 @@ class _Runner:
                 )
             if Point.DURING_ONLINE_MIGRATION.value in crashpoints.ARMED:
                 await self._die_while_building(m, statement)
-        await self.conn.execute(statement.text)
+        if not statement.batched:
+            await self.conn.execute(statement.text)
+            return
+        batches = rows = 0
+        while (cur := await self.conn.execute(statement.text)).rowcount > 0:
+            batches, rows = batches + 1, rows + cur.rowcount
+            if batches % 100 == 0:
+                log.info("migration %s: backfill at %d rows, %d batches", m.version, rows, batches)
 
     async def _die_while_building(self, m: Migration, statement: OnlineStatement) -> None:
         """Tests only (the crash point armed): start the build, wait until its INVALID

@@ -1,7 +1,8 @@
 """Migrations applied while jobs are submitted and claimed (docs/howto/migrations.md): every
 migration from FIRST_ONLINE on, each in turn, under a load whose sessions wait at most
-lock_timeout = 1 s for a lock (a statement blocked longer fails); and the runner giving up
-its place in the lock queue when the load holds a lock, then trying again."""
+lock_timeout = 1 s for a lock (a statement blocked longer fails); a batched backfill under
+that load; and the runner giving up its place in the lock queue when the load holds a lock,
+then trying again."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import psycopg
 import pytest
 
 from app import errors
-from app.store import migrations
+from app.store import migrations, sql
 from tests.conftest import wait_for
 from tests.migrating import FIRST_ONLINE, before, database_at, seed_jobs, versions
 
@@ -137,3 +138,32 @@ def test_a_migration_gives_way_to_a_held_lock_and_tries_again(
             finally:
                 holder.commit()
             assert run.result(timeout=60) == [FIRST_ONLINE]
+
+
+BACKFILL = """
+ALTER TABLE jobs ADD COLUMN load_mark text;
+-- tasklease: no-transaction
+UPDATE jobs SET load_mark = 'filled'
+WHERE id IN (SELECT id FROM jobs WHERE load_mark IS NULL LIMIT 300);
+"""
+
+
+def test_a_batched_backfill_runs_under_load_until_no_row_is_left(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a migration that adds a column and fills it in batches of 300 (5,000 jobs).
+    every = sql.migrations()
+    monkeypatch.setattr(sql, "migrations", lambda: [*every, ("9999_backfill", BACKFILL)])
+    asyncio.run(migrations.migrate(database, upto=every[-1][0]))
+
+    # When it runs while jobs are claimed (new jobs would be filled by the new code).
+    with Load(database, (CLAIM, CLAIM)) as load:
+        load.goes_on("before the backfill")
+        assert asyncio.run(migrations.migrate(database)) == ["9999_backfill"]
+        load.goes_on("after the backfill")
+
+    # Then every row is filled, and no claim waited past the bound.
+    assert load.failures == []
+    with psycopg.connect(database) as conn:
+        row = conn.execute("SELECT count(*) FILTER (WHERE load_mark IS NULL) FROM jobs").fetchone()
+    assert row == (0,)

@@ -29,7 +29,8 @@ def test_a_file_splits_at_the_marker_into_a_transaction_and_statements_run_one_b
         f"  {MARK}  \n"
         "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS jobs_a ON jobs (a) WHERE a <> ';';\n"
         "/* the old one */ DROP INDEX CONCURRENTLY IF EXISTS jobs_b;\n"
-        "ALTER TABLE jobs VALIDATE CONSTRAINT jobs_a_length;\nANALYZE jobs;\n",
+        "ALTER TABLE jobs VALIDATE CONSTRAINT jobs_a_length;\nANALYZE jobs;\n"
+        "UPDATE jobs SET a = 'x' WHERE id IN\n  (SELECT id FROM jobs WHERE a IS NULL LIMIT 500);\n",
     )
     assert statements(m.transactional) == ["ALTER TABLE jobs ADD COLUMN a text"]
     assert [(s.text, s.index) for s in m.online] == [
@@ -40,7 +41,12 @@ def test_a_file_splits_at_the_marker_into_a_transaction_and_statements_run_one_b
         ("DROP INDEX CONCURRENTLY IF EXISTS jobs_b", None),
         ("ALTER TABLE jobs VALIDATE CONSTRAINT jobs_a_length", None),
         ("ANALYZE jobs", None),
+        (
+            "UPDATE jobs SET a = 'x' WHERE id IN\n  (SELECT id FROM jobs WHERE a IS NULL LIMIT 500)",
+            None,
+        ),
     ]
+    assert [s.batched for s in m.online] == [False, False, False, False, True]
     only_online = parse("0030_x", f"-- why\n{MARK}\nANALYZE jobs;\n")
     assert (only_online.transactional, len(only_online.online)) == ("", 1)
 
