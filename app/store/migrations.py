@@ -2,11 +2,11 @@
 
 Each file (app/store/migration_files.py reads and checks them) is applied once, in order,
 under a session advisory lock: two runners at once (two Lambda cold starts) take turns, and
-the second finds the work done. A file's transactional part commits in one transaction with
-a row in ``schema_migrations_online`` when the file has an online part; the online
-statements then run one at a time in autocommit; the file is recorded in
-``schema_migrations`` (and its online row deleted) in one transaction only once all of it
-ran. A run killed in the online part leaves the online row: the next run skips the
+the second finds the work done (it polls for the lock: see _take_turn). A file's
+transactional part commits in one transaction with a row in ``schema_migrations_online``
+when the file has an online part; the online statements then run one at a time in
+autocommit; the file is recorded in ``schema_migrations`` (and its online row deleted) in
+one transaction only once all of it ran. A run killed in the online part leaves the online row: the next run skips the
 transactional part and runs the online statements again (each is safe to run twice; an
 index a killed build left INVALID is dropped first, then built again).
 
@@ -59,6 +59,11 @@ async def migrate(
 ) -> list[str]:
     """Apply every migration not yet applied, in order (only those up to the version
     ``upto``, when given); returns the versions applied."""
+    if lock_timeout_ms < 1 or lock_tries < 1:
+        raise ValueError(
+            f"migrate: lock_timeout_ms ({lock_timeout_ms}) and lock_tries ({lock_tries}) "
+            "must be at least 1"
+        )
     pending = migration_files.load()  # a bad file fails here, before anything is applied
     if upto is not None:
         if upto not in {m.version for m in pending}:
@@ -72,8 +77,7 @@ async def migrate(
         raise errors.StoreError(f"cannot connect to PostgreSQL at {redact(url)}: {exc}") from exc
     applied: list[str] = []
     async with conn:
-        # Before lock_timeout is set: a second runner waits for the first to finish.
-        await conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        await _take_turn(conn)
         try:
             await conn.execute(
                 psycopg.sql.SQL("SET lock_timeout = {}").format(
@@ -90,6 +94,25 @@ async def migrate(
         finally:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
     return applied
+
+
+async def _take_turn(conn: AConn) -> None:
+    """The advisory lock, taken by polling rather than by waiting in pg_advisory_lock: a
+    runner waiting in a statement holds a snapshot, and the other runner's CREATE INDEX
+    CONCURRENTLY waits for every older snapshot to end, while it holds the lock: a deadlock.
+    Between polls this session holds no snapshot."""
+    delay = BACKOFF_SECONDS
+    said = False
+    while True:
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        row = await cur.fetchone()
+        if row is not None and row[0]:
+            return
+        if not said:
+            log.info("another migrate run holds the migration lock; waiting for it to end")
+            said = True
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
 
 
 class _Runner:

@@ -102,6 +102,22 @@ def test_each_migration_from_the_first_online_one_applies_under_load(database: s
     assert row == (True,)
 
 
+def test_two_runners_at_once_take_turns_and_apply_each_migration_once(database: str) -> None:
+    # Two cold starts at once: one applies the pending migrations, the other waits for it
+    # (the advisory lock) and then finds them done.
+    async def both() -> list[list[str]]:
+        return list(
+            await asyncio.gather(migrations.migrate(database), migrations.migrate(database))
+        )
+
+    first, second = asyncio.run(both())
+    every = versions()
+    assert sorted([first, second]) == [[], every[every.index(FIRST_ONLINE) :]]
+    with psycopg.connect(database) as conn:
+        rows = conn.execute("SELECT count(*), count(DISTINCT version) FROM schema_migrations")
+        assert rows.fetchone() == (len(every), len(every))
+
+
 def test_a_migration_gives_way_to_a_held_lock_and_tries_again(
     database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
