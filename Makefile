@@ -7,7 +7,7 @@ VENV := .venv
 export UV  # localstack/run.sh installs LocalStack's venv with it
 STAMP := $(VENV)/.synced
 
-.PHONY: help run test test-unit test-ui test-localstack test-redis test-runtime lint typecheck imports check docs docs-serve sweep clean localstack-start localstack-stop infra-check package plan plan-all bench bench-scale cost
+.PHONY: help run test schema test-unit test-ui test-localstack test-redis test-runtime lint typecheck imports check docs docs-serve sweep clean localstack-start localstack-stop infra-check package plan plan-all bench bench-scale cost
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -90,6 +90,12 @@ test-runtime: $(STAMP) ## the unit tests and the Lambda handlers' tests on the f
 	TASKLEASE_TEST_CARRIERS=moto $(RUNTIME_VENV)/bin/python -m pytest -p no:cacheprovider -q \
 	  $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile) \
 	  -m "unit or integration" tests/unit tests/integration/test_handlers.py tests/integration/test_migrate_handler.py $(ARGS)
+
+# The schema snapshot (app/store/sql/schema.sql), read from a freshly migrated database on
+# TEST_DATABASE_URL's server, else the embedded one (the snapshot test, in write mode).
+schema: $(STAMP) ## write app/store/sql/schema.sql, the schema the migrations make (after you add a migration)
+	@TASKLEASE_WRITE_SCHEMA=1 $(UV) run --no-sync pytest -q -p no:cacheprovider tests/integration/test_schema_snapshot.py
+	@echo "schema: wrote app/store/sql/schema.sql"
 
 lint: $(STAMP) ## ruff
 	@$(UV) run --no-sync ruff check tasklease app handlers tests bench examples scripts/reference

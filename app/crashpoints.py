@@ -78,6 +78,10 @@ class Point(enum.StrEnum):
     # A bulk re-run's batch made its re-runs (committed by the submit path); the cursor
     # and counts not moved past them yet.
     AFTER_BULK_RERUNS = "after_bulk_reruns"
+    # `tasklease migrate`: a migration's transactional part committed, and a statement of
+    # its online part (CREATE INDEX CONCURRENTLY) has put its index in the catalog, not
+    # yet valid; the file is not recorded as applied.
+    DURING_ONLINE_MIGRATION = "during_online_migration"
     # Sweeper: due alerts taken (locked, not marked), nothing sent yet.
     BEFORE_ALERT_SENT = "before_alert_sent"
     # Sweeper: alerts delivered (the receivers answered 2xx), not yet marked delivered:

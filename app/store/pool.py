@@ -43,9 +43,6 @@ class StalePlan(errors.StoreError):
     connections were renewed, so running it again succeeds."""
 
 
-# Serialises concurrent `migrate` runs (several workers starting at once).
-_MIGRATION_LOCK = 0x7461736B6C65  # "taskle"
-
 
 def ensure_database(admin_url: str, name: str) -> None:
     """Create the database ``name`` on the server at ``admin_url`` unless it exists (the
@@ -229,31 +226,9 @@ def q(name: str) -> LiteralString:
     return sql.queries[name]
 
 
-async def migrate(url: str) -> list[str]:
-    """Apply every migration not yet applied, in order; returns the versions applied."""
-    try:
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
-    except psycopg.OperationalError as exc:
-        raise errors.StoreError(f"cannot connect to PostgreSQL at {redact(url)}: {exc}") from exc
-    applied: list[str] = []
-    async with conn:
-        await conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
-        try:
-            await conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            cur = await conn.execute("SELECT version FROM schema_migrations")
-            done = {row[0] for row in await cur.fetchall()}
-            for version, body in sql.migrations():
-                if version in done:
-                    continue
-                async with conn.transaction():
-                    await conn.execute(body)
-                    await conn.execute(
-                        "INSERT INTO schema_migrations (version) VALUES (%s)", (version,)
-                    )
-                applied.append(version)
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
-    return applied
+async def migrate(url: str, *, upto: str | None = None) -> list[str]:
+    """Apply every migration not yet applied, in order; returns the versions applied
+    (the runner: app/store/migrations.py)."""
+    from app.store import migrations  # it imports this module
+
+    return await migrations.migrate(url, upto=upto)

@@ -17,12 +17,17 @@ ALTER TABLE jobs ADD CONSTRAINT jobs_fork_step_length
 ALTER TABLE jobs ADD CONSTRAINT jobs_fork_step_with_fork
     CHECK (fork_step IS NULL OR forked_from IS NOT NULL) NOT VALID;
 
--- A job's page lists the jobs re-run or forked from it: only those rows are indexed.
-CREATE INDEX jobs_rerun_of ON jobs (rerun_of, created_at) WHERE rerun_of IS NOT NULL;
-CREATE INDEX jobs_forked_from ON jobs (forked_from, created_at) WHERE forked_from IS NOT NULL;
-
 -- An effect a fork inherited: copied (never shared by reference) into the new job in the
 -- statement that creates it, and marked with the job it was recorded by. Its attempt,
 -- worker and recorded_at are the original's; it counts in neither the job's usage nor the
 -- tenant's (the original paid for it).
 ALTER TABLE effects ADD COLUMN inherited_from uuid;
+
+-- A job's page lists the jobs re-run or forked from it: only those rows are indexed.
+-- Built CONCURRENTLY, outside the transaction (docs/howto/migrations.md): jobs takes
+-- writes while they build.
+-- tasklease: no-transaction
+CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_rerun_of ON jobs (rerun_of, created_at)
+    WHERE rerun_of IS NOT NULL;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_forked_from ON jobs (forked_from, created_at)
+    WHERE forked_from IS NOT NULL;

@@ -1,17 +1,5 @@
 -- Search and bulk actions (issue 33).
 --
--- Search by a payload field (GET /v1/jobs?payload.user_id=u-42): a containment test
--- (payload @> '{"user_id": "u-42"}') that this index answers at any size. jsonb_path_ops
--- indexes only containment, smaller and faster than the default operator class.
--- Plain CREATE INDEX, not CONCURRENTLY: migrations run in a transaction
--- (app/store/pool.py), which CONCURRENTLY refuses. On a big table the index build locks
--- jobs against writes while it runs: an operator who cannot afford that creates it
--- beforehand, by hand, with CREATE INDEX CONCURRENTLY jobs_payload_path ON jobs USING gin
--- (payload jsonb_path_ops), and this IF NOT EXISTS then does nothing.
--- (A search by id prefix is a range of the primary key; by idempotency key, the
--- jobs_idempotency unique index; by kind, state and time, the indexes of 0001 and 0019.)
-CREATE INDEX IF NOT EXISTS jobs_payload_path ON jobs USING gin (payload jsonb_path_ops);
-
 -- A bulk action (POST /v1/bulk): cancel or redrive every job a filter matches, in
 -- batches. Each batch's actions, the cursor (the last job id it looked at: the batches
 -- walk the matching jobs by id) and the counts commit in one transaction, so a run
@@ -42,6 +30,18 @@ CREATE TABLE bulk_operations (
     finished_at       timestamptz
 );
 
+-- Indexes of a table made in this transaction are built in it: the table is empty and
+-- nobody else sees it yet.
 CREATE INDEX bulk_operations_unfinished ON bulk_operations (lease_expires_at)
     WHERE state = 'running';
 CREATE INDEX bulk_operations_tenant ON bulk_operations (tenant, created_at DESC);
+
+-- Search by a payload field (GET /v1/jobs?payload.user_id=u-42): a containment test
+-- (payload @> '{"user_id": "u-42"}') that this index answers at any size. jsonb_path_ops
+-- indexes only containment, smaller and faster than the default operator class. Built
+-- CONCURRENTLY, outside the transaction (docs/howto/migrations.md): jobs takes writes
+-- while it builds.
+-- (A search by id prefix is a range of the primary key; by idempotency key, the
+-- jobs_idempotency unique index; by kind, state and time, the indexes of 0001 and 0019.)
+-- tasklease: no-transaction
+CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_payload_path ON jobs USING gin (payload jsonb_path_ops);

@@ -34,6 +34,7 @@ CREATE TABLE chart_buckets (
     n       bigint      NOT NULL,
     PRIMARY KEY (width, tenant, at, kind, series, bucket)
 );
+-- Built in the transaction: the table is new and empty (0025's note on bulk_operations).
 CREATE INDEX chart_buckets_at ON chart_buckets (width, at);
 
 -- A fixed log scale, four buckets a decade: bucket k >= 1 holds [10 ms * 10^(k/4),
