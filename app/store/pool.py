@@ -43,7 +43,6 @@ class StalePlan(errors.StoreError):
     connections were renewed, so running it again succeeds."""
 
 
-
 def ensure_database(admin_url: str, name: str) -> None:
     """Create the database ``name`` on the server at ``admin_url`` unless it exists (the
     embedded default's first start). Synchronous: it runs before any loop does."""
