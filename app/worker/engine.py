@@ -58,7 +58,7 @@ class Engine:
             self._claim_many, max_size=BATCH_STATEMENT_ROWS
         )
         self._starts: batching.Batcher[
-            tuple[uuid.UUID, uuid.UUID], list[tuple[str, Any]] | None
+            tuple[uuid.UUID, uuid.UUID, str], store.leases.Started | None
         ] = batching.Batcher(self._start_many, max_size=BATCH_STATEMENT_ROWS)
         self._successes: batching.Batcher[tuple[uuid.UUID, uuid.UUID, Any], bool] = (
             batching.Batcher(self._succeed_many, max_size=BATCH_STATEMENT_ROWS)
@@ -250,8 +250,8 @@ class Engine:
     ) -> bool:
         """Start the claimed job, run its code under the lease, and write how it ended."""
         job_id, token, fields = lease.job_id, lease.token, lease.fields
-        recorded = await self._starts.submit((job_id, token))
-        if recorded is None:
+        started_job = await self._starts.submit((job_id, token, kind.version))
+        if started_job is None:
             log.warning("lease lost before start", extra=fields)
             traces.outcome("lease_lost")
             return False
@@ -263,7 +263,10 @@ class Engine:
             lease_token=token,
             lease_owner=self.owner,
             db=self.db,
-            recorded={k: v for k, v in recorded},
+            recorded={key: result for key, result, _ in started_job.steps},
+            shapes={key: shape for key, _, shape in started_job.steps},
+            version=kind.version,
+            started_version=started_job.kind_version,
             settings=self.settings,
             send=self._send_outbox,
             clock_offset=lease.clock_offset,
@@ -377,10 +380,10 @@ class Engine:
         return [by_token.get(c.token) for c in claims]
 
     async def _start_many(
-        self, items: list[tuple[uuid.UUID, uuid.UUID]]
-    ) -> list[list[tuple[str, Any]] | None]:
+        self, items: list[tuple[uuid.UUID, uuid.UUID, str]]
+    ) -> list[store.leases.Started | None]:
         by_token = await store.leases.start_batch(self.db, items)
-        return [by_token.get(token) for _, token in items]
+        return [by_token.get(token) for _, token, _ in items]
 
     async def _release_many(self, tenants: list[str]) -> list[None]:
         await parking.release_parked(self.settings, self.db, self.queue, tenants)
