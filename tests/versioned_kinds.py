@@ -60,6 +60,21 @@ async def order_patched(ctx: JobContext[None], p: Order) -> str:
     return "v2"
 
 
+@kind("shop.pinned", version=1, on_version_change="pin")
+async def pinned_v1(ctx: JobContext[None], p: Order) -> str:
+    await charge(ctx)
+    await ctx.wait_for_callback("go", timeout=600)
+    return "v1"
+
+
+@kind("shop.pinned", version=2, on_version_change="pin")
+async def pinned_v2(ctx: JobContext[None], p: Order) -> str:
+    """Version 2 asks a model where version 1 charged: a job of version 1 must not run it."""
+    await ctx.model_call("charge", lambda: ("charged", Usage("m")))
+    await ctx.wait_for_callback("go", timeout=600)
+    return "v2"
+
+
 @contextlib.contextmanager
 def deployed(*versions: Kind[Any, Any, Any]) -> Iterator[None]:
     """This process's registry serves these kinds (one name: "shop.order"), as a worker

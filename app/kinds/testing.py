@@ -322,6 +322,12 @@ async def run_kind(
         store.version = kind.version
     elif deadline is not None or deadline_seconds is not None:
         raise ValueError("the deadline is fixed by the first run on this store")
+    if kind.on_version_change == "pin" and store.version != kind.version:
+        # The worker hands such a job back for a worker that serves its version.
+        raise ValueError(
+            f"kind {kind.name!r} is pinned: this job started on version {store.version}, "
+            f"not {kind.version}; resume it with that version"
+        )
     owned = deps is _UNSET
     if owned:
         deps = await kind.build_deps(settings or config.load())  # type: ignore[assignment]

@@ -25,7 +25,17 @@ from app.states import JobState
 from app.store import Database
 from app.store.records import Job
 from app.transport import Transport, codec, secrets
-from app.worker import cancels, counting, deadlines, fairness, leases, outcomes, traces, unclaimed
+from app.worker import (
+    cancels,
+    counting,
+    deadlines,
+    fairness,
+    leases,
+    outcomes,
+    traces,
+    unclaimed,
+    versions,
+)
 from app.worker.context import LeasedContext
 from app.worker.leases import Claim, LambdaContext, Lease
 
@@ -228,7 +238,10 @@ class Engine:
                 await self.outcomes.dead_letter(lease, JobState.LEASED, reason),
             )
         try:
-            kind = kinds.get(job.kind)
+            served = versions.serving(job, kinds.get(job.kind))
+            if served is None:  # pinned to a version this worker does not serve
+                return await versions.not_served(self.outcomes, lease, job)
+            kind = served
             payload = kind.parse(job.payload)
         except errors.BadRequest as exc:
             traces.outcome("dead_lettered", exc)

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from app import errors
-from app.kinds import JobContext, kind
+from app.kinds import JobContext, Registry, kind
+from app.kinds.registry import version_order
 from app.kinds.testing import EffectStore, KindSuspended, run_kind
 from tests.versioned_kinds import (
     Order,
@@ -17,6 +18,8 @@ from tests.versioned_kinds import (
     order_no_charge,
     order_patched,
     order_v1,
+    pinned_v1,
+    pinned_v2,
 )
 
 pytestmark = pytest.mark.unit
@@ -111,3 +114,33 @@ async def test_a_step_recorded_inside_another_is_reached_with_it() -> None:
     assert (await waits.value.resume(receives, {})).result == {"id": 7}
     # Replayed whole: the receive's timeout, recorded inside it, is not a missed step.
     assert (await run_kind(receives, {}, store=store)).result == {"id": 7}
+
+
+def test_versions_of_one_kind_are_served_side_by_side_only_when_each_is_pinned() -> None:
+    registry = Registry()
+    registry.load(())  # no TASKLEASE_KINDS: only what this test registers
+    registry.register(pinned_v2)
+    registry.register(pinned_v1)
+    # New jobs start on the newest; each version is served for the jobs that started on it.
+    assert registry["shop.pinned"] is pinned_v2
+    assert registry.versions("shop.pinned") == ["1", "2"]
+    assert registry.version_of("shop.pinned", "1") is pinned_v1
+    assert registry.version_of("shop.pinned", "3") is None
+    with pytest.raises(errors.ConfigError, match="registered twice.*both version 1"):
+        registry.register(pinned_v1, origin="again")
+    registry.register(order_v1)
+    with pytest.raises(errors.ConfigError, match="on_version_change='pin' \\(version 2 is not\\)"):
+        registry.register(order_patched)
+    assert sorted(version_order(v) for v in ("10", "2", "v10", "v2")) == [
+        version_order(v) for v in ("2", "10", "v2", "v10")
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_pinned_job_is_not_resumed_on_another_version_in_memory() -> None:
+    with pytest.raises(KindSuspended) as waits:
+        await run_kind(pinned_v1, {})
+    with pytest.raises(ValueError, match="pinned: this job started on version 1, not 2"):
+        await waits.value.resume(pinned_v2, {})
+    waits.value.store.answer("go", result=True)
+    assert (await waits.value.resume(pinned_v1, {})).result == "v1"
