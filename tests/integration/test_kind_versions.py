@@ -15,9 +15,9 @@ import pytest
 from app.services import callbacks
 from app.services.submit import NewJob, submit_many
 from app.states import JobState
+from app.worker import versions
 from app.worker.engine import Engine
 from tests.conftest import Stack, job_row
-from app.worker import versions
 from tests.helpers import drain, engine_for, handle_and_ack, receive_records, submit
 from tests.versioned_kinds import (
     deployed,

@@ -126,10 +126,10 @@ def test_versions_of_one_kind_are_served_side_by_side_only_when_each_is_pinned()
     assert registry.versions("shop.pinned") == ["1", "2"]
     assert registry.version_of("shop.pinned", "1") is pinned_v1
     assert registry.version_of("shop.pinned", "3") is None
-    with pytest.raises(errors.ConfigError, match="registered twice.*both version 1"):
+    with pytest.raises(errors.ConfigError, match=r"registered twice.*both version 1"):
         registry.register(pinned_v1, origin="again")
     registry.register(order_v1)
-    with pytest.raises(errors.ConfigError, match="on_version_change='pin' \\(version 2 is not\\)"):
+    with pytest.raises(errors.ConfigError, match=r"on_version_change='pin' \(version 2 is not\)"):
         registry.register(order_patched)
     assert sorted(version_order(v) for v in ("10", "2", "v10", "v2")) == [
         version_order(v) for v in ("2", "10", "v2", "v10")
