@@ -131,7 +131,12 @@ def kind(
     """Declare ``fn`` a job kind. The payload model is the annotation of its second
     parameter, the result type its return annotation; ``description`` defaults to the
     first line of its docstring. A module listed in TASKLEASE_KINDS is searched for
-    the kinds this returns: defining one is registering it."""
+    the kinds this returns: defining one is registering it.
+
+    ``version`` (an int or a short name, default "1") is recorded on a job at its first
+    start; ``on_version_change`` says what a job started on another version does:
+    "resume" on this code, its replay checked, or "pin" to its own version
+    (docs/howto/kind-versions.md)."""
 
     _check_bounds(name, options)
     version = checked_version(name, options.get("version", DEFAULT_VERSION))
