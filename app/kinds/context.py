@@ -4,12 +4,11 @@ the waits: ``sleep``, ``wait_for_callback``, ``spawn``, ``gather`` and ``receive
 
 ``JobContext`` is abstract: where an effect's result is recorded is the runner's
 business (the worker's lease-fenced table in app/worker/context.py, or memory in
-app/kinds/testing.py). Nothing of the lease or the database is reachable from here.
+app/kinds/testing.py), through the hooks of app/kinds/hooks.py. Nothing of the lease or the database is reachable from here.
 """
 
 from __future__ import annotations
 
-import abc
 import datetime as dt
 import functools
 import json
@@ -22,9 +21,10 @@ from app import errors, tracing
 from app.kinds import generate as generating
 from app.kinds import messages, steps, threads
 from app.kinds.generate import ModelCall, Produce, Usage
+from app.kinds.hooks import RunnerHooks
 from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted, checked_json, unstorable
 from app.kinds.state import checked as checked_state
-from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
+from app.kinds.waits import Gathered, Rule, Wait
 from app.settings import bounds
 
 D = TypeVar("D")
@@ -46,7 +46,7 @@ class JobLogger(logging.LoggerAdapter[logging.Logger]):
         return msg, kwargs
 
 
-class JobContext(abc.ABC, Generic[D]):
+class JobContext(RunnerHooks, Generic[D]):
     """One attempt of one job, as its kind's code sees it. ``D`` is the kind's deps type."""
 
     def __init__(
@@ -159,14 +159,6 @@ class JobContext(abc.ABC, Generic[D]):
         from the chunks recorded: see app/kinds/generate.py. Returns the whole text.
         ``budget`` and ``tokens``: as ``model_call``'s."""
         return await generating.generate(self, key, produce, budget=budget, tokens=tokens)
-
-    async def _reserve(self, budget: str, tokens: int) -> Any:
-        """Reserve a model call under its budgets (what to settle, or None). A runner
-        without shared budgets (the in-memory one) reserves nothing."""
-        return None
-
-    async def _settle(self, held: Any, usage: Usage | None) -> None:
-        """Settle a reservation with the usage reported (None: no tokens used)."""
 
     async def _spanned(
         self,
@@ -468,54 +460,3 @@ class JobContext(abc.ABC, Generic[D]):
         makes them: the code must make them in the same order on every run."""
         n = self._receives[topic] = self._receives.get(topic, 0) + 1
         return await messages.receive(self, topic, n, timeout)
-
-    # --- what each runner provides for the waits --------------------------------
-    # The worker's runner and the in-memory runner implement these; a runner without
-    # waits (a bare test double) refuses them.
-
-    def _no_waits(self) -> errors.PermanentError:
-        return errors.PermanentError(f"{type(self).__name__} does not run waits")
-
-    async def _open_callback(self, key: str, seconds: float, details: Any) -> dict[str, Any]:
-        """Create this job's callback ``key`` (once) with its deadline and details; the
-        recorded result says when it was opened (never the token)."""
-        raise self._no_waits()
-
-    async def _callback_token(self, key: str) -> str:
-        """The callback's token, derived again on every call (it is never recorded)."""
-        raise self._no_waits()
-
-    async def _callback_status(self, key: str) -> CallbackStatus:
-        raise self._no_waits()
-
-    async def _time_out_callback(self, key: str) -> CallbackStatus:
-        """Mark a pending callback past its deadline timed out (unless an answer won)."""
-        raise self._no_waits()
-
-    async def _spawn(self, key: str, kind: str, payload: Any) -> str:
-        """Create the child job (idempotent per key) and its message; its id."""
-        raise self._no_waits()
-
-    async def _children(self, ids: list[str]) -> list[ChildStatus]:
-        """These children's states (an id that is not this job's child is an error)."""
-        raise self._no_waits()
-
-    async def _take_message(self, topic: str, key: str) -> messages.Message | None:
-        """The message receive ``key`` consumed already, else the oldest unread one of
-        ``topic``, marked consumed by ``key``; None when the topic has none unread."""
-        raise self._no_waits()
-
-    async def _recorded_chunks(self, key: str) -> list[tuple[int, str]]:
-        """(seq, text) of the chunks of ``key`` that earlier attempts recorded."""
-        return []
-
-    @abc.abstractmethod
-    async def _record(
-        self, key: str, seq: int, value: Any, usage: Usage | None = None, *, shape: str
-    ) -> Any:
-        """Record ``value`` as effect ``key`` (the ``seq``-th of the job; a model call's
-        ``usage`` with it; the step's ``shape``: app/kinds/steps.py) and return what is
-        recorded under that key now: ``value``, or an earlier record that won."""
-
-    def _after_effect(self, key: str) -> None:
-        """Called once an effect is recorded; runners hook crash simulation here."""
