@@ -79,6 +79,12 @@ class Registry(Mapping[str, AnyKind]):
         self._ensure()
         return self._versions.get(name, {}).get(version)
 
+    def every_version(self) -> list[AnyKind]:
+        """Every kind this process serves, each of its versions (the mapping holds only the
+        one new jobs start on)."""
+        self._ensure()
+        return [k for served in self._versions.values() for k in served.values()]
+
     def versions(self, name: str) -> list[str]:
         """The versions of kind ``name`` this process serves, oldest first."""
         self._ensure()

@@ -92,7 +92,8 @@ class Engine:
         queue = transport.create(settings)
         await queue.open()
         engine = cls(settings, db, queue)
-        await engine.deps.open(kinds.REGISTRY.values())
+        # Every version served side by side: a pinned old version's deps fail start-up too.
+        await engine.deps.open(kinds.REGISTRY.every_version())
         return engine
 
     async def close(self) -> None:

@@ -126,6 +126,7 @@ def test_versions_of_one_kind_are_served_side_by_side_only_when_each_is_pinned()
     assert registry.versions("shop.pinned") == ["1", "2"]
     assert registry.version_of("shop.pinned", "1") is pinned_v1
     assert registry.version_of("shop.pinned", "3") is None
+    assert registry.every_version() == [pinned_v2, pinned_v1]
     with pytest.raises(errors.ConfigError, match=r"registered twice.*both version 1"):
         registry.register(pinned_v1, origin="again")
     registry.register(order_v1)
