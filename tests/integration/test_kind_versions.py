@@ -181,7 +181,8 @@ async def test_a_pinned_kind_redeployed_under_100_waiting_jobs_runs_them_on_thei
                 "worker serves version 2: handed back for a worker that serves it"
             )
         with deployed(pinned_v1, pinned_v2):
-            newer = await submit(engine, "shop.pinned", {})
+            # (another tenant: this one just submitted its burst)
+            newer = await submit(engine, "shop.pinned", {}, tenant="newer")
             await drain(engine, sql, job_ids, deadline=60)
             await until_waiting(engine, sql, [newer])
     rows = jobs_of(sql, job_ids)
