@@ -72,6 +72,9 @@ class JobContext(RunnerHooks, Generic[D]):
         self._recorded: dict[str, Any] = dict(recorded or {})
         self._shapes: dict[str, str | None] = dict(shapes or {})  # recorded steps' shapes
         self._patches: dict[str, bool] = {}  # what patched() answered this run, by name
+        # A divergence this run found: raised again at every later step and at the end,
+        # so code that catches it (``except Exception``) cannot go on past it.
+        self._diverged: errors.ReplayDiverged | None = None
         self._replayed: list[str] = []
         self._ran: list[str] = []
         self._used: set[str] = set()  # keys this run used: a key used twice is an error
@@ -174,6 +177,8 @@ class JobContext(RunnerHooks, Generic[D]):
             raise errors.PermanentError(
                 f"effect key must be 1 to {MAX_EFFECT_KEY} characters: {key!r}"
             )
+        if self._diverged is not None:
+            raise self._diverged
         if key in self._used:
             # Replay matches steps by key: a second step under one key would replay the
             # first one's result instead of running.
@@ -199,13 +204,17 @@ class JobContext(RunnerHooks, Generic[D]):
         self, key: str, fn: Callable[[], Awaitable[tuple[T, Usage | None]]], shape: str
     ) -> T:
         if key in self._recorded:
-            steps.check_reached(
-                key,
-                self._shapes.get(key),
-                shape,
-                started=self.started_version,
-                running=self.version,
-            )
+            try:
+                steps.check_reached(
+                    key,
+                    self._shapes.get(key),
+                    shape,
+                    started=self.started_version,
+                    running=self.version,
+                )
+            except errors.ReplayDiverged as diverged:
+                self._diverged = diverged
+                raise
             self._replayed.append(key)
             self.log.info("effect replayed", extra={"effect": key})
             return self._recorded[key]  # type: ignore[no-any-return]
@@ -259,7 +268,10 @@ class JobContext(RunnerHooks, Generic[D]):
         return steps.unreached(self._recorded, self._shapes, self._used)
 
     def _finished(self) -> None:
-        """The kind's code returned: ReplayDiverged if it left recorded steps unreached."""
+        """The kind's code returned: ReplayDiverged if it left recorded steps unreached (or
+        went on past a divergence it caught)."""
+        if self._diverged is not None:
+            raise self._diverged
         steps.check_finished(
             self._unreached(), self._shapes, started=self.started_version, running=self.version
         )

@@ -10,6 +10,7 @@ import pytest
 
 from app import errors
 from app.kinds import JobContext, Registry, kind
+from app.kinds.generate import Usage
 from app.kinds.registry import version_order
 from app.kinds.testing import EffectStore, KindSuspended, run_kind
 from tests.versioned_kinds import (
@@ -145,3 +146,22 @@ async def test_a_pinned_job_is_not_resumed_on_another_version_in_memory() -> Non
         await waits.value.resume(pinned_v2, {})
     waits.value.store.answer("go", result=True)
     assert (await waits.value.resume(pinned_v1, {})).result == "v1"
+
+
+@kind("shop.order", version="2")
+async def order_swallowing(ctx: JobContext[None], p: Order) -> str:
+    """Version 2 catches every error of its model call, and would ship without it."""
+    try:
+        await ctx.model_call("charge", lambda: ("charged", Usage("m")))
+    except Exception:
+        ctx.log.warning("no charge")
+    await ctx.effect("ship", lambda: "shipped")
+    return "v2"
+
+
+@pytest.mark.asyncio
+async def test_a_divergence_the_code_catches_still_stops_the_job() -> None:
+    waiting = await waiting_on_v1()
+    with pytest.raises(errors.ReplayDiverged, match="replay diverged at step 'charge'"):
+        await waiting.resume(order_swallowing, {})
+    assert "ship" not in waiting.store.records  # its next step raised it again
