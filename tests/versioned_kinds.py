@@ -1,6 +1,6 @@
 """One kind, "shop.order", in the versions a deployment may go through: the tests of
 kind versions run jobs started on version 1 on each of them (in memory:
-tests/unit/test_kind_versions.py; through the worker: tests/integration/test_kind_versions.py).
+tests/unit/test_kind_versions_memory.py; through the worker: tests/integration/test_kind_versions.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Kind versions through the real worker, on each carrier the suite runs: a job keeps
 the version it started on (its JSON shows it), and a kind redeployed under waiting jobs
 does what its policy says, a diverging replay stopped with a clear error
-(docs/howto/kind-versions.md; in memory: tests/unit/test_kind_versions.py)."""
+(docs/howto/kind-versions.md; in memory: tests/unit/test_kind_versions_memory.py)."""
 
 from __future__ import annotations
 
