@@ -45,6 +45,10 @@ class Point(enum.StrEnum):
     AFTER_DEADLINE_SWEPT = "after_deadline_swept"
     # A redrive past the job's redrive budget was refused; the message is not deleted yet.
     AFTER_REDRIVE_REFUSED = "after_redrive_refused"
+    # A job pinned to a version of its kind this worker does not serve was handed back
+    # (queued, its attempt given back, unrun, its message due back in 10 s); the message
+    # not deleted (docs/howto/kind-versions.md).
+    AFTER_VERSION_HANDED_BACK = "after_version_handed_back"
     # API: job committed, message not sent (a delayed job: its wake-up not marked nor sent)
     AFTER_OUTBOX_COMMIT = "after_outbox_commit"
     # Waits (docs/explain/design.md#waits):

@@ -141,3 +141,9 @@ class ReceiveTimedOut(PermanentError):
 
 class GatherFailed(PermanentError):
     """Too many child jobs failed for the gather's rule to hold."""
+
+
+class ReplayDiverged(PermanentError):
+    """The code a job resumed on does not match the steps the job recorded: a recorded
+    step reached as another kind of step, or the code ended with recorded steps never
+    reached (docs/howto/kind-versions.md). Nothing of the step ran; the job stops."""

@@ -146,7 +146,9 @@ def hot_queries(tenant: str, s: dict[str, Any]) -> list[Hot]:
             },
             writes=True,
         ),
-        Hot("start", "start_batch", {"ids": one, "tokens": [token]}, writes=True),
+        Hot(
+            "start", "start_batch", {"ids": one, "tokens": [token], "versions": ["1"]}, writes=True
+        ),
         Hot(
             "complete",
             "succeed_batch",

@@ -54,6 +54,9 @@ if TYPE_CHECKING:
         ReceiveTimedOut as ReceiveTimedOut,
     )
     from app.errors import (
+        ReplayDiverged as ReplayDiverged,
+    )
+    from app.errors import (
         Retry as Retry,
     )
     from app.errors import (
@@ -89,6 +92,7 @@ _EXPORTS = {
     "CallbackTimedOut": "app.errors",
     "GatherFailed": "app.errors",
     "ReceiveTimedOut": "app.errors",
+    "ReplayDiverged": "app.errors",
 }
 
 __all__ = [
@@ -103,6 +107,7 @@ __all__ = [
     "Message",
     "PermanentError",
     "ReceiveTimedOut",
+    "ReplayDiverged",
     "Retry",
     "Settings",
     "TaskleaseError",

@@ -68,6 +68,5 @@ def registered() -> Iterator[None]:
         yield
     finally:
         for k in (deadline_parent, deadline_busy, deadline_default):
-            kinds.REGISTRY._kinds.pop(k.name, None)
-            kinds.REGISTRY._origin.pop(k.name, None)
+            kinds.REGISTRY.unregister(k.name)
         kinds.REGISTRY._modules.discard(MODULE)

@@ -186,6 +186,11 @@ class JobPublic(BaseModel):
         None, description="the job this one was forked from (it inherited its earlier steps)"
     )
     fork_step: str | None = Field(None, description="a fork's: the step it runs from")
+    kind_version: str | None = Field(
+        None,
+        description="the version of its kind the job first started on (@kind version=); "
+        "null: not started yet, or started before versions were recorded",
+    )
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> JobPublic:
@@ -295,6 +300,13 @@ class EffectPublic(BaseModel):
         None,
         description="a fork's inherited step: the job that recorded it (attempt, worker and "
         "recorded_at are that job's; this job did not run it)",
+    )
+    shape: str | None = Field(
+        None,
+        description="what kind of step recorded it (effect, model_call, sleep, callback, "
+        "notify, spawn <kind>, gather, receive, patch; ' within <key>' inside another "
+        "step): checked when the job's code reaches it again; null: recorded before "
+        "shapes were",
     )
     result: Any  # last: the one field of any size
 

@@ -131,9 +131,18 @@ def job(
         table.add_row("parent", row["parent_id"])
     if row.get("deadline") is not None:  # the whole run's: past it, it ends dead-lettered
         table.add_row("deadline", when(row["deadline"]))
+    # The version of its kind it first started on: what a changed kind replays it against.
+    table.add_row("kind version", kind_version(row))
     result = row["result"]
     table.add_row("result", json.dumps(result) if result is not None else "")
     return table
+
+
+def kind_version(row: dict[str, Any]) -> str:
+    """The version of its kind a job first started on, or why none is recorded."""
+    if row.get("kind_version"):
+        return f"version {row['kind_version']}"
+    return "not recorded (started before versions were)" if row.get("runs") else "not started yet"
 
 
 def waiting(w: dict[str, Any]) -> str:

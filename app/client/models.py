@@ -129,6 +129,7 @@ class Job(_Model):
     rerun_of: uuid.UUID | None = None  # the finished job this one re-runs
     forked_from: uuid.UUID | None = None  # the job whose steps before fork_step it inherited
     fork_step: str | None = None
+    kind_version: str | None = None  # the kind's version it first started on (None: not yet)
 
     @property
     def finished(self) -> bool:

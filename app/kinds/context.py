@@ -4,12 +4,11 @@ the waits: ``sleep``, ``wait_for_callback``, ``spawn``, ``gather`` and ``receive
 
 ``JobContext`` is abstract: where an effect's result is recorded is the runner's
 business (the worker's lease-fenced table in app/worker/context.py, or memory in
-app/kinds/testing.py). Nothing of the lease or the database is reachable from here.
+app/kinds/testing.py), through the hooks of app/kinds/hooks.py. Nothing of the lease or the database is reachable from here.
 """
 
 from __future__ import annotations
 
-import abc
 import datetime as dt
 import functools
 import json
@@ -20,11 +19,12 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 from app import errors, tracing
 from app.kinds import generate as generating
-from app.kinds import messages, threads
+from app.kinds import messages, steps, threads
 from app.kinds.generate import ModelCall, Produce, Usage
+from app.kinds.hooks import RunnerHooks
 from app.kinds.output import MAX_NOTE_CHARS, Emitted, check_emitted, checked_json
 from app.kinds.state import checked as checked_state
-from app.kinds.waits import CallbackStatus, ChildStatus, Gathered, Rule, Wait
+from app.kinds.waits import Gathered, Rule, Wait
 from app.settings import bounds
 from app.storable import unstorable
 
@@ -47,7 +47,7 @@ class JobLogger(logging.LoggerAdapter[logging.Logger]):
         return msg, kwargs
 
 
-class JobContext(abc.ABC, Generic[D]):
+class JobContext(RunnerHooks, Generic[D]):
     """One attempt of one job, as its kind's code sees it. ``D`` is the kind's deps type."""
 
     def __init__(
@@ -59,12 +59,23 @@ class JobContext(abc.ABC, Generic[D]):
         deps: D,
         recorded: Mapping[str, Any] | None = None,
         log_fields: Mapping[str, Any] | None = None,
+        shapes: Mapping[str, str | None] | None = None,
+        version: str | None = None,
+        started_version: str | None = None,
     ) -> None:
         self.job_id = job_id
         self.kind = kind
         self.attempt = attempt
         self.deps = deps
+        # The version of the kind's code running, and the one the job first started on.
+        self.version = version
+        self.started_version = started_version
         self._recorded: dict[str, Any] = dict(recorded or {})
+        self._shapes: dict[str, str | None] = dict(shapes or {})  # recorded steps' shapes
+        self._patches: dict[str, bool] = {}  # what patched() answered this run, by name
+        # A divergence this run found: raised again at every later step and at the end,
+        # so code that catches it (``except Exception``) cannot go on past it.
+        self._diverged: errors.ReplayDiverged | None = None
         self._replayed: list[str] = []
         self._ran: list[str] = []
         self._used: set[str] = set()  # keys this run used: a key used twice is an error
@@ -106,12 +117,17 @@ class JobContext(abc.ABC, Generic[D]):
         worker thread, so a blocking call does not hold the event loop, and an awaitable
         it returns (``lambda: extract(text)``) is awaited.
         """
-        what = f"effect {key!r}"
+        result: T = await self._step(key, fn, steps.EFFECT)
+        return result
 
-        async def plain() -> tuple[T, None]:
+    async def _step(self, key: str, fn: Callable[[], Any], shape: str) -> Any:
+        """``effect`` recorded as a step of ``shape`` (the waits' steps)."""
+        what = f"{shape} {key!r}"
+
+        async def plain() -> tuple[Any, None]:
             return await threads.call(what, fn), None
 
-        return await self._spanned(key, plain)
+        return await self._spanned(key, plain, shape=shape)
 
     async def model_call(
         self, key: str, fn: ModelCall, *, budget: str | None = None, tokens: int = 0
@@ -125,7 +141,7 @@ class JobContext(abc.ABC, Generic[D]):
         them after (docs/explain/design.md#throttles); over a budget the job waits."""
         if budget is None:
             return await self._spanned(
-                key, lambda: generating.answer_and_usage(key, fn), model_call=True
+                key, lambda: generating.answer_and_usage(key, fn), shape=steps.MODEL_CALL
             )
 
         async def budgeted() -> tuple[Any, Usage]:
@@ -138,7 +154,7 @@ class JobContext(abc.ABC, Generic[D]):
             await self._settle(held, usage)
             return answer, usage
 
-        return await self._spanned(key, budgeted, model_call=True)
+        return await self._spanned(key, budgeted, shape=steps.MODEL_CALL)
 
     async def generate(
         self, key: str, produce: Produce, *, budget: str | None = None, tokens: int = 0
@@ -148,20 +164,12 @@ class JobContext(abc.ABC, Generic[D]):
         ``budget`` and ``tokens``: as ``model_call``'s."""
         return await generating.generate(self, key, produce, budget=budget, tokens=tokens)
 
-    async def _reserve(self, budget: str, tokens: int) -> Any:
-        """Reserve a model call under its budgets (what to settle, or None). A runner
-        without shared budgets (the in-memory one) reserves nothing."""
-        return None
-
-    async def _settle(self, held: Any, usage: Usage | None) -> None:
-        """Settle a reservation with the usage reported (None: no tokens used)."""
-
     async def _spanned(
         self,
         key: str,
         fn: Callable[[], Awaitable[tuple[T, Usage | None]]],
         *,
-        model_call: bool = False,
+        shape: str,
     ) -> T:
         """The key's checks and the effect's span around ``_effect``; a model call's span
         also carries OpenTelemetry's GenAI attributes (the operation, and once the call
@@ -170,6 +178,8 @@ class JobContext(abc.ABC, Generic[D]):
             raise errors.PermanentError(
                 f"effect key must be 1 to {MAX_EFFECT_KEY} characters: {key!r}"
             )
+        if self._diverged is not None:
+            raise self._diverged
         if key in self._used:
             # Replay matches steps by key: a second step under one key would replay the
             # first one's result instead of running.
@@ -177,7 +187,7 @@ class JobContext(abc.ABC, Generic[D]):
         self._used.add(key)
         # A span per effect, a child of the attempt's: replayed or run, and its error.
         attributes: dict[str, Any] = {"effect.key": key, "effect.replayed": key in self._recorded}
-        if model_call:
+        if shape == steps.MODEL_CALL:
             attributes["gen_ai.operation.name"] = "chat"
         with tracing.tracer.start_as_current_span(
             f"effect {key}",
@@ -186,17 +196,34 @@ class JobContext(abc.ABC, Generic[D]):
             set_status_on_exception=False,
         ) as span:
             try:
-                return await self._effect(key, fn)
+                return await self._effect(key, fn, steps.shape_here(shape))
             except Exception as exc:
                 tracing.failed(span, exc)
                 raise
 
-    async def _effect(self, key: str, fn: Callable[[], Awaitable[tuple[T, Usage | None]]]) -> T:
+    async def _effect(
+        self, key: str, fn: Callable[[], Awaitable[tuple[T, Usage | None]]], shape: str
+    ) -> T:
         if key in self._recorded:
+            try:
+                steps.check_reached(
+                    key,
+                    self._shapes.get(key),
+                    shape,
+                    started=self.started_version,
+                    running=self.version,
+                )
+            except errors.ReplayDiverged as diverged:
+                self._diverged = diverged
+                raise
             self._replayed.append(key)
             self.log.info("effect replayed", extra={"effect": key})
             return self._recorded[key]  # type: ignore[no-any-return]
-        result, usage = await fn()
+        inside = steps.opened(key)
+        try:
+            result, usage = await fn()
+        finally:
+            steps.closed(inside)
         self._ran.append(key)
         if usage is not None:
             tracing.usage_attributes(usage.model, usage.input_tokens, usage.output_tokens)
@@ -207,10 +234,48 @@ class JobContext(abc.ABC, Generic[D]):
             raise errors.PermanentError(
                 f"effect {key!r} returned a value that is not JSON"
             ) from exc
-        stored = await self._record(key, len(self._recorded), value, usage)
+        stored = await self._record(key, len(self._recorded), value, usage, shape=shape)
         self._recorded[key] = stored
+        self._shapes[key] = shape
         self._after_effect(key)
         return stored  # type: ignore[no-any-return]
+
+    # --- versions ---------------------------------------------------------------
+
+    async def patched(self, name: str) -> bool:
+        """Whether this job takes the new path of patch ``name`` (``if await
+        ctx.patched("x"): new() else: old()``): True for a job that reaches this point on
+        code carrying the patch (a marker step ``patch:{name}`` is recorded, so a replay
+        answers True again), False for a job that passed this point on code without it
+        (it recorded steps beyond here and no marker). Lifecycle: docs/howto/kind-versions.md."""
+        key = steps.PATCH + ":" + name
+        if name in self._patches:
+            return self._patches[name]
+        if key not in self._recorded and self._unreached():
+            self._patches[name] = False  # the job's record goes on past here without it
+            return False
+        await self._step(key, lambda: True, steps.PATCH)
+        self._patches[name] = True
+        return True
+
+    def deprecate_patch(self, name: str) -> None:
+        """Patch ``name``'s old path is gone: records nothing and returns nothing, so new
+        jobs carry no marker; a job that recorded one replays without it (a marker is
+        never a missed step). Remove the call once no job of the old code is waiting."""
+        self._patches[name] = True
+
+    def _unreached(self) -> list[str]:
+        """Recorded steps this run has not reached (yet)."""
+        return steps.unreached(self._recorded, self._shapes, self._used)
+
+    def _finished(self) -> None:
+        """The kind's code returned: ReplayDiverged if it left recorded steps unreached (or
+        went on past a divergence it caught)."""
+        if self._diverged is not None:
+            raise self._diverged
+        steps.check_finished(
+            self._unreached(), self._shapes, started=self.started_version, running=self.version
+        )
 
     # --- streamed output ----------------------------------------------------------
 
@@ -296,7 +361,7 @@ class JobContext(abc.ABC, Generic[D]):
                 raise errors.PermanentError(f"sleep {key!r}: {at} is more than a year away")
             return at.astimezone(dt.UTC).isoformat()
 
-        wake_at = dt.datetime.fromisoformat(await self.effect(SLEEP + key, due))
+        wake_at = dt.datetime.fromisoformat(await self._step(SLEEP + key, due, steps.SLEEP))
         if wake_at > self.now():
             raise errors.Suspend(Wait("timer", key, wake_at=wake_at))
 
@@ -322,12 +387,14 @@ class JobContext(abc.ABC, Generic[D]):
             )
         if details is not None:
             details = checked_json(details, f"callback {key!r} details", MAX_DETAILS_BYTES)
-        await self.effect(
-            CALLBACK + key, functools.partial(self._open_callback, key, timeout, details)
+        await self._step(
+            CALLBACK + key,
+            functools.partial(self._open_callback, key, timeout, details),
+            steps.CALLBACK,
         )
         if notify is not None:
             token = await self._callback_token(key)
-            await self.effect(NOTIFY + key, functools.partial(notify, token))
+            await self._step(NOTIFY + key, functools.partial(notify, token), steps.NOTIFY)
         status = await self._callback_status(key)
         if status.state == "pending" and status.deadline <= self.now():
             status = await self._time_out_callback(key)
@@ -351,8 +418,8 @@ class JobContext(abc.ABC, Generic[D]):
         its id. The child runs on its own; ``gather`` waits for it."""
         if not isinstance(kind, str) or not kind:
             raise errors.PermanentError(f"spawn {key!r}: kind must be a kind's name")
-        child: str = await self.effect(
-            SPAWN + key, functools.partial(self._spawn, key, kind, payload)
+        child: str = await self._step(
+            SPAWN + key, functools.partial(self._spawn, key, kind, payload), steps.spawn(kind)
         )
         return child
 
@@ -382,7 +449,7 @@ class JobContext(abc.ABC, Generic[D]):
             )
             return {"ok": decided, **gathered.to_json()}
 
-        recorded = await self.effect(GATHER + key, outcome)
+        recorded: dict[str, Any] = await self._step(GATHER + key, outcome, steps.GATHER)
         gathered = Gathered.from_json(recorded)
         if not recorded["ok"]:
             raise errors.GatherFailed(
@@ -406,52 +473,3 @@ class JobContext(abc.ABC, Generic[D]):
         makes them: the code must make them in the same order on every run."""
         n = self._receives[topic] = self._receives.get(topic, 0) + 1
         return await messages.receive(self, topic, n, timeout)
-
-    # --- what each runner provides for the waits --------------------------------
-    # The worker's runner and the in-memory runner implement these; a runner without
-    # waits (a bare test double) refuses them.
-
-    def _no_waits(self) -> errors.PermanentError:
-        return errors.PermanentError(f"{type(self).__name__} does not run waits")
-
-    async def _open_callback(self, key: str, seconds: float, details: Any) -> dict[str, Any]:
-        """Create this job's callback ``key`` (once) with its deadline and details; the
-        recorded result says when it was opened (never the token)."""
-        raise self._no_waits()
-
-    async def _callback_token(self, key: str) -> str:
-        """The callback's token, derived again on every call (it is never recorded)."""
-        raise self._no_waits()
-
-    async def _callback_status(self, key: str) -> CallbackStatus:
-        raise self._no_waits()
-
-    async def _time_out_callback(self, key: str) -> CallbackStatus:
-        """Mark a pending callback past its deadline timed out (unless an answer won)."""
-        raise self._no_waits()
-
-    async def _spawn(self, key: str, kind: str, payload: Any) -> str:
-        """Create the child job (idempotent per key) and its message; its id."""
-        raise self._no_waits()
-
-    async def _children(self, ids: list[str]) -> list[ChildStatus]:
-        """These children's states (an id that is not this job's child is an error)."""
-        raise self._no_waits()
-
-    async def _take_message(self, topic: str, key: str) -> messages.Message | None:
-        """The message receive ``key`` consumed already, else the oldest unread one of
-        ``topic``, marked consumed by ``key``; None when the topic has none unread."""
-        raise self._no_waits()
-
-    async def _recorded_chunks(self, key: str) -> list[tuple[int, str]]:
-        """(seq, text) of the chunks of ``key`` that earlier attempts recorded."""
-        return []
-
-    @abc.abstractmethod
-    async def _record(self, key: str, seq: int, value: Any, usage: Usage | None = None) -> Any:
-        """Record ``value`` as effect ``key`` (the ``seq``-th of the job; a model call's
-        ``usage`` with it) and return what is recorded under that key now: ``value``, or
-        an earlier record that won."""
-
-    def _after_effect(self, key: str) -> None:
-        """Called once an effect is recorded; runners hook crash simulation here."""

@@ -10,10 +10,11 @@ async def triage(ctx: JobContext[TriageDeps], ticket: Ticket) -> TriageResult: .
 from __future__ import annotations
 
 import inspect
+import re
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
 
 import pydantic
 
@@ -28,6 +29,15 @@ R = TypeVar("R")
 
 Run = Callable[[JobContext[D], P], Awaitable[R]]
 
+# What a job whose kind changed while it waited does (docs/howto/kind-versions.md):
+# "resume" on the code deployed now, its replay checked (app/kinds/steps.py); "pin" to
+# the version it started on, run only by a worker that serves that version.
+OnVersionChange = Literal["resume", "pin"]
+ON_VERSION_CHANGE: tuple[OnVersionChange, ...] = ("resume", "pin")
+DEFAULT_VERSION = "1"
+# A version: a short name, as a Lambda alias or a tag would be ("2", "2026-06-01", "v3.1").
+VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
+
 
 @dataclass(frozen=True, eq=False)
 class Kind(Generic[D, P, R]):
@@ -41,6 +51,8 @@ class Kind(Generic[D, P, R]):
     max_attempts: int | None = None  # None: the deployment's TASKLEASE_MAX_ATTEMPTS
     timeout_seconds: int | None = None  # None: TASKLEASE_DEFAULT_JOB_TIMEOUT_SECONDS
     deadline_seconds: float | None = None  # the whole run's, from its submission; None: none
+    version: str = DEFAULT_VERSION  # the code's version, recorded on a job at its first start
+    on_version_change: OnVersionChange = "resume"
 
     def parse(self, payload: Any) -> P:
         """The payload as the kind's model, or BadRequest naming the fields that are wrong."""
@@ -69,7 +81,9 @@ class Kind(Generic[D, P, R]):
 
     async def execute(self, ctx: JobContext[D], payload: P) -> Any:
         """Run the kind and return its result as the JSON to store."""
-        return self.to_json(self.check_result(await self.run(ctx, payload)))
+        value = await self.run(ctx, payload)
+        ctx._finished()
+        return self.to_json(self.check_result(value))
 
     async def build_deps(self, settings: Settings) -> D | None:
         """A fresh deps object from the kind's factory (None without one)."""
@@ -86,6 +100,8 @@ class KindOptions(TypedDict, total=False):
     timeout_seconds: int | None  # None: TASKLEASE_DEFAULT_JOB_TIMEOUT_SECONDS
     max_attempts: int | None  # None: TASKLEASE_MAX_ATTEMPTS
     deadline_seconds: float | None  # a job's deadline unless its submission gives one
+    version: str | int  # this code's version (default "1"): docs/howto/kind-versions.md
+    on_version_change: OnVersionChange  # "resume" (default) or "pin"
 
 
 @overload
@@ -115,9 +131,21 @@ def kind(
     """Declare ``fn`` a job kind. The payload model is the annotation of its second
     parameter, the result type its return annotation; ``description`` defaults to the
     first line of its docstring. A module listed in TASKLEASE_KINDS is searched for
-    the kinds this returns: defining one is registering it."""
+    the kinds this returns: defining one is registering it.
+
+    ``version`` (an int or a short name, default "1") is recorded on a job at its first
+    start; ``on_version_change`` says what a job started on another version does:
+    "resume" on this code, its replay checked, or "pin" to its own version
+    (docs/howto/kind-versions.md)."""
 
     _check_bounds(name, options)
+    version = checked_version(name, options.get("version", DEFAULT_VERSION))
+    policy = options.get("on_version_change", "resume")
+    if policy not in ON_VERSION_CHANGE:
+        raise errors.ConfigError(
+            f"kind {name!r}: on_version_change={policy!r} is not one of "
+            + ", ".join(repr(p) for p in ON_VERSION_CHANGE)
+        )
 
     def declare(fn: Run[Any, Any, Any]) -> Kind[Any, Any, Any]:
         payload, returns = _annotations(name, fn)
@@ -132,9 +160,23 @@ def kind(
             max_attempts=options.get("max_attempts"),
             timeout_seconds=options.get("timeout_seconds"),
             deadline_seconds=options.get("deadline_seconds"),
+            version=version,
+            on_version_change=policy,
         )
 
     return declare
+
+
+def checked_version(name: str, version: object) -> str:
+    """The version as the text recorded on jobs, or ConfigError saying what is allowed."""
+    if isinstance(version, int) and not isinstance(version, bool) and version >= 0:
+        version = str(version)
+    if not isinstance(version, str) or not VERSION.fullmatch(version):
+        raise errors.ConfigError(
+            f"kind {name!r}: version={version!r} must be an int of 0 or more or 1 to 32 "
+            "letters, digits, '.', '_' or '-' starting with a letter or digit"
+        )
+    return version
 
 
 def _check_bounds(name: str, options: KindOptions) -> None:

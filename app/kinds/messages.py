@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app import errors
+from app.kinds import steps
 from app.kinds.waits import Wait
 from app.settings import bounds
 
@@ -93,13 +94,13 @@ async def receive(ctx: JobContext[Any], topic: str, n: int, seconds: float | Non
         found = await ctx._take_message(topic, key)
         if found is not None:
             return {"message": found.to_json()}
-        due = await ctx.effect(f"{RECEIVE_UNTIL}{topic}:{n}", until)
+        due: str | None = await ctx._step(f"{RECEIVE_UNTIL}{topic}:{n}", until, steps.RECEIVE)
         deadline = dt.datetime.fromisoformat(due) if due is not None else None
         if deadline is None or deadline > ctx.now():
             raise errors.Suspend(Wait("message", topic, wake_at=deadline))
         return {"timed_out": due}
 
-    outcome = await ctx.effect(key, take)
+    outcome: dict[str, Any] = await ctx._step(key, take, steps.RECEIVE)
     if "timed_out" in outcome:
         raise errors.ReceiveTimedOut(f"receive {topic!r}: no message by {outcome['timed_out']}")
     return Message.from_json(outcome["message"])

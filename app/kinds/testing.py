@@ -77,6 +77,9 @@ class EffectStore:
     clock (``clock``, advanced by the test)."""
 
     records: dict[str, Any] = field(default_factory=dict)
+    shapes: dict[str, str] = field(default_factory=dict)  # each record's step shape, by key
+    # The kind's version the job first started on (set by its first run_kind).
+    version: str | None = None
     callbacks: dict[str, CallbackStatus] = field(default_factory=dict)
     callback_details: dict[str, Any] = field(default_factory=dict)  # as opened, by key
     children: dict[str, ChildStatus] = field(default_factory=dict)
@@ -144,7 +147,12 @@ class MemoryContext(JobContext[D]):
         crash_inside_stream: int | None = None,
         **context: Any,
     ) -> None:
-        super().__init__(recorded=store.records, **context)
+        super().__init__(
+            recorded=store.records,
+            shapes=store.shapes,
+            started_version=store.version,
+            **context,
+        )
         self.store = store
         self._crash_after = crash_after_effect
         self._crash_inside = crash_inside_effect
@@ -176,9 +184,12 @@ class MemoryContext(JobContext[D]):
         data = {"key": key, "value": value, "version": version}
         await super()._output(Emitted(self.now(), "state", data, key=key))
 
-    async def _record(self, key: str, seq: int, value: Any, usage: Usage | None = None) -> Any:
+    async def _record(
+        self, key: str, seq: int, value: Any, usage: Usage | None = None, *, shape: str
+    ) -> Any:
         if self._crash_inside == seq + 1:
             raise SimulatedCrash(key)
+        self.store.shapes.setdefault(key, shape)
         # The first record wins, as the table's ON CONFLICT DO NOTHING makes it.
         if usage is not None and key not in self.store.records:
             self.store.usage[key] = usage
@@ -308,8 +319,15 @@ async def run_kind(
     if not store.submitted:
         store.deadline = fix(store.clock, deadline, deadline_seconds, kind.deadline_seconds)
         store.submitted = True
+        store.version = kind.version
     elif deadline is not None or deadline_seconds is not None:
         raise ValueError("the deadline is fixed by the first run on this store")
+    if kind.on_version_change == "pin" and store.version != kind.version:
+        # The worker hands such a job back for a worker that serves its version.
+        raise ValueError(
+            f"kind {kind.name!r} is pinned: this job started on version {store.version}, "
+            f"not {kind.version}; resume it with that version"
+        )
     owned = deps is _UNSET
     if owned:
         deps = await kind.build_deps(settings or config.load())  # type: ignore[assignment]
@@ -327,7 +345,13 @@ async def run_kind(
                 # The claim finds the job past its deadline: it ends, its code unrun.
                 raise _ended(store, job_id, attempt, ran, [], unrun=True)
             ctx: MemoryContext[D] = MemoryContext(
-                store=store, job_id=job_id, kind=kind.name, attempt=attempt, deps=deps, **crash
+                store=store,
+                job_id=job_id,
+                kind=kind.name,
+                attempt=attempt,
+                deps=deps,
+                version=kind.version,
+                **crash,
             )
             attempts += 1
             try:
@@ -350,6 +374,7 @@ async def run_kind(
                 ) from None
             finally:
                 ran.extend(ctx.ran)
+            ctx._finished()
             result = kind.check_result(value)
             return KindRun(
                 result=result,

@@ -31,9 +31,10 @@ async def record(
     seq: int,
     result: Any,
     usage: ModelUsage | None = None,
+    shape: str | None = None,
 ) -> Effect | None:
     """Record ``result`` (a JSON value) under ``key`` (with a model call's ``usage``, in
-    the same insert); returns the effect as stored, or None when the insert was refused
+    the same insert; ``shape``: what kind of step it is); returns the effect as stored, or None when the insert was refused
     (another attempt recorded first, or the lease moved on)."""
     rows = await db.fetch(
         q("record_effect"),
@@ -46,6 +47,7 @@ async def record(
             "model": usage.model if usage else None,
             "input_tokens": usage.input_tokens if usage else None,
             "output_tokens": usage.output_tokens if usage else None,
+            "shape": shape,
         },
     )
     return Effect.from_row(rows[0]) if rows else None

@@ -100,16 +100,34 @@ async def claim_batch(
     }
 
 
+@dataclass(frozen=True)
+class Started:
+    """A started job: the kind's version it first started on (None: not recorded, it
+    started before versions were) and its recorded steps, (key, result, shape) in order."""
+
+    kind_version: str | None
+    steps: list[tuple[str, Any, str | None]]
+
+
 async def start_batch(
-    db: Database, items: Sequence[tuple[uuid.UUID, uuid.UUID]]
-) -> dict[uuid.UUID, list[tuple[str, Any]]]:
-    """leased -> running for each (job id, token); each started job's recorded effects
-    as (key, result) in the order recorded, by token."""
+    db: Database, items: Sequence[tuple[uuid.UUID, uuid.UUID, str]]
+) -> dict[uuid.UUID, Started]:
+    """leased -> running for each (job id, token, the version of the kind's code that
+    starts it: recorded at the job's first start), by token."""
     rows = await db.fetch(
         q("start_batch"),
-        {"ids": [job_id for job_id, _ in items], "tokens": [token for _, token in items]},
+        {
+            "ids": [job_id for job_id, _, _ in items],
+            "tokens": [token for _, token, _ in items],
+            "versions": [version for _, _, version in items],
+        },
     )
-    return {row["token"]: [(key, result) for key, result in row["effects"]] for row in rows}
+    return {
+        row["token"]: Started(
+            row["kind_version"], [(key, result, shape) for key, result, shape in row["effects"]]
+        )
+        for row in rows
+    }
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,7 @@ class Job(_Record):
     rerun_of: uuid.UUID | None = None  # the finished job this one re-runs (0024)
     forked_from: uuid.UUID | None = None  # the job whose effects before fork_step it inherited
     fork_step: str | None = None
+    kind_version: str | None = None  # the kind's version it first started on (0029)
 
     @property
     def route(self) -> Route:
@@ -122,6 +123,7 @@ class Effect(_Record):
     worker: str | None
     recorded_at: dt.datetime
     inherited_from: uuid.UUID | None = None  # a fork's: the job that recorded it (0024)
+    shape: str | None = None  # what kind of step recorded it (0029; NULL: before that)
 
 
 @dataclass(frozen=True, slots=True)

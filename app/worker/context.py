@@ -42,6 +42,9 @@ class LeasedContext(JobContext[Any]):
         lease_owner: str,
         db: store.Database,
         recorded: Mapping[str, Any],
+        shapes: Mapping[str, str | None] | None = None,
+        version: str | None = None,
+        started_version: str | None = None,
         settings: Any = None,
         send: Callable[[list[OutboxRow]], Awaitable[object]] | None = None,
         clock_offset: float = 0.0,
@@ -53,6 +56,9 @@ class LeasedContext(JobContext[Any]):
             deps=deps,
             recorded=recorded,
             log_fields={"lease_owner": lease_owner},
+            shapes=shapes,
+            version=version,
+            started_version=started_version,
         )
         self._token = lease_token
         self._owner = lease_owner
@@ -213,7 +219,9 @@ class LeasedContext(JobContext[Any]):
             "effect": key,
         }
 
-    async def _record(self, key: str, seq: int, value: Any, usage: Usage | None = None) -> Any:
+    async def _record(
+        self, key: str, seq: int, value: Any, usage: Usage | None = None, *, shape: str
+    ) -> Any:
         """A conditional insert fenced by the lease token; if another attempt recorded
         first, *its* result; if neither, the job's cancel was asked for (Cancelled: nothing
         is recorded after a cancel) or the lease moved on (LeaseLost)."""
@@ -232,6 +240,7 @@ class LeasedContext(JobContext[Any]):
             usage=None
             if usage is None
             else store.effects.ModelUsage(usage.model, usage.input_tokens, usage.output_tokens),
+            shape=shape,
         )
         if recorded is not None:
             log.info("effect recorded", extra=self._fields(key))

@@ -25,7 +25,17 @@ from app.states import JobState
 from app.store import Database
 from app.store.records import Job
 from app.transport import Transport, codec, secrets
-from app.worker import cancels, counting, deadlines, fairness, leases, outcomes, traces, unclaimed
+from app.worker import (
+    cancels,
+    counting,
+    deadlines,
+    fairness,
+    leases,
+    outcomes,
+    traces,
+    unclaimed,
+    versions,
+)
 from app.worker.context import LeasedContext
 from app.worker.leases import Claim, LambdaContext, Lease
 
@@ -58,7 +68,7 @@ class Engine:
             self._claim_many, max_size=BATCH_STATEMENT_ROWS
         )
         self._starts: batching.Batcher[
-            tuple[uuid.UUID, uuid.UUID], list[tuple[str, Any]] | None
+            tuple[uuid.UUID, uuid.UUID, str], store.leases.Started | None
         ] = batching.Batcher(self._start_many, max_size=BATCH_STATEMENT_ROWS)
         self._successes: batching.Batcher[tuple[uuid.UUID, uuid.UUID, Any], bool] = (
             batching.Batcher(self._succeed_many, max_size=BATCH_STATEMENT_ROWS)
@@ -82,7 +92,8 @@ class Engine:
         queue = transport.create(settings)
         await queue.open()
         engine = cls(settings, db, queue)
-        await engine.deps.open(kinds.REGISTRY.values())
+        # Every version served side by side: a pinned old version's deps fail start-up too.
+        await engine.deps.open(kinds.REGISTRY.every_version())
         return engine
 
     async def close(self) -> None:
@@ -228,7 +239,10 @@ class Engine:
                 await self.outcomes.dead_letter(lease, JobState.LEASED, reason),
             )
         try:
-            kind = kinds.get(job.kind)
+            served = versions.serving(job, kinds.get(job.kind))
+            if served is None:  # pinned to a version this worker does not serve
+                return await versions.not_served(self.outcomes, lease, job)
+            kind = served
             payload = kind.parse(job.payload)
         except errors.BadRequest as exc:
             traces.outcome("dead_lettered", exc)
@@ -250,8 +264,8 @@ class Engine:
     ) -> bool:
         """Start the claimed job, run its code under the lease, and write how it ended."""
         job_id, token, fields = lease.job_id, lease.token, lease.fields
-        recorded = await self._starts.submit((job_id, token))
-        if recorded is None:
+        started_job = await self._starts.submit((job_id, token, kind.version))
+        if started_job is None:
             log.warning("lease lost before start", extra=fields)
             traces.outcome("lease_lost")
             return False
@@ -263,7 +277,10 @@ class Engine:
             lease_token=token,
             lease_owner=self.owner,
             db=self.db,
-            recorded={k: v for k, v in recorded},
+            recorded={key: result for key, result, _ in started_job.steps},
+            shapes={key: shape for key, _, shape in started_job.steps},
+            version=kind.version,
+            started_version=started_job.kind_version,
             settings=self.settings,
             send=self._send_outbox,
             clock_offset=lease.clock_offset,
@@ -377,10 +394,10 @@ class Engine:
         return [by_token.get(c.token) for c in claims]
 
     async def _start_many(
-        self, items: list[tuple[uuid.UUID, uuid.UUID]]
-    ) -> list[list[tuple[str, Any]] | None]:
+        self, items: list[tuple[uuid.UUID, uuid.UUID, str]]
+    ) -> list[store.leases.Started | None]:
         by_token = await store.leases.start_batch(self.db, items)
-        return [by_token.get(token) for _, token in items]
+        return [by_token.get(token) for _, token, _ in items]
 
     async def _release_many(self, tenants: list[str]) -> list[None]:
         await parking.release_parked(self.settings, self.db, self.queue, tenants)

@@ -176,18 +176,21 @@ class Outcomes:
         )
         return True
 
-    async def hand_back(self, lease: Lease) -> bool:
-        """Out of time: give the lease back without using an attempt; effects resume it."""
+    async def hand_back(
+        self,
+        lease: Lease,
+        *,
+        from_state: JobState = JobState.RUNNING,
+        detail: str = "lease handed back: invocation running out of time",
+        visibility: int = HANDBACK_VISIBILITY_SECONDS,
+    ) -> bool:
+        """Give the lease back without using an attempt (out of time, by default; effects
+        resume it); its message comes back after ``visibility`` seconds."""
         if await self.finish(
-            lease,
-            JobState.QUEUED,
-            refund=1,
-            detail="lease handed back: invocation running out of time",
+            lease, JobState.QUEUED, from_state=from_state, refund=1, detail=detail
         ):
             with contextlib.suppress(errors.QueueError):
-                await self.queue.change_visibility(
-                    lease.receipt_handle, HANDBACK_VISIBILITY_SECONDS
-                )
+                await self.queue.change_visibility(lease.receipt_handle, visibility)
             log.info("lease handed back", extra={**lease.fields, "state": JobState.QUEUED})
             traces.outcome("handed_back")
         return False

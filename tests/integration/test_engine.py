@@ -178,7 +178,7 @@ async def test_a_zombie_workers_late_effect_and_completion_change_nothing(
             },
         )
         assert claimed, "the zombie's claim"
-        await a.db.fetch(q_start(), {"ids": [job_id], "tokens": [zombie_token]})
+        await a.db.fetch(q_start(), {"ids": [job_id], "tokens": [zombie_token], "versions": ["1"]})
         await asyncio.sleep(0.5)  # the zombie's lease expires
         await b.queue.send_jobs(routes(job_id))
         done = await b.handle({"Records": await receive_records(b)}, None)
@@ -194,6 +194,7 @@ async def test_a_zombie_workers_late_effect_and_completion_change_nothing(
                 "model": None,
                 "input_tokens": None,
                 "output_tokens": None,
+                "shape": "effect",
             },
         )
         finish = await a.db.fetch_one(

@@ -332,7 +332,9 @@ async def test_a_cancel_whose_lease_ends_between_its_two_statements_is_not_lost(
             "max_running": 100,
         }
         await engine.db.fetch(queries["claim_batch"], {**claim, "generations": [None]})
-        await engine.db.fetch(queries["start_batch"], {"ids": [job_id], "tokens": [token]})
+        await engine.db.fetch(
+            queries["start_batch"], {"ids": [job_id], "tokens": [token], "versions": ["1"]}
+        )
 
         async def worker_fails() -> None:  # what the engine's _failed writes
             await engine.db.fetch_one(

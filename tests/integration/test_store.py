@@ -33,7 +33,8 @@ async def running_job(db: store.Database) -> tuple[uuid.UUID, uuid.UUID]:
         max_running=100,
     )
     assert claimed[token].job.state is JobState.LEASED and not claimed[token].refused
-    assert await store.leases.start_batch(db, [(row.id, token)]) == {token: []}
+    started = await store.leases.start_batch(db, [(row.id, token, "7")])
+    assert started == {token: store.leases.Started("7", [])}
     return row.id, token
 
 
@@ -69,7 +70,7 @@ async def test_an_effect_is_recorded_once_and_only_by_the_lease_holder(database_
         )
         found = await store.effects.get(db, job_id, "charge")
         missing = await store.effects.get(db, job_id, "mail")
-        restarted = await store.leases.start_batch(db, [(job_id, token)])
+        restarted = await store.leases.start_batch(db, [(job_id, token, "1")])
     assert first is not None
     assert (first.key, first.seq, first.result) == ("charge", 0, {"id": 1})
     assert again is None  # refused: the first record wins

@@ -137,6 +137,7 @@ def test_the_job_page_shows_its_waterfall_children_usage_and_priority(
     assert page.text_content('[data-fact="priority"]') == "normal"
     assert page.text_content('[data-fact="parked"]') == "no"
     assert page.text_content('[data-fact="tokens"]') == "no model calls"
+    assert page.text_content('[data-fact="kind version"]') == "version 1"  # as it started
     # The children, and theirs loaded when a child is opened (a nap has none).
     kids = page.locator("#family li[data-child]")
     assert sorted(k.get_attribute("data-child") for k in kids.all()) == sorted(

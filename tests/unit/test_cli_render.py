@@ -70,6 +70,8 @@ def test_job_tables_show_an_error_that_looks_like_markup_as_written() -> None:
     assert MARKUP in shown
     assert '{"tags": "[bold]x"}' in shown
     assert "priority" in shown and "high" in shown  # `jobs show` names the job's queue
+    assert "kind version" in shown and "not recorded (started before versions were)" in shown
+    assert "version 2026-06-01" in text(render.job(row["id"], row | {"kind_version": "2026-06-01"}))
 
 
 def test_timeline_and_effects_escape_what_workers_wrote() -> None:

@@ -290,7 +290,9 @@ def test_a_crash_after_effect_n_replays_the_first_n_and_runs_the_rest_once() -> 
 
 def test_an_effect_recorded_by_another_attempt_first_is_the_one_returned() -> None:
     class Racer(JobContext[None]):
-        async def _record(self, key: str, seq: int, value: Any, usage: Any = None) -> Any:
+        async def _record(
+            self, key: str, seq: int, value: Any, usage: Any = None, *, shape: str
+        ) -> Any:
             return "theirs"
 
     ctx = Racer(job_id=uuid.uuid4(), kind="k", attempt=1, deps=None)

@@ -128,6 +128,9 @@ function renderHead(head, job, editor, recorded) {
     el("details", {}, el("summary", {}, "payload and result"), el("pre", {}, json(job.payload)), el("pre", {}, json(job.result))));
   const facts = head.querySelector("dl");
   facts.replaceChildren(...[["id", job.id], ["tenant", job.tenant], ["priority", job.priority],
+    // The version of its kind it first started on (docs/howto/kind-versions.md).
+    ["kind version", job.kind_version ? `version ${job.kind_version}`
+      : job.runs ? "not recorded (started before versions were)" : "not started yet"],
     ["parked", job.parked ? "yes: queued past its tenant's window, sent when a lease ends" : "no"],
     ["runs", job.runs], ["attempts used", attempts(job, " of ")], ...usageFacts(job.usage),
     ["created", when(job.created_at)], ["finished", when(job.finished_at) || "not yet"],

@@ -9,9 +9,11 @@
 -- FOR SHARE waits for a claim in progress and checks the token again once it
 -- commits (READ COMMITTED would otherwise read the row as the statement began).
 -- model/input_tokens/output_tokens: a model call's usage (NULL for a plain effect).
-INSERT INTO effects (job_id, key, seq, result, attempt, worker, model, input_tokens, output_tokens)
+-- shape: what kind of step it is (app/kinds/steps.py), checked when a replay reaches it.
+INSERT INTO effects (job_id, key, seq, result, attempt, worker, model, input_tokens,
+                     output_tokens, shape)
 SELECT j.id, %(key)s, %(seq)s, %(result)s, j.attempt, j.lease_owner,
-       %(model)s, %(input_tokens)s, %(output_tokens)s
+       %(model)s, %(input_tokens)s, %(output_tokens)s, %(shape)s
 FROM jobs j
 WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state = 'running'
   AND NOT j.cancel_requested

@@ -136,9 +136,9 @@ WITH caller AS (
     -- seq, recorded_at, key), or all of them (no step: after the last), copied into the
     -- new job, each marked with the job that recorded it (a fork of a fork: the first).
     INSERT INTO effects (job_id, key, seq, result, attempt, worker, recorded_at, model,
-                         input_tokens, output_tokens, inherited_from)
+                         input_tokens, output_tokens, inherited_from, shape)
     SELECT job.id, e.key, e.seq, e.result, e.attempt, e.worker, e.recorded_at, e.model,
-           e.input_tokens, e.output_tokens, coalesce(e.inherited_from, e.job_id)
+           e.input_tokens, e.output_tokens, coalesce(e.inherited_from, e.job_id), e.shape
     FROM job
     JOIN effects e ON e.job_id = job.forked_from
     LEFT JOIN effects s ON s.job_id = job.forked_from AND s.key = job.fork_step

@@ -132,20 +132,25 @@ SELECT * FROM claimed UNION ALL SELECT * FROM refused UNION ALL SELECT * FROM de
 
 -- name: start_batch
 -- leased -> running for a batch, with each job's recorded effects, in one round trip.
+-- The first start records the version of the kind's code it starts (kind_version, never
+-- changed after); a job started before versions were recorded keeps NULL (not known).
 WITH input AS (
-    SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS t(id, token)
+    SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(versions)s::text[])
+        AS t(id, token, version)
 ), started AS (
     UPDATE jobs j SET state = 'running', runs = j.runs + 1,
-        started_at = coalesce(j.started_at, now()), updated_at = now()
+        started_at = coalesce(j.started_at, now()), updated_at = now(),
+        kind_version = CASE WHEN j.runs = 0 THEN coalesce(j.kind_version, i.version)
+                            ELSE j.kind_version END
     FROM input i
     WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'leased'
-    RETURNING j.id, j.attempt, j.lease_owner, j.lease_token
+    RETURNING j.id, j.attempt, j.lease_owner, j.lease_token, j.kind_version
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker)
     SELECT id, 'leased', 'running', attempt, lease_owner FROM started
 )
-SELECT s.lease_token AS token,
-       coalesce((SELECT jsonb_agg(jsonb_build_array(e.key, e.result) ORDER BY e.seq)
+SELECT s.lease_token AS token, s.kind_version,
+       coalesce((SELECT jsonb_agg(jsonb_build_array(e.key, e.result, e.shape) ORDER BY e.seq)
                  FROM effects e WHERE e.job_id = s.id), '[]'::jsonb) AS effects
 FROM started s;
 

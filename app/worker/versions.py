@@ -1,0 +1,58 @@
+"""Which version of its kind's code a claimed job runs on (docs/howto/kind-versions.md).
+
+A kind declared ``on_version_change="resume"`` (the default) runs every job on the code
+deployed now, its replay checked step by step (app/kinds/steps.py). A kind declared
+``"pin"`` runs a job that started on another version only on that version: a worker that
+serves it (registered side by side: app/kinds/registry.py) runs it there; one that does
+not hands the lease back unrun, the attempt given back, and the message comes back
+after NOT_SERVED_VISIBILITY_SECONDS for a worker that does (a pool, a Lambda alias of
+the old version) to claim. The policy is the one of the code deployed now.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from app import crashpoints, kinds
+from app.states import JobState
+from app.store.records import Job
+from app.worker.leases import Lease
+from app.worker.outcomes import Outcomes
+
+log = logging.getLogger(__name__)
+
+AnyKind = kinds.Kind[Any, Any, Any]
+
+# A pinned job's message comes back after this long when the worker that received it
+# does not serve its version: long enough not to spin while no worker of that version
+# runs, short enough that one that does picks it up soon.
+NOT_SERVED_VISIBILITY_SECONDS = 10
+
+
+def serving(job: Job, current: AnyKind) -> AnyKind | None:
+    """The code ``job`` runs on: ``current`` (the version new jobs start on), or under
+    "pin" the version the job started on; None when this process does not serve it."""
+    if current.on_version_change != "pin" or job.kind_version in (None, current.version):
+        return current
+    assert job.kind_version is not None
+    return kinds.REGISTRY.version_of(job.kind, job.kind_version)
+
+
+async def not_served(outcomes: Outcomes, lease: Lease, job: Job) -> bool:
+    """Hand a pinned job whose version this worker does not serve back, unrun and with
+    its attempt given back (False: its message is to come back)."""
+    served = ", ".join(kinds.REGISTRY.versions(job.kind))
+    detail = (
+        f"kind {job.kind!r} is pinned: this job started on version {job.kind_version}, "
+        f"and this worker serves version {served}: handed back for a worker that serves it"
+    )
+    log.warning("%s", detail, extra={**lease.fields, "state": JobState.QUEUED})
+    handed = await outcomes.hand_back(
+        lease,
+        from_state=JobState.LEASED,
+        detail=detail,
+        visibility=NOT_SERVED_VISIBILITY_SECONDS,
+    )
+    crashpoints.hit(crashpoints.Point.AFTER_VERSION_HANDED_BACK, **lease.fields)
+    return handed
