@@ -137,9 +137,11 @@ CREATE TABLE effects (
     input_tokens integer,
     output_tokens integer,
     inherited_from uuid,
+    shape text,
     CONSTRAINT effects_job_id_fkey FOREIGN KEY (job_id) REFERENCES jobs(id) ON DELETE CASCADE,
     CONSTRAINT effects_key_check CHECK (((length(key) >= 1) AND (length(key) <= 200))),
-    CONSTRAINT effects_pkey PRIMARY KEY (job_id, key)
+    CONSTRAINT effects_pkey PRIMARY KEY (job_id, key),
+    CONSTRAINT effects_shape_length CHECK (((length(shape) >= 1) AND (length(shape) <= 300))) NOT VALID
 );
 
 CREATE TABLE job_count_deltas (
@@ -247,11 +249,13 @@ CREATE TABLE jobs (
     rerun_of uuid,
     forked_from uuid,
     fork_step text,
+    kind_version text,
     CONSTRAINT jobs_attempt_check CHECK ((attempt >= 0)),
     CONSTRAINT jobs_dead_lettered_by_check CHECK ((dead_lettered_by = ANY (ARRAY['engine'::text, 'sweeper'::text, 'deadline'::text]))),
     CONSTRAINT jobs_fork_step_length CHECK (((length(fork_step) >= 1) AND (length(fork_step) <= 200))) NOT VALID,
     CONSTRAINT jobs_fork_step_with_fork CHECK (((fork_step IS NULL) OR (forked_from IS NOT NULL))) NOT VALID,
     CONSTRAINT jobs_idempotency UNIQUE (tenant, idempotency_key),
+    CONSTRAINT jobs_kind_version_length CHECK (((length(kind_version) >= 1) AND (length(kind_version) <= 64))) NOT VALID,
     CONSTRAINT jobs_live_lease_has_token CHECK (((state <> ALL (ARRAY['leased'::job_state, 'running'::job_state])) OR ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT jobs_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT jobs_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES jobs(id) ON DELETE SET NULL,
