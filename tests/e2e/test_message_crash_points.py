@@ -17,6 +17,7 @@ import pytest
 from app.crashpoints import Point
 from app.services import messages
 from app.states import JobState
+from app.worker.engine import Engine
 from tests.conftest import Stack, job_row, wait_for
 from tests.e2e.test_crash_points import died_by_sigkill, submit, submit_now
 from tests.e2e.test_wait_crash_points import keys, killed_running, sweep_once, unsent
@@ -26,12 +27,12 @@ from tests.invariants import check_invariants, describe, wait_for_state
 pytestmark = pytest.mark.e2e
 
 
-async def send(stack: Stack, job_id: str, text: str) -> messages.Sent:
-    """POST /v1/jobs/{id}/messages's service, from this process."""
-    async with engine_for(stack.settings) as engine:
-        return await messages.send(
-            engine.db, engine.queue, uuid.UUID(job_id), scope=None, topic="user", body=text
-        )
+async def send(engine: Engine, job_id: str, text: str) -> messages.Sent:
+    """POST /v1/jobs/{id}/messages's service, from this process (its engine opened before:
+    a send right after a look at the job's state must not wait for a pool to open)."""
+    return await messages.send(
+        engine.db, engine.queue, uuid.UUID(job_id), scope=None, topic="user", body=text
+    )
 
 
 def consumed(sql: Any, job_id: str) -> list[tuple[str, str | None]]:
@@ -52,14 +53,21 @@ async def test_three_messages_at_three_moments_are_answered_once_each_in_order(
     )
     job_id = await submit(stack, "demo.chat", {"messages": 3, "work_seconds": 2}, timeout_seconds=5)
     wait_for_state(sql, job_id, JobState.WAITING, timeout=60)
+    async with engine_for(stack.settings) as engine:
+        await answered_once_each(stack, sql, engine, job_id, doomed)
+
+
+async def answered_once_each(
+    stack: Stack, sql: Any, engine: Engine, job_id: str, doomed: Any
+) -> None:
 
     # One while it waits: stored and the job woken in that transaction.
-    first = await send(stack, job_id, "one")
+    first = await send(engine, job_id, "one")
     assert first.created and first.job_woken, describe(sql, job_id)
     # One while it runs (answering the first): stored, nobody to wake.
     wait_for(lambda: "receive:user:1" in keys(sql, job_id), timeout=60, what="the first read")
     assert job_row(sql, job_id)["state"] == JobState.RUNNING, describe(sql, job_id)
-    second = await send(stack, job_id, "two")
+    second = await send(engine, job_id, "two")
     assert second.created and not second.job_woken
 
     # The worker dies having taken "two": marked consumed by receive:user:2, not recorded.
@@ -69,7 +77,7 @@ async def test_three_messages_at_three_moments_are_answered_once_each_in_order(
     check_invariants(sql, stack, [job_id], settled=False)
 
     # One after the kill; then a healthy worker takes the job over once its lease is gone.
-    third = await send(stack, job_id, "three")
+    third = await send(engine, job_id, "three")
     assert third.created and not third.job_woken
     stack.worker(name="rescuer")
     row = wait_for_state(sql, job_id, JobState.SUCCEEDED, timeout=90)
