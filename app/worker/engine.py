@@ -241,7 +241,7 @@ class Engine:
         try:
             served = versions.serving(job, kinds.get(job.kind))
             if served is None:  # pinned to a version this worker does not serve
-                return await versions.not_served(self.outcomes, lease, job)
+                return await versions.not_served(self.outcomes, lease, job, record)
             kind = served
             payload = kind.parse(job.payload)
         except errors.BadRequest as exc:

@@ -11,12 +11,15 @@ the old version) to claim. The policy is the one of the code deployed now.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Mapping
 from typing import Any
 
-from app import crashpoints, kinds
+from app import crashpoints, errors, kinds
 from app.states import JobState
 from app.store.records import Job
+from app.worker import fairness
 from app.worker.leases import Lease
 from app.worker.outcomes import Outcomes
 
@@ -39,9 +42,14 @@ def serving(job: Job, current: AnyKind) -> AnyKind | None:
     return kinds.REGISTRY.version_of(job.kind, job.kind_version)
 
 
-async def not_served(outcomes: Outcomes, lease: Lease, job: Job) -> bool:
+async def not_served(
+    outcomes: Outcomes, lease: Lease, job: Job, record: Mapping[str, Any]
+) -> bool:
     """Hand a pinned job whose version this worker does not serve back, unrun and with
-    its attempt given back (False: its message is to come back)."""
+    its attempt given back (False: its message is to come back). A message near the
+    queue's maxReceiveCount is replaced by a fresh one instead (True: delete this one), as
+    the running cap's deferral does: a job that waits long for a worker of its version is
+    never moved to the DLQ by its bounces."""
     served = ", ".join(kinds.REGISTRY.versions(job.kind))
     detail = (
         f"kind {job.kind!r} is pinned: this job started on version {job.kind_version}, "
@@ -55,4 +63,17 @@ async def not_served(outcomes: Outcomes, lease: Lease, job: Job) -> bool:
         visibility=NOT_SERVED_VISIBILITY_SECONDS,
     )
     crashpoints.hit(crashpoints.Point.AFTER_VERSION_HANDED_BACK, **lease.fields)
-    return handed
+    settings = outcomes.settings
+    if fairness.receive_count(record) < settings.max_receive_count - fairness.RECEIVES_MARGIN:
+        return handed
+    failed = ["unsent"]
+    with contextlib.suppress(errors.QueueError):
+        failed = await outcomes.queue.send_jobs(
+            [job.route],
+            delay_seconds=NOT_SERVED_VISIBILITY_SECONDS,
+            traces={str(job.id): lease.traceparent},
+        )
+    if failed:  # this message comes back as handed back; the next receive tries again
+        return handed
+    log.info("pinned job's message replaced near maxReceiveCount", extra=lease.fields)
+    return True

@@ -190,3 +190,40 @@ async def test_a_pinned_kind_redeployed_under_100_waiting_jobs_runs_them_on_thei
         (JobState.SUCCEEDED, "v1", "1", 1)
     }
     assert job_row(sql, newer)["kind_version"] == "2"  # a new job starts on the newest
+
+
+@pytest.mark.sqs_only  # SQS's maxReceiveCount moves a message to the DLQ
+@pytest.mark.asyncio
+async def test_a_pinned_job_bounced_near_max_receive_count_gets_a_fresh_message(
+    stack: Stack, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pinned job no worker of its version claims for long is handed back again and
+    again: near the queue's maxReceiveCount its message is replaced by a fresh one (the
+    old one deleted), so the redrive policy never moves it to the DLQ."""
+    monkeypatch.setattr(versions, "NOT_SERVED_VISIBILITY_SECONDS", 1)
+    async with engine_for(stack.settings) as engine:
+        with deployed(pinned_v1):
+            job_id = await submit(engine, "shop.pinned", {})
+            await until_waiting(engine, sql, [job_id])
+        with deployed(pinned_v2):
+            await answer(engine, [job_id])
+            records: list[dict[str, Any]] = []
+            while not records:
+                records = await receive_records(engine, wait=1)
+            [record] = records
+            # As if it had bounced this often already.
+            count = engine.settings.max_receive_count - 1
+            record["attributes"]["ApproximateReceiveCount"] = str(count)
+            await handle_and_ack(engine, records)
+            assert job_row(sql, job_id)["state"] == JobState.QUEUED
+            fresh: list[dict[str, Any]] = []
+            end = time.monotonic() + 30
+            while not fresh and time.monotonic() < end:
+                fresh = await receive_records(engine, wait=1)
+        [again] = fresh
+        assert again["messageId"] != record["messageId"]  # the old one was deleted
+        assert again["attributes"]["ApproximateReceiveCount"] == "1"
+        with deployed(pinned_v1, pinned_v2):
+            await handle_and_ack(engine, fresh)
+    row = job_row(sql, job_id)
+    assert (row["state"], row["result"], row["kind_version"]) == (JobState.SUCCEEDED, "v1", "1")
