@@ -122,6 +122,9 @@ resource "aws_lambda_function" "fn" {
 
   function_name = "${var.name}-${each.key}"
   description   = each.value.description
+  # The worker's code is published as a numbered version on each change, so a deploy can
+  # keep the previous one subscribed as the drain alias (worker_drain_version below).
+  publish       = each.key == "worker"
   role          = aws_iam_role.fn[each.key].arn
   handler       = each.value.handler
   runtime       = var.lambda_runtime
@@ -207,6 +210,31 @@ resource "aws_lambda_event_source_mapping" "worker" {
 moved {
   from = aws_lambda_event_source_mapping.worker
   to   = aws_lambda_event_source_mapping.worker["normal"]
+}
+
+# The drain alias: a published version of the worker kept subscribed beside the new code
+# while jobs of a kind declared on_version_change="pin" that started on it finish
+# (docs/howto/kind-versions.md). The new code hands such a job back unrun; the old
+# version, still serving that kind version, claims and runs it. Off ("") by default.
+resource "aws_lambda_alias" "worker_drain" {
+  count            = var.worker_drain_version == "" ? 0 : 1
+  name             = "drain"
+  description      = "the previous worker code, kept until its pinned jobs drain"
+  function_name    = aws_lambda_function.fn["worker"].function_name
+  function_version = var.worker_drain_version
+}
+
+resource "aws_lambda_event_source_mapping" "worker_drain" {
+  for_each                           = var.worker_drain_version == "" ? {} : local.priorities
+  event_source_arn                   = aws_sqs_queue.source[each.key].arn
+  function_name                      = aws_lambda_alias.worker_drain[0].arn
+  batch_size                         = local.batch_size
+  maximum_batching_window_in_seconds = var.maximum_batching_window_seconds
+  function_response_types            = ["ReportBatchItemFailures"]
+
+  scaling_config {
+    maximum_concurrency = var.worker_drain_maximum_concurrency
+  }
 }
 
 # The sweeper is invoked asynchronously by the scheduler. A failed run is not

@@ -47,3 +47,8 @@ output "function_names" {
   description = "Lambda function names by role (api, worker, sweeper, migrate)."
   value       = { for k, f in aws_lambda_function.fn : k => f.function_name }
 }
+
+output "worker_version" {
+  description = "The worker code's published version: set worker_drain_version to it before a deploy that drops a pinned kind version, to keep this code running its jobs."
+  value       = aws_lambda_function.fn["worker"].version
+}

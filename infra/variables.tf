@@ -263,6 +263,28 @@ variable "maximum_batching_window_seconds" {
   }
 }
 
+variable "worker_drain_version" {
+  description = "A published version of the worker function (the worker_version output of an earlier apply) kept subscribed to the queues as the alias \"drain\", beside the new code, so that jobs of a kind declared on_version_change=\"pin\" that started on it finish there (docs/howto/kind-versions.md). \"\": none. Clear it once no job of that version is unfinished."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.worker_drain_version == "" || can(regex("^[1-9][0-9]*$", var.worker_drain_version))
+    error_message = "worker_drain_version must be \"\" or a published version number such as \"7\" (not $LATEST)."
+  }
+}
+
+variable "worker_drain_maximum_concurrency" {
+  description = "The drain alias's event source mappings' maximum concurrency, per priority queue: it claims only the jobs pinned to its version and hands the rest back, so a little is enough."
+  type        = number
+  default     = 2
+
+  validation {
+    condition     = var.worker_drain_maximum_concurrency >= 2 && var.worker_drain_maximum_concurrency <= 1000
+    error_message = "worker_drain_maximum_concurrency must be from 2 to 1000 (the event source mapping's range)."
+  }
+}
+
 variable "db_pool_max_size" {
   description = "Connections per function instance (TASKLEASE_POOL_MAX_SIZE). Worst case: worker_maximum_concurrency x this, plus the API's concurrency x this, must fit the instance's max_connections."
   type        = number

@@ -239,9 +239,10 @@ class Engine:
                 await self.outcomes.dead_letter(lease, JobState.LEASED, reason),
             )
         try:
-            served = versions.serving(job, kinds.get(job.kind))
+            drain = versions.draining(context)
+            served = versions.serving(job, kinds.get(job.kind), drain=drain)
             if served is None:  # pinned to a version this worker does not serve
-                return await versions.not_served(self.outcomes, lease, job, record)
+                return await versions.not_served(self.outcomes, lease, job, record, drain=drain)
             kind = served
             payload = kind.parse(job.payload)
         except errors.BadRequest as exc:

@@ -31,11 +31,28 @@ AnyKind = kinds.Kind[Any, Any, Any]
 # does not serve its version: long enough not to spin while no worker of that version
 # runs, short enough that one that does picks it up soon.
 NOT_SERVED_VISIBILITY_SECONDS = 10
+# The Lambda alias (infra/lambda.tf, worker_drain_version) that keeps an older worker
+# version subscribed while its pinned jobs drain. Invoked through it, a worker runs only
+# jobs pinned to a version it serves and hands every other back at once (after this
+# long): new jobs and "resume" kinds are the new code's.
+DRAIN_ALIAS = "drain"
+DRAIN_HANDBACK_SECONDS = 1
 
 
-def serving(job: Job, current: AnyKind) -> AnyKind | None:
+def draining(context: object | None) -> bool:
+    """Whether this invocation came through the drain alias (its ARN's qualifier)."""
+    arn = str(getattr(context, "invoked_function_arn", "") or "")
+    return arn.endswith(f":{DRAIN_ALIAS}")
+
+
+def serving(job: Job, current: AnyKind, *, drain: bool = False) -> AnyKind | None:
     """The code ``job`` runs on: ``current`` (the version new jobs start on), or under
-    "pin" the version the job started on; None when this process does not serve it."""
+    "pin" the version the job started on; None when this process does not serve it.
+    ``drain`` (the drain alias): only a started job pinned to a version served here."""
+    if drain:
+        if current.on_version_change != "pin" or job.kind_version is None:
+            return None
+        return kinds.REGISTRY.version_of(job.kind, job.kind_version)
     if current.on_version_change != "pin" or job.kind_version in (None, current.version):
         return current
     assert job.kind_version is not None
@@ -43,7 +60,7 @@ def serving(job: Job, current: AnyKind) -> AnyKind | None:
 
 
 async def not_served(
-    outcomes: Outcomes, lease: Lease, job: Job, record: Mapping[str, Any]
+    outcomes: Outcomes, lease: Lease, job: Job, record: Mapping[str, Any], *, drain: bool = False
 ) -> bool:
     """Hand a pinned job whose version this worker does not serve back, unrun and with
     its attempt given back (False: its message is to come back). A message near the
@@ -55,12 +72,20 @@ async def not_served(
         f"kind {job.kind!r} is pinned: this job started on version {job.kind_version}, "
         f"and this worker serves version {served}: handed back for a worker that serves it"
     )
-    log.warning("%s", detail, extra={**lease.fields, "state": JobState.QUEUED})
+    if drain:
+        detail = (
+            f"the drain alias runs only jobs pinned to a version it serves ({job.kind} "
+            f"{served}): handed back for the current code"
+        )
+    # The drain alias hands back every new job while it runs: routine, not a warning.
+    (log.info if drain else log.warning)(
+        "%s", detail, extra={**lease.fields, "state": JobState.QUEUED}
+    )
     handed = await outcomes.hand_back(
         lease,
         from_state=JobState.LEASED,
         detail=detail,
-        visibility=NOT_SERVED_VISIBILITY_SECONDS,
+        visibility=DRAIN_HANDBACK_SECONDS if drain else NOT_SERVED_VISIBILITY_SECONDS,
     )
     crashpoints.hit(crashpoints.Point.AFTER_VERSION_HANDED_BACK, **lease.fields)
     settings = outcomes.settings

@@ -440,7 +440,12 @@ def test_the_auth_settings_reach_the_api_function_only() -> None:
 
 def test_the_terraform_test_plans_every_mode() -> None:
     files = {p.name: p for p in tfconfig.terraform_test_files()}
-    assert set(files) == {"auth.tftest.hcl", "package.tftest.hcl", "alerts.tftest.hcl"}
+    assert set(files) == {
+        "auth.tftest.hcl",
+        "package.tftest.hcl",
+        "alerts.tftest.hcl",
+        "drain.tftest.hcl",
+    }
     text = files["auth.tftest.hcl"].read_text()
     assert 'mock_provider "aws"' in text
     for mode in ("jwt", "lambda"):

@@ -227,3 +227,57 @@ async def test_a_pinned_job_bounced_near_max_receive_count_gets_a_fresh_message(
             await handle_and_ack(engine, fresh)
     row = job_row(sql, job_id)
     assert (row["state"], row["result"], row["kind_version"]) == (JobState.SUCCEEDED, "v1", "1")
+
+
+class DrainContext:
+    """An invocation through the worker function's drain alias (infra/lambda.tf)."""
+
+    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:tasklease-worker:drain"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 600_000
+
+
+@pytest.mark.asyncio
+async def test_the_drain_alias_runs_only_jobs_pinned_to_its_versions(
+    stack: Stack, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Invoked through the alias "drain" (the old code kept subscribed while its pinned
+    jobs finish), a worker runs a started job pinned to a version it serves, and hands
+    back unrun a new job (the current code starts it) and a "resume" kind's job."""
+    monkeypatch.setattr(versions, "DRAIN_HANDBACK_SECONDS", 0)
+
+    async def through_drain(engine: Engine, job_id: Any) -> None:
+        """Handle what the queue holds through the drain alias until ``job_id``'s message
+        was among it (others, handed back at once, may come along)."""
+        records: list[dict[str, Any]] = []
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not any(str(job_id) in r["body"] for r in records):
+            records = await receive_records(engine, wait=1)
+        response = await engine.handle({"Records": records}, DrainContext())
+        failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+        done = [r["receiptHandle"] for r in records if r["messageId"] not in failed]
+        if done:
+            await engine.queue.delete_batch(done)
+
+    async with engine_for(stack.settings) as engine:
+        with deployed(pinned_v1, order_v1):
+            started = await submit(engine, "shop.pinned", {})
+            await until_waiting(engine, sql, [started])
+            await answer(engine, [started])
+            await through_drain(engine, started)
+            assert (job_row(sql, started)["state"], job_row(sql, started)["result"]) == (
+                JobState.SUCCEEDED,
+                "v1",
+            )
+            fresh = await submit(engine, "shop.pinned", {})
+            await through_drain(engine, fresh)
+            resumable = await submit(engine, "shop.order", {})
+            await through_drain(engine, resumable)
+    for job_id in (fresh, resumable):
+        row = job_row(sql, job_id)
+        assert (row["state"], row["attempt"], row["kind_version"]) == (JobState.QUEUED, 0, None)
+        detail = sql.execute(
+            "SELECT detail FROM job_events WHERE job_id = %s ORDER BY id DESC LIMIT 1", (job_id,)
+        ).fetchone()["detail"]
+        assert detail.startswith("the drain alias runs only jobs pinned to a version it serves")
