@@ -28,6 +28,11 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{s} {n}" for s, n in counts.items() if n) or "no jobs"
 
 
+def _versions(versions: list[str], policy: str) -> str:
+    """Its versions served, newest last, and what a waiting job does: "1, 2 (pin)"."""
+    return f"{', '.join(versions)} ({policy})"
+
+
 def kinds(
     as_json: render_json.JsonFlag = False,
     api_url: remote.ApiUrl = None,
@@ -42,11 +47,20 @@ def kinds(
         err.print("the API serves no job kinds: its TASKLEASE_KINDS names none")
         return
     table = Table(title=f"{len(found)} job kinds at {escape(url)}", title_justify="left")
-    for column in ("kind", "timeout", "attempts", "payload (* required)", "jobs", "description"):
+    for column in (
+        "kind",
+        "versions",
+        "timeout",
+        "attempts",
+        "payload (* required)",
+        "jobs",
+        "description",
+    ):
         table.add_column(column, overflow="fold")
     for k in found:
         table.add_row(
             escape(k.name),
+            escape(_versions(k.versions, k.on_version_change)),
             f"{k.timeout_seconds} s",
             str(k.max_attempts),
             escape(_fields(k.payload_schema)),

@@ -58,6 +58,11 @@ class KindInfo(_Model):
     # Its jobs by state (the key's tenant's; an admin key's every tenant's); empty from an
     # API older than the counts.
     counts: dict[str, int] = Field(default_factory=dict)
+    # The version new jobs start on, every version served, and the policy (an API older
+    # than kind versions: "1", ["1"], "resume").
+    version: str = "1"
+    versions: list[str] = Field(default_factory=lambda: ["1"])
+    on_version_change: str = "resume"
 
 
 class WorkerInfo(_Model):

@@ -210,3 +210,21 @@ def test_the_prune_deletes_bulk_operations_finished_past_their_retention(
     forever = stack.with_settings(retain_bulk_operations_seconds=0)
     assert run(prune(forever)).bulk_operations == 0
     assert sql.execute("SELECT count(*) AS n FROM bulk_operations").fetchone()["n"] == 2
+
+
+def test_kinds_list_the_versions_served_and_their_policy(client: TestClient, stack: Stack) -> None:
+    from tests.versioned_kinds import deployed, pinned_v1, pinned_v2
+
+    key = stack.key("acme")
+    with deployed(pinned_v1, pinned_v2):
+        resp = client.get("/v1/kinds", headers=bearer(key))
+    assert resp.status_code == 200, resp.text
+    by_name = {k["name"]: k for k in resp.json()["kinds"]}
+    pinned = by_name["shop.pinned"]
+    assert (pinned["version"], pinned["versions"], pinned["on_version_change"]) == (
+        "2",
+        ["1", "2"],
+        "pin",
+    )
+    noop = by_name["demo.noop"]  # a kind that declares none: version "1", resumed
+    assert (noop["version"], noop["versions"], noop["on_version_change"]) == ("1", ["1"], "resume")

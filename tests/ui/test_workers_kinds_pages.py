@@ -94,6 +94,8 @@ def test_the_kinds_page_counts_jobs_by_state_and_links_to_them(
     triage = page.locator('#kinds tr[data-kind="support.triage"]')
     assert "no jobs" in (triage.locator("td.counts").text_content() or "")
     assert "ticket_id*" in (triage.text_content() or "")
+    assert (noop.locator("td.versions").text_content() or "").startswith("1")
+    assert "resume" in (noop.locator("td.versions").text_content() or "")
     shoot_for_docs(page, "ui-kinds")
 
     # The count's link: the jobs list, filtered by the kind and the state.

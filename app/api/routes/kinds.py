@@ -48,6 +48,11 @@ class KindPublic(BaseModel):
         description="its jobs by state, every state named (0 for none): the caller's tenant's, "
         "an admin key's every tenant's or ?tenant='s"
     )
+    version: str = Field(description="the version new jobs start on (the newest served)")
+    versions: list[str] = Field(description="every version this deployment serves, oldest first")
+    on_version_change: str = Field(
+        description='"resume" or "pin": what a job started on another version does'
+    )
 
 
 class KindList(BaseModel):
@@ -75,6 +80,9 @@ async def list_kinds(scope: TenantScope, settings: Settings, db: Db) -> KindList
                 payload_schema=payload,
                 result_schema=result,
                 counts={s.value: counts.get(name, {}).get(s.value, 0) for s in JobState},
+                version=k.version,
+                versions=kinds.REGISTRY.versions(name),
+                on_version_change=k.on_version_change,
             )
             for name, k in sorted(kinds.REGISTRY.items())
             for payload, result in [_schemas_of(k)]

@@ -19,6 +19,7 @@ export async function kinds(view) {
       el("span", { class: "kind-count", "data-state": s }, jobsLink({ kind: k.name, state: s }, badge(s)), ` ${k.counts[s]}`));
     return el("tr", { "data-kind": k.name },
       el("td", {}, jobsLink({ kind: k.name }, k.name), el("div", { class: "muted" }, k.description)),
+      el("td", { class: "versions" }, (k.versions || [k.version]).join(", "), el("div", { class: "muted" }, k.on_version_change)),
       el("td", {}, `${k.timeout_seconds} s`), el("td", {}, k.max_attempts),
       el("td", {}, fields(k.payload_schema),
         el("details", {}, el("summary", {}, "schema"), el("pre", {}, json(k.payload_schema)))),
@@ -27,6 +28,6 @@ export async function kinds(view) {
   view.append(el("section", { class: "card" }, el("h2", {}, "Kinds"),
     el("p", { class: "muted" }, session.me.admin ? "Jobs of every tenant (admin key)." : "This tenant's jobs."),
     el("div", { class: "scroll" }, el("table", { id: "kinds" },
-      el("thead", {}, el("tr", {}, ["kind", "timeout", "attempts", "payload (* required)", "jobs by state"].map((h) => el("th", {}, h)))),
-      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 5, class: "empty" }, "the API serves no job kinds: its TASKLEASE_KINDS names none")))))));
+      el("thead", {}, el("tr", {}, ["kind", "versions", "timeout", "attempts", "payload (* required)", "jobs by state"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 6, class: "empty" }, "the API serves no job kinds: its TASKLEASE_KINDS names none")))))));
 }
