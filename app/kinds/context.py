@@ -251,7 +251,10 @@ class JobContext(RunnerHooks, Generic[D]):
         key = steps.PATCH + ":" + name
         if name in self._patches:
             return self._patches[name]
-        if key not in self._recorded and self._unreached():
+        # Any step recorded past here without the marker, one from before shapes were
+        # recorded included: the job passed this point on code without the patch.
+        passed = steps.unreached(self._recorded, self._shapes, self._used, unshaped=True)
+        if key not in self._recorded and passed:
             self._patches[name] = False  # the job's record goes on past here without it
             return False
         await self._step(key, lambda: True, steps.PATCH)

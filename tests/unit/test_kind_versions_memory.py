@@ -165,3 +165,15 @@ async def test_a_divergence_the_code_catches_still_stops_the_job() -> None:
     with pytest.raises(errors.ReplayDiverged, match="replay diverged at step 'charge'"):
         await waiting.resume(order_swallowing, {})
     assert "ship" not in waiting.store.records  # its next step raised it again
+
+
+@pytest.mark.asyncio
+async def test_patched_is_false_for_a_job_whose_steps_were_recorded_before_shapes_were() -> None:
+    # A job that charged and waited before migration 0029 (its steps have no shape), or
+    # on a 0.1.0 worker during the roll: it passed the tax's point without the patch.
+    waiting = await waiting_on_v1()
+    waiting.store.shapes.clear()
+    waiting.store.version = None
+    resumed = await waiting.resume(order_patched, {})
+    assert "tax" not in resumed.effects and "patch:tax" not in resumed.effects
+    assert resumed.ran == ["patch:receipt", "receipt", "ship"]
