@@ -46,6 +46,14 @@ class WorkerSettings(BaseSettings):
         default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}",
         description="the worker's name in leases and events; unset: host name and process id",
     )
+    # A drain worker (docs/howto/kind-versions.md): an older deployment's pool kept running
+    # while the jobs that started on its kind versions finish. It runs only those, and
+    # hands every other job (a new one, one of a kind it does not know) back at once. On
+    # Lambda the alias "drain" does the same without this setting.
+    worker_drain: bool = Field(
+        False,
+        description="run only jobs that started on a version of their kind this worker serves (an old pool kept while its jobs drain)",
+    )
 
     # Workers' rows (docs/explain/design.md#workers): one UPSERT per interval, not per job.
     worker_heartbeat_seconds: float = Field(

@@ -239,8 +239,10 @@ class Engine:
                 await self.outcomes.dead_letter(lease, JobState.LEASED, reason),
             )
         try:
-            drain = versions.draining(context)
-            served = versions.serving(job, kinds.get(job.kind), drain=drain)
+            drain = versions.draining(self.settings, context)
+            # A drain worker (older code) hands back a kind it does not know: it is new.
+            known = kinds.get(job.kind) if not drain or job.kind in kinds.REGISTRY else None
+            served = versions.serving(job, known, drain=drain)
             if served is None:  # pinned to a version this worker does not serve
                 return await versions.not_served(self.outcomes, lease, job, record, drain=drain)
             kind = served

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app import crashpoints, errors, kinds
+from app.settings.config import Settings
 from app.states import JobState
 from app.store.records import Job
 from app.worker import fairness
@@ -39,20 +40,24 @@ DRAIN_ALIAS = "drain"
 DRAIN_HANDBACK_SECONDS = 1
 
 
-def draining(context: object | None) -> bool:
-    """Whether this invocation came through the drain alias (its ARN's qualifier)."""
+def draining(settings: Settings, context: object | None) -> bool:
+    """Whether this worker drains: TASKLEASE_WORKER_DRAIN, or an invocation through the
+    drain alias (its ARN's qualifier)."""
     arn = str(getattr(context, "invoked_function_arn", "") or "")
-    return arn.endswith(f":{DRAIN_ALIAS}")
+    return settings.worker_drain or arn.endswith(f":{DRAIN_ALIAS}")
 
 
-def serving(job: Job, current: AnyKind, *, drain: bool = False) -> AnyKind | None:
-    """The code ``job`` runs on: ``current`` (the version new jobs start on), or under
-    "pin" the version the job started on; None when this process does not serve it.
-    ``drain`` (the drain alias): only a started job pinned to a version served here."""
+def serving(job: Job, current: AnyKind | None, *, drain: bool = False) -> AnyKind | None:
+    """The code ``job`` runs on: ``current`` (the version new jobs start on; None: a kind
+    this process does not know), or under "pin" the version the job started on; None when
+    this process does not serve it. ``drain``: only a started job, on the version it
+    started on, whatever the policy this (older) code declared: running a job on its own
+    version is always safe, and the current code may pin what this code did not."""
     if drain:
-        if current.on_version_change != "pin" or job.kind_version is None:
+        if current is None or job.kind_version is None:
             return None
         return kinds.REGISTRY.version_of(job.kind, job.kind_version)
+    assert current is not None  # an unknown kind is dead-lettered by kinds.get
     if current.on_version_change != "pin" or job.kind_version in (None, current.version):
         return current
     assert job.kind_version is not None
@@ -67,14 +72,14 @@ async def not_served(
     queue's maxReceiveCount is replaced by a fresh one instead (True: delete this one), as
     the running cap's deferral does: a job that waits long for a worker of its version is
     never moved to the DLQ by its bounces."""
-    served = ", ".join(kinds.REGISTRY.versions(job.kind))
+    served = ", ".join(kinds.REGISTRY.versions(job.kind)) or "none"
     detail = (
         f"kind {job.kind!r} is pinned: this job started on version {job.kind_version}, "
         f"and this worker serves version {served}: handed back for a worker that serves it"
     )
     if drain:
         detail = (
-            f"the drain alias runs only jobs pinned to a version it serves ({job.kind} "
+            f"a drain worker runs only jobs that started on a version it serves ({job.kind} "
             f"{served}): handed back for the current code"
         )
     # The drain alias hands back every new job while it runs: routine, not a warning.

@@ -238,46 +238,58 @@ class DrainContext:
         return 600_000
 
 
+@pytest.mark.parametrize("how", ["alias", "setting"])
 @pytest.mark.asyncio
-async def test_the_drain_alias_runs_only_jobs_pinned_to_its_versions(
-    stack: Stack, sql: Any, monkeypatch: pytest.MonkeyPatch
+async def test_a_drain_worker_runs_only_started_jobs_on_their_versions(
+    stack: Stack, sql: Any, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
-    """Invoked through the alias "drain" (the old code kept subscribed while its pinned
-    jobs finish), a worker runs a started job pinned to a version it serves, and hands
-    back unrun a new job (the current code starts it) and a "resume" kind's job."""
+    """A drain worker (older code kept while its jobs finish: invoked through the alias
+    "drain", or a pool with TASKLEASE_WORKER_DRAIN) runs a started job on the version it
+    started on, whatever policy its code declared, and hands back unrun a new job (the
+    current code starts it) and one of a kind it does not know (the current code's)."""
     monkeypatch.setattr(versions, "DRAIN_HANDBACK_SECONDS", 0)
+    settings = stack.with_settings(worker_drain=how == "setting")
+    context = DrainContext() if how == "alias" else None
 
     async def through_drain(engine: Engine, job_id: Any) -> None:
-        """Handle what the queue holds through the drain alias until ``job_id``'s message
+        """Handle what the queue holds as the drain worker until ``job_id``'s message
         was among it (others, handed back at once, may come along)."""
         records: list[dict[str, Any]] = []
         end = time.monotonic() + 30
         while time.monotonic() < end and not any(str(job_id) in r["body"] for r in records):
             records = await receive_records(engine, wait=1)
-        response = await engine.handle({"Records": records}, DrainContext())
+        response = await engine.handle({"Records": records}, context)
         failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
         done = [r["receiptHandle"] for r in records if r["messageId"] not in failed]
         if done:
             await engine.queue.delete_batch(done)
 
-    async with engine_for(stack.settings) as engine:
+    async with engine_for(stack.settings) as current, engine_for(settings) as drain:
         with deployed(pinned_v1, order_v1):
-            started = await submit(engine, "shop.pinned", {})
-            await until_waiting(engine, sql, [started])
-            await answer(engine, [started])
-            await through_drain(engine, started)
-            assert (job_row(sql, started)["state"], job_row(sql, started)["result"]) == (
-                JobState.SUCCEEDED,
-                "v1",
-            )
-            fresh = await submit(engine, "shop.pinned", {})
-            await through_drain(engine, fresh)
-            resumable = await submit(engine, "shop.order", {})
-            await through_drain(engine, resumable)
-    for job_id in (fresh, resumable):
+            pinned = await submit(current, "shop.pinned", {})
+            resumed = await submit(current, "shop.order", {})
+            await until_waiting(current, sql, [pinned, resumed])
+            await answer(current, [pinned, resumed])
+            await through_drain(drain, pinned)
+            await through_drain(drain, resumed)
+            fresh = await submit(current, "shop.pinned", {})
+            await through_drain(drain, fresh)
+            unknown = await submit(current, "shop.order", {})
+        with deployed(pinned_v1):  # the drain's code has no shop.order
+            await through_drain(drain, unknown)
+    for job_id, result in ((pinned, "v1"), (resumed, "v1")):
+        row = job_row(sql, job_id)
+        assert (row["state"], row["result"], row["kind_version"]) == (
+            JobState.SUCCEEDED,
+            result,
+            "1",
+        )
+    for job_id in (fresh, unknown):
         row = job_row(sql, job_id)
         assert (row["state"], row["attempt"], row["kind_version"]) == (JobState.QUEUED, 0, None)
         detail = sql.execute(
             "SELECT detail FROM job_events WHERE job_id = %s ORDER BY id DESC LIMIT 1", (job_id,)
         ).fetchone()["detail"]
-        assert detail.startswith("the drain alias runs only jobs pinned to a version it serves")
+        assert detail.startswith(
+            "a drain worker runs only jobs that started on a version it serves"
+        )
