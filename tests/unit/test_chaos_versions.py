@@ -40,7 +40,8 @@ async def ran(first: Any, then: Any) -> tuple[Any, EffectStore]:
 async def test_jobs_across_the_deploy_take_only_the_patches_ahead_of_them_and_pass() -> None:
     crossed, crossed_store = await ran(revised_v1.revised, revised_v2.revised)
     assert crossed == {"version": "2", "reviewed": False, "notified": True}
-    assert list(crossed_store.records) == ["draft", "sleep:nap", "patch:notify", "notify", "publish"]
+    steps = ["draft", "sleep:nap", "patch:notify", "notify", "publish"]
+    assert list(crossed_store.records) == steps
     new, new_store = await ran(revised_v2.revised, revised_v2.revised)
     assert new == {"version": "2", "reviewed": True, "notified": True}
     old, old_store = await ran(revised_v1.revised, revised_v1.revised)
