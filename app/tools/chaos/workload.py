@@ -133,7 +133,7 @@ def revisions(cfg: Config) -> tuple[list[Item], list[Item]]:
     past the deploy of version 2 with time to spare (a restart before it delays it),
     and the rest, submitted last, napping a second: they mostly start on version 2)."""
     first = (cfg.revisions + 1) // 2
-    naps = [cfg.fault_seconds * (DEPLOY_AT + 0.5 + 0.25 * i) for i in range(first)]
+    naps = [cfg.fault_seconds * (DEPLOY_AT + 0.75 + 0.25 * i) for i in range(first)]
     naps += [1.0] * (cfg.revisions - first)
     items = [
         Item(f"{REVISED_REF}{i}", revised.KIND, {"nap_seconds": round(nap, 1)})
