@@ -10,6 +10,10 @@ them.
 - ``app.demos.research``: agent.research and agent.subquery (an agent that fans out,
   waits for a person and a timer);
 - ``app.demos.writer``: demo.write (streamed model output, continued after a crash).
+
+Not imported here: ``app.demos.revised_v1`` and ``app.demos.revised_v2``, demo.revised in
+two versions (a process names the one it serves; the chaos gate deploys the second
+half-way through its faults).
 """
 
 # The kinds by value (the registry finds Kind objects among a module's names); the

@@ -2,7 +2,8 @@
 waiting work: naps, approvals answered once, twice or never, fan-outs, and the children
 those spawn; a tenth agent runs: Pydantic AI and OpenAI Agents SDK agents against the
 fake model server; a few demo.chat jobs the harness sends messages, jobs given a
-deadline they cannot meet, demo.publish jobs) and 3 workers, SIGKILLs every few
+deadline they cannot meet, demo.publish jobs, demo.revised jobs whose version 2 is
+deployed half-way) and 3 workers, SIGKILLs every few
 seconds, the carrier's server and PostgreSQL restarted. The command starts its own stack (embedded PostgreSQL, moto or
 LocalStack, or an embedded Redis) and checks the invariants itself; this test checks
 that it says so, that the faults really happened and that every kind of wait really did.
@@ -171,5 +172,12 @@ def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> Non
     assert talk["deadlines_given"] == talk["ended_by_deadline"] == 4, talk
     assert talk["past_deadline_after_drain"] == 0, talk
     assert talk["publish_jobs"] == 3, talk
+    # And demo.revised's version 2 was deployed half-way through the faults: every job of
+    # it succeeded (no replay diverged), at least one started on version 1 and finished
+    # on version 2, and each took only the patches ahead of it (unexpected: 0)
+    versions = report["versions"]
+    assert versions["jobs"] == versions["succeeded"] == 6, versions
+    assert versions["v1_to_v2"] >= 1, ("the deploy met no waiting job of version 1", versions)
+    assert versions["deployed_at"] is not None, versions
     assert proc.returncode == 0, logs
     shutil.rmtree(data_dir, ignore_errors=True)  # kept when the run fails, for its logs

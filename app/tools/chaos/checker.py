@@ -29,6 +29,7 @@ from app.tools.chaos.per_kind import (
     wait_stats,
 )
 from app.tools.chaos.per_message import issue32_check
+from app.tools.chaos.per_version import version_check
 from app.tools.chaos.repeats import delivery_repeats, model_call_stats, throttle_counts, when
 
 
@@ -69,7 +70,8 @@ def check(
     done, done (``plans``: ref -> what the harness did with an approval; ``answers``:
     what its answers met; ``agent_results``: ref -> what an uninterrupted run of an agent
     job gives, ``agent_requests``: the agent model's log, per_agent.py; the messages,
-    published state and deadlines, per_message.py). Past a screen
+    published state and deadlines, per_message.py; the deployed kind's jobs,
+    per_version.py). Past a screen
     on purpose: index, one pass and report read best as one."""
     plans, answers = plans or {}, answers or {}
     by_id = {j["id"]: j for j in jobs}
@@ -143,12 +145,11 @@ def check(
         kills=kills,
         expected={acked[r]: v for r, v in (agent_results or {}).items() if r in acked},
     )
-    for job_id, why in agent_findings:
-        odd(job_id, why)
     talk, talk_findings = issue32_check(
         jobs, acked, messages or {}, sent or {}, views or {}, deadline_refs, past_deadline
     )
-    for job_id, why in talk_findings:
+    versions, version_findings = version_check(jobs, effects_of)
+    for job_id, why in [*agent_findings, *talk_findings, *version_findings]:
         odd(job_id, why)
 
     completions = Counter(e["job_id"] for e in events if e["to_state"] == JobState.SUCCEEDED)
@@ -182,6 +183,7 @@ def check(
         "waits": wait_stats(jobs, events, effects, callbacks, answers, delay_cap),
         "agents": agents,
         "messages_and_deadlines": talk,
+        "versions": versions,
         "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
         "model_calls": model_call_stats(model_calls, calls_of, succeeded, kills),
         "throttles": throttle_counts(model_calls, events),

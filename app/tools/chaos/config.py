@@ -20,6 +20,9 @@ EXIT_OK, EXIT_VIOLATED, EXIT_UNAVAILABLE, EXIT_ABORTED, EXIT_INTERRUPTED = 0, 1,
 # the faults (a PostgreSQL restart, kills) instead of ending in the first pass.
 PRUNE_BATCH = 20
 
+# The deploy of demo.revised's version 2 (faults.py), as a share of the fault phase.
+DEPLOY_AT = 0.45
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:
@@ -33,10 +36,13 @@ class Config:
     agents: float = 0.1
     # Of the jobs, this many are demo.chat (the harness sends them messages: messaging.py),
     # this many are given a deadline they cannot meet (demo.nap, demo.sleep), and this
-    # many are demo.publish (published state); all within --jobs.
+    # many are demo.publish (published state); all within --jobs (revisions too).
     chats: int = 6
     deadlines: int = 4
     publishes: int = 3
+    # Of the jobs, this many are demo.revised, half submitted first to nap across the
+    # deploy of its version 2, half last (workload.py).
+    revisions: int = 6
     workers: int = 3
     # The tenant's running cap (TASKLEASE_MAX_RUNNING_PER_TENANT): below the workers'
     # slots (3 x 2), so claims are deferred all through the run.

@@ -6,7 +6,10 @@ drops messages); on Redis, by --redis-persistence, one SIGKILL of redis-server r
 with its AOF (appendfsync everysec: at most the last second of writes is lost), one
 running without persistence (every stream, consumer group, pending and delayed entry is
 lost), or both, the AOF one first. On Redis the run measures what each restart lost and
-how long until it was made good (recovery.py)."""
+how long until it was made good (recovery.py).
+
+Between them, a deploy: the workers restarted serving demo.revised's version 2 instead
+of its version 1 (stack.deploy), while jobs started on version 1 wait in their nap."""
 
 from __future__ import annotations
 
@@ -16,9 +19,10 @@ import random
 import time
 from typing import Any
 
+from app.demos import revised
 from app.store.pool import Database
 from app.tools.chaos import recovery
-from app.tools.chaos.config import Config, Run
+from app.tools.chaos.config import DEPLOY_AT, Config, Run
 from app.tools.chaos.stack import ChaosStack
 
 
@@ -36,7 +40,8 @@ async def inject_faults(
 ) -> None:
     rng = random.Random(cfg.seed + 1)  # noqa: S311 - reproducible victims, not secrets
     t0 = time.monotonic()
-    planned = [(t0 + share * cfg.fault_seconds, name) for share, name in server_faults(cfg)]
+    schedule = sorted([*server_faults(cfg), (DEPLOY_AT, "deploy")])
+    planned = [(t0 + share * cfg.fault_seconds, name) for share, name in schedule]
     watches: list[asyncio.Task[None]] = []
     next_kill = t0 + cfg.kill_every
     submit_end: float | None = None
@@ -88,8 +93,14 @@ def note_exits(stack: ChaosStack, run: Run) -> None:
 async def restart(
     name: str, cfg: Config, stack: ChaosStack, run: Run, database: Database
 ) -> asyncio.Task[None] | None:
-    """One server restart; on Redis, the task that watches its recovery."""
+    """One server restart (or the deploy); on Redis, the task that watches its recovery."""
     started = time.monotonic()
+    if name == "deploy":
+        run.note(f"deploying: the workers restarted on {revised.V2_MODULE}")
+        await asyncio.to_thread(stack.deploy, revised.V1_MODULE, revised.V2_MODULE)
+        run.mark("deployed")
+        run.note(f"deployed {revised.KIND} version 2 in {time.monotonic() - started:.1f} s")
+        return None
     if name == "postgres":
         run.note("restarting PostgreSQL")
         await asyncio.to_thread(stack.restart_postgres)

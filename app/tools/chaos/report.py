@@ -77,6 +77,7 @@ def render(report: dict[str, Any]) -> Table:
     row("children spawned", w["children_spawned"])
     agent_rows(row, report.get("agents") or {})
     talk_rows(row, report.get("messages_and_deadlines") or {})
+    version_rows(row, report.get("versions") or {})
     row("jobs by kind and state", report["by_kind"])
     if "running_cap" in report:
         cap = report["running_cap"]
@@ -189,3 +190,17 @@ def talk_rows(row: Any, t: dict[str, Any]) -> None:
         bad=bool(t["past_deadline_after_drain"]),
     )
     row("jobs publishing state", t["publish_jobs"])
+
+
+def version_rows(row: Any, v: dict[str, Any]) -> None:
+    """demo.revised, whose version 2 is deployed half-way through the faults
+    (per_version.py): how many started and finished on each version."""
+    if not v.get("jobs"):
+        return
+    row(
+        "deployed kind: jobs / succeeded / 1→1 / 1→2 / 2→2 / reviewed / notified",
+        f"{v['jobs']} / {v['succeeded']} / {v['v1_to_v1']} / {v['v1_to_v2']} / "
+        f"{v['v2_to_v2']} / {v['reviewed']} / {v['notified']}",
+        bad=v["succeeded"] != v["jobs"],
+    )
+    row("  version 2 deployed at", f"{v.get('deployed_at', '?')} s")

@@ -379,6 +379,7 @@ def _conclude(cfg: Config, stack: ChaosStack, run: Run, report: dict[str, Any]) 
         "kill_log": run.kills,
     }
     report["timings"] = run.timings
+    report["versions"]["deployed_at"] = run.timings.get("deployed")
     report["time"] = {**slowest(run.timings), **report.get("time", {})}
     report["submit_retries"] = run.submit_retries
     report["rejected_submissions"] = run.rejected

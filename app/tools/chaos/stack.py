@@ -18,6 +18,7 @@ from typing import Any
 
 from app import crashpoints, errors
 from app.demos import agent as demo_agent
+from app.demos import revised
 from app.settings import config
 from app.settings.config import Settings
 from app.tools.chaos.config import PRUNE_BATCH, Config
@@ -216,6 +217,8 @@ class ChaosStack(Stack):
             "Authorization": "Bearer " + self.create_key("chaos", "tasklease chaos")
         }
         self.worker_env = {"TASKLEASE_FAKE_MODEL_TRANSIENT_RATE": str(cfg.transient_rate)}
+        # demo.revised, version 1 everywhere; the deploy moves the workers to version 2.
+        self.name_kinds(revised.V1_MODULE)
         if cfg.agents > 0:
             self.start_agent_model()
         self.start_webhook(hook_port, self.dir / "webhook-deliveries.jsonl")
@@ -238,8 +241,12 @@ class ChaosStack(Stack):
         self.later_points = {
             s: list(then) for s, then in zip(self.crash_points, THEN_CRASH_AT, strict=False)
         }
+        self.name_kinds(AGENT_KINDS)
+
+    def name_kinds(self, module: str) -> None:
+        """Every process started from now serves the kinds of ``module`` too."""
         self.env["TASKLEASE_KINDS"] = ",".join(
-            k for k in (self.env.get("TASKLEASE_KINDS"), AGENT_KINDS) if k
+            k for k in (self.env.get("TASKLEASE_KINDS"), module) if k
         )
 
     @property
@@ -278,11 +285,23 @@ class ChaosStack(Stack):
         return {"at": at.isoformat(), "worker": proc.name, "pid": proc.pid, "replacement": new}
 
     def restart_workers(self, extra: dict[str, str]) -> None:
-        """Every worker stopped (SIGTERM: batches in hand finish), then started with ``extra``."""
+        """Every worker stopped (SIGTERM: batches in hand finish), then started with
+        ``extra``. One that had died at its slot's crash point meanwhile is a kill."""
         self.worker_env.update(extra)
-        self.stop_processes(list(self.workers.values()))
-        for slot in list(self.workers):
-            self.start_slot(slot)
+        old = dict(self.workers)
+        self.stop_processes(list(old.values()))
+        for slot, proc in old.items():
+            crashed = self._crashed_there(slot, proc)
+            name = self.start_slot(slot)
+            if crashed is not None:
+                self.crashed.append({**crashed, "replacement": name})
+
+    def deploy(self, old: str, new: str) -> None:
+        """A deploy: every worker restarted serving the kinds of module ``new`` instead of
+        those of ``old`` (the API and the sweeper run no kind's code: they keep ``old``)."""
+        named = self.env["TASKLEASE_KINDS"].split(",")
+        kinds = ",".join(new if k == old else k for k in named)
+        self.restart_workers({"TASKLEASE_KINDS": kinds})
 
     def exited_unbidden(self) -> list[str]:
         """Processes that died without being killed; workers get a replacement. A worker
@@ -291,14 +310,9 @@ class ChaosStack(Stack):
         for slot, proc in list(self.workers.items()):
             if proc.poll() is None:
                 continue
-            if slot in self.crash_points and b"crash point" in proc.log_path.read_bytes():
-                at = dt.datetime.now(dt.UTC).isoformat()
-                point = self.crash_points.pop(slot)
-                if self.later_points.get(slot):
-                    self.crash_points[slot] = self.later_points[slot].pop(0)
-                replacement = self.start_slot(slot)
-                kill = {"at": at, "worker": proc.name, "pid": proc.pid, "point": point}
-                self.crashed.append({**kill, "replacement": replacement})
+            crashed = self._crashed_there(slot, proc)
+            if crashed is not None:
+                self.crashed.append({**crashed, "replacement": self.start_slot(slot)})
                 continue
             dead.append(f"{proc.name} (exit {proc.returncode})")
             self.start_slot(slot)
@@ -307,6 +321,17 @@ class ChaosStack(Stack):
                 dead.append(f"{name} (exit {proc.returncode})")
                 del self.services[name]
         return dead
+
+    def _crashed_there(self, slot: int, proc: Process) -> dict[str, Any] | None:
+        """The kill, if ``proc`` (slot's, exited) died at its slot's crash point; the
+        slot then carries its next point, if any."""
+        if slot not in self.crash_points or b"crash point" not in proc.log_path.read_bytes():
+            return None
+        point = self.crash_points.pop(slot)
+        if self.later_points.get(slot):
+            self.crash_points[slot] = self.later_points[slot].pop(0)
+        at = dt.datetime.now(dt.UTC).isoformat()
+        return {"at": at, "worker": proc.name, "pid": proc.pid, "point": point}
 
     # faults on the servers
 

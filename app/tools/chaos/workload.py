@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 
 from app.demos import agent as demo_agent
-from app.tools.chaos.config import Config, Run
+from app.demos import revised
+from app.tools.chaos.config import DEPLOY_AT, Config, Run
 from app.tools.chaos.stack import ChaosStack
 
 SUBJECTS = [
@@ -124,6 +125,23 @@ def talk_work(cfg: Config) -> list[Item]:
     return items + [Item(f"P-{i}", "demo.publish", PUBLISH) for i in range(cfg.publishes)]
 
 
+REVISED_REF = "R-"
+
+
+def revisions(cfg: Config) -> tuple[list[Item], list[Item]]:
+    """``cfg.revisions`` demo.revised jobs: (the first half, submitted first, each napping
+    past the deploy of version 2 with time to spare (a restart before it delays it),
+    and the rest, submitted last, napping a second: they mostly start on version 2)."""
+    first = (cfg.revisions + 1) // 2
+    naps = [cfg.fault_seconds * (DEPLOY_AT + 0.75 + 0.25 * i) for i in range(first)]
+    naps += [1.0] * (cfg.revisions - first)
+    items = [
+        Item(f"{REVISED_REF}{i}", revised.KIND, {"nap_seconds": round(nap, 1)})
+        for i, nap in enumerate(naps)
+    ]
+    return items[:first], items[first:]
+
+
 def deadline_refs(items: list[Item]) -> list[str]:
     return [i.ref for i in items if i.deadline_seconds is not None]
 
@@ -142,7 +160,9 @@ def workload(cfg: Config) -> tuple[list[Item], dict[str, str]]:
     """The tickets, the waiting work and the agent runs, mixed (deterministic by --seed),
     and the tag each tagged ticket carries."""
     talk = talk_work(cfg)
+    early, late = revisions(cfg)
     others = round(cfg.waiting * cfg.jobs) + round(cfg.agents * cfg.jobs) + len(talk)
+    others += cfg.revisions
     payloads, tags = tickets(cfg, cfg.jobs - others)
     rng = random.Random(cfg.seed + 2)  # noqa: S311 - reproducible test data, not secrets
     waits = waiting_work(cfg, rng) + agent_work(cfg) + talk
@@ -152,7 +172,7 @@ def workload(cfg: Config) -> tuple[list[Item], dict[str, str]]:
     spread = len(items)
     for k, item in enumerate(waits):
         items.insert((k * spread) // len(waits) + k, item)
-    return items, tags
+    return early + items + late, tags
 
 
 def tickets(cfg: Config, count: int | None = None) -> tuple[list[dict[str, Any]], dict[str, str]]:

@@ -21,7 +21,7 @@ SELECT count(*) AS n FROM jobs WHERE state::text <> ALL(%(states)s);
 -- name: audit_jobs
 SELECT id::text AS id, kind, state::text AS state, attempt, max_attempts, payload, result,
        last_error, redrives, parent_id::text AS parent_id, spawn_key, wait_kind, wait_key,
-       wake_at, wait_rule
+       wake_at, wait_rule, kind_version
 FROM jobs WHERE tenant <> 'chaos-history';
 
 -- name: audit_events
@@ -30,7 +30,7 @@ SELECT job_id::text AS job_id, at, from_state::text AS from_state,
 FROM job_events ORDER BY job_id, id;
 
 -- name: audit_effects
-SELECT job_id::text AS job_id, key, attempt, result, recorded_at,
+SELECT job_id::text AS job_id, key, seq, shape, attempt, result, recorded_at,
        inherited_from::text AS inherited_from FROM effects;
 
 -- name: audit_chunks
