@@ -58,6 +58,12 @@ class Registry(Mapping[str, AnyKind]):
             twice = f"job kind {kind.name!r} is registered twice: by {self._origin[kind.name]} and by {origin}"
             if kind.version in served:
                 raise errors.ConfigError(f"{twice}, both version {kind.version}")
+            same = [v for v in served if version_order(v) == version_order(kind.version)]
+            if same:  # "1" and "01": which would new jobs start on?
+                raise errors.ConfigError(
+                    f"{twice}: versions {same[0]} and {kind.version} compare equal (their "
+                    "runs of digits as numbers), so neither is the newest: name them apart"
+                )
             unpinned = [k for k in (kind, *served.values()) if k.on_version_change != "pin"]
             if unpinned:
                 raise errors.ConfigError(

@@ -40,9 +40,18 @@ ONLINE_FORMS_TEXT = (
     "subquery has a LIMIT, run until it touches no row"
 )
 # An index built inside the transaction: allowed only on a table the same file creates.
+# (The index's name is optional: CREATE INDEX ON t (c) builds one as well.)
 _PLAIN_INDEX = re.compile(
-    r"^CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+(?:ONLY\s+)?(?P<table>[\w.]+)",
+    r"^CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?(?:(?!ON\s)\S+\s+)?"
+    r"ON\s+(?:ONLY\s+)?(?P<table>[\w.]+)",
     re.IGNORECASE,
+)
+# A constraint that builds an index as it is added (UNIQUE, PRIMARY KEY, EXCLUDE) unless
+# it takes one built before (USING INDEX).
+_CONSTRAINT_INDEX = re.compile(
+    r"^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?(?P<table>[\w.]+)\s+.*?"
+    r"\bADD\s+(?:CONSTRAINT\s+\S+\s+)?(?:UNIQUE|PRIMARY\s+KEY|EXCLUDE)\b(?!.*\bUSING\s+INDEX\b)",
+    re.IGNORECASE | re.DOTALL,
 )
 _NEW_TABLE = re.compile(
     r"^CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(?P<table>[\w.]+)", re.IGNORECASE
@@ -110,7 +119,7 @@ def parse(version: str, text: str) -> Migration:
 def _no_plain_index_on_a_used_table(version: str, in_transaction: list[str]) -> None:
     made = {m.group("table").lower() for s in in_transaction if (m := _NEW_TABLE.match(s))}
     for statement in in_transaction:
-        index = _PLAIN_INDEX.match(statement)
+        index = _PLAIN_INDEX.match(statement) or _CONSTRAINT_INDEX.match(statement)
         if index is not None and index.group("table").lower() not in made:
             raise MigrationFileError(
                 f"migration {version}.sql: {_short(statement)!r} builds an index of a table in "

@@ -177,3 +177,15 @@ async def test_patched_is_false_for_a_job_whose_steps_were_recorded_before_shape
     resumed = await waiting.resume(order_patched, {})
     assert "tax" not in resumed.effects and "patch:tax" not in resumed.effects
     assert resumed.ran == ["patch:receipt", "receipt", "ship"]
+
+
+def test_two_versions_that_compare_equal_are_refused() -> None:
+    registry = Registry()
+    registry.register(pinned_v1)
+
+    @kind("shop.pinned", version="01", on_version_change="pin")
+    async def pinned_01(ctx: JobContext[None], p: Order) -> str:
+        return "01"
+
+    with pytest.raises(errors.ConfigError, match="versions 1 and 01 compare equal"):
+        registry.register(pinned_01)

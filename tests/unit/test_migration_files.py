@@ -78,6 +78,9 @@ def test_semicolons_inside_strings_quoted_names_and_function_bodies_do_not_split
         ("CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_a ON jobs (a);", "runs CONCURRENTLY"),
         # A plain index build on a table in use blocks its writes.
         ("CREATE INDEX jobs_a ON jobs (a);", "CREATE INDEX jobs_a ON jobs (a)"),
+        ("CREATE INDEX ON jobs (a);", "CREATE INDEX ON jobs (a)"),  # unnamed
+        ("ALTER TABLE jobs ADD CONSTRAINT u UNIQUE (a);", "ADD CONSTRAINT u UNIQUE"),
+        ("ALTER TABLE ONLY jobs ADD PRIMARY KEY (a);", "ADD PRIMARY KEY"),
         (f"ANALYZE jobs;\n{MARK}\nANALYZE jobs;\n{MARK}\nANALYZE jobs;", "appears 2 times"),
     ],
 )
@@ -90,5 +93,8 @@ def test_a_file_the_runner_refuses_is_named_with_the_statement(text: str, named:
 def test_an_index_on_a_table_the_file_creates_may_be_built_in_the_transaction() -> None:
     m = parse("0030_x", "CREATE TABLE t (a int);\nCREATE INDEX t_a ON t (a);")
     assert len(statements(m.transactional)) == 2
+    # A constraint taking an index built CONCURRENTLY before builds nothing.
+    taken = "ALTER TABLE jobs ADD CONSTRAINT u UNIQUE USING INDEX jobs_u;"
+    assert len(statements(parse("0030_x", taken).transactional)) == 1
     # Released files are not held to it (0019 built its indexes plainly).
     assert parse("0019_scale_indexes", "CREATE INDEX jobs_a ON jobs (a);").online == ()
