@@ -94,6 +94,29 @@ def _by(by: str | None) -> str:
     return f" by {by}" if by else ""
 
 
+async def _made_before(
+    db: store.Database,
+    job_id: uuid.UUID,
+    key: str | None,
+    scope: str | None,
+    payload: Any,
+    **origin: Any,
+) -> Submitted | None:
+    """A retry's answer: the re-run or fork of ``job_id`` an earlier request made under
+    the Idempotency-Key ``key``, asked for the same way (``origin``: rerun_of, or
+    forked_from and fork_step; the same payload), whatever became of the original since
+    (redriven, pruned). None: none, or one asked for otherwise, which the submit path
+    answers (a 409 naming the key)."""
+    if key is None:
+        return None
+    made = await store.jobs.made_from(db, job_id, key, scope)
+    if made is None or any(getattr(made, k) != v for k, v in origin.items()):
+        return None
+    if payload is not UNSET and payload != made.payload:
+        return None
+    return Submitted(job=made.to_dict(), created=False)
+
+
 async def rerun(
     settings: Settings,
     db: store.Database,
@@ -112,6 +135,9 @@ async def rerun(
     ``key_id``: the caller's key (its revocation is checked by the insert); ``by``: who
     asks, for the new job's first event; ``idempotency_key``: as a submit's (a bulk
     re-run's batch run again after a crash finds the re-runs it made)."""
+    again = await _made_before(db, job_id, idempotency_key, scope, payload, rerun_of=job_id)
+    if again is not None:
+        return again
     original = await _finished(db, job_id, scope, "re-run")
     edited = _edited(original, payload)
     note = f"re-run of {job_id}{edited}{_by(by)}"
@@ -147,6 +173,12 @@ async def fork(
     when the job did not record it; Conflict when the fork would inherit a step tied to
     the original's children or callbacks. ``idempotency_key``: as a submit's, bound to
     the original and the step too."""
+    again = await _made_before(
+        db, job_id, idempotency_key, scope, payload, forked_from=job_id, fork_step=step
+    )
+    if again is not None:
+        copied = await store.effects.of_job(db, uuid.UUID(str(again.job["id"])))
+        return Forked(again, [e.key for e in copied if e.inherited_from is not None])
     original = await _finished(db, job_id, scope, "forked")
     keys = [e.key for e in await store.effects.of_job(db, job_id)]
     if step is not None and step not in keys:

@@ -176,6 +176,16 @@ async def by_idempotency_keys(db: Database, tenant: str, keys: Sequence[str]) ->
     return [Job.from_row(row) for row in rows]
 
 
+async def made_from(
+    db: Database, job_id: uuid.UUID, idempotency_key: str, tenant: str | None
+) -> Job | None:
+    """The re-run or fork of ``job_id`` made under ``idempotency_key`` (a NULL tenant: any)."""
+    row = await db.fetch_one(
+        q("jobs_made_from"), {"id": job_id, "key": idempotency_key, "tenant": tenant}
+    )
+    return Job.from_row(row) if row else None
+
+
 async def get(db: Database, job_id: uuid.UUID) -> Job | None:
     row = await db.fetch_one(q("get_job"), {"id": job_id})
     return Job.from_row(row) if row else None

@@ -360,3 +360,23 @@ def test_a_retried_rerun_or_fork_with_its_idempotency_key_answers_the_first_one(
     elsewhere = t.client.post(f"/v1/jobs/{original}/fork", headers=fork_key, json={})
     assert elsewhere.status_code == 409, elsewhere.text
     assert where(sql, "jobs", "forked_from = %s", (original,)) == 1
+
+    # A retry answers what the first request made whatever became of the original since:
+    # redriven (no longer finished), then pruned.
+    sql.execute("UPDATE jobs SET state = 'queued', finished_at = NULL WHERE id = %s", (original,))
+    late = t.client.post(f"/v1/jobs/{original}/rerun", headers=keyed)
+    assert late.status_code == 202, late.text
+    assert late.json()["id"] == first.json()["id"] and late.headers["Idempotent-Replayed"] == "true"
+    unkeyed = t.client.post(f"/v1/jobs/{original}/rerun", headers=bearer(t.acme))
+    assert unkeyed.status_code == 409  # a new re-run of an unfinished job: refused as before
+    sql.execute("DELETE FROM effects WHERE job_id = %s", (original,))
+    sql.execute("DELETE FROM job_events WHERE job_id = %s", (original,))
+    sql.execute("DELETE FROM outbox WHERE job_id = %s", (original,))
+    sql.execute("DELETE FROM jobs WHERE id = %s", (original,))
+    pruned = t.client.post(f"/v1/jobs/{original}/fork", headers=fork_key, json={"step": "draft"})
+    assert pruned.status_code == 202, pruned.text
+    assert (pruned.json()["id"], pruned.json()["inherited"]) == (forked.json()["id"], ["classify"])
+    assert t.client.post(f"/v1/jobs/{original}/rerun", headers=bearer(t.acme)).status_code == 404
+    # Another tenant's key finds nothing of it.
+    theirs = {**bearer(t.globex), "Idempotency-Key": "retry-1"}
+    assert t.client.post(f"/v1/jobs/{original}/rerun", headers=theirs).status_code == 404

@@ -269,3 +269,10 @@ SELECT * FROM (
     UNION ALL
     (SELECT * FROM jobs WHERE forked_from = %(id)s ORDER BY created_at, id LIMIT %(limit)s)
 ) AS made ORDER BY created_at, id LIMIT %(limit)s;
+
+-- name: jobs_made_from
+-- A re-run or fork of a job made under an Idempotency-Key (its retry answers it again,
+-- whatever became of the original since): by the rerun_of and forked_from indexes.
+SELECT * FROM jobs
+WHERE (rerun_of = %(id)s OR forked_from = %(id)s) AND idempotency_key = %(key)s
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text);
