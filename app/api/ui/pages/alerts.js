@@ -12,7 +12,10 @@ function what(a) {
   return "";
 }
 function delivery(a) {
-  if (a.delivered_at) return a.delivered.length ? a.delivered.join(", ") : "nowhere configured";
+  // A tenant key is shown its own webhook's deliveries only (the deployment's are the
+  // operators'): nothing listed then means the deployment's destinations took it.
+  const none = session.me.admin ? "nowhere configured" : "the deployment's destinations";
+  if (a.delivered_at) return a.delivered.length ? a.delivered.join(", ") : none;
   if (a.given_up_at) return `given up: ${a.last_error || ""}`;
   return `retry ${when(a.next_attempt_at)}${a.last_error ? ` · ${a.last_error}` : ""}`;
 }
