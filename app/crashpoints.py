@@ -68,6 +68,15 @@ class Point(enum.StrEnum):
     # A lease ended and parked jobs of its tenant were released (unparked, outbox rows
     # committed); their messages are not sent yet.
     AFTER_RELEASE = "after_release"
+    # Flow control by key (docs/howto/flow-control.md): a job parked behind its key was
+    # released as a job of its key ended (unparked, outbox row committed), not sent yet.
+    AFTER_KEY_RELEASE = "after_key_release"
+    # API: a newer job of a debounced key committed with the earlier ones it replaced
+    # cancelled; its delayed wake-up neither marked nor sent.
+    AFTER_DEBOUNCE_REPLACED = "after_debounce_replaced"
+    # API: a new job committed with the active ones of its key cancelled (if_active
+    # cancel_active; a running one's cancel asked); its message not sent.
+    AFTER_ACTIVE_CANCELLED = "after_active_cancelled"
     # ctx.set_state's write committed (the key's row and its stream row); the kind's code
     # has not gone on.
     AFTER_STATE_PUBLISHED = "after_state_published"

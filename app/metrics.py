@@ -83,6 +83,20 @@ DEFERRED = Counter(
     "message, before SQS's receive count reached the redrive policy's maxReceiveCount).",
     ["how"],
 )
+KEY_HELD = Counter(
+    "tasklease_key_held",
+    "Deliveries of keyed jobs not claimed because of their key's limits (flow control), by "
+    "kind and by: concurrency (its key's jobs ahead of it; a queued one parked) or rate. "
+    "Never labelled by key: keys are unbounded.",
+    ["kind", "by"],
+)
+KEY_DECISIONS = Counter(
+    "tasklease_key_decisions",
+    "Submissions a key's policy decided, by kind and decision: rejected (409, a job of "
+    "the key active), dropped (answered with the active job), cancelled_active (the "
+    "active jobs cancelled for the new one), debounced (earlier jobs replaced).",
+    ["kind", "decision"],
+)
 WAKEUPS = Counter(
     "tasklease_wakeups",
     "Wake-ups of waiting jobs, by path. Timer messages sent: submit (a delayed job), "

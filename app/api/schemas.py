@@ -79,6 +79,22 @@ class JobCreate(BaseModel):
         description="the whole run's deadline, this many seconds from now (not with deadline)",
     )
 
+    key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="the job's key for flow control (docs/howto/flow-control.md): its kind's "
+        "limits per key apply to the jobs of the key (same tenant and kind). Default: what "
+        "the kind's key function makes of the payload, if it has one",
+        examples=["conversation-42"],
+    )
+    if_active: Literal["enqueue", "reject", "cancel_active", "drop_new"] | None = Field(
+        None,
+        description="when a job of the key is active (not finished): enqueue (wait its "
+        "turn), reject (409 naming it), cancel_active (cancel it, then run this one) or "
+        "drop_new (write nothing; the answer is the active job, 200). Default: the kind's",
+    )
+
     @model_validator(mode="after")
     def _one_time(self) -> JobCreate:
         if self.run_at is not None and self.delay_seconds is not None:
@@ -108,6 +124,8 @@ class JobBatchItem(JobCreate):
             priority=self.priority.value,
             deadline=self.deadline,
             deadline_seconds=self.deadline_seconds,
+            key=self.key,
+            if_active=self.if_active,
         )
 
 
@@ -191,6 +209,10 @@ class JobPublic(BaseModel):
         description="the version of its kind the job first started on (@kind version=); "
         "null: not started yet, or started before versions were recorded",
     )
+    key: str | None = Field(
+        None,
+        description="the job's key for flow control (its kind's limits per key apply); null: none",
+    )
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> JobPublic:
@@ -199,7 +221,8 @@ class JobPublic(BaseModel):
     @classmethod
     def fields_of(cls, row: dict[str, Any]) -> dict[str, Any]:
         return {
-            **{k: row[k] for k in JobPublic.model_fields if k != "waiting_for"},
+            **{k: row[k] for k in JobPublic.model_fields if k not in ("waiting_for", "key")},
+            "key": row.get("flow_key"),
             "lease_owner": jobs.lease_holder(row),
             "waiting_for": jobs.waiting_for(row),
         }

@@ -9,7 +9,9 @@ them.
 - ``app.demos.triage``: support.triage (a model call and a webhook, two effects);
 - ``app.demos.research``: agent.research and agent.subquery (an agent that fans out,
   waits for a person and a timer);
-- ``app.demos.writer``: demo.write (streamed model output, continued after a crash).
+- ``app.demos.writer``: demo.write (streamed model output, continued after a crash);
+- ``app.demos.flow``: demo.converse, demo.reindex, demo.sync (flow control by key: one
+  run per conversation, a debounce, a rate per key).
 
 Not imported here: ``app.demos.revised_v1`` and ``app.demos.revised_v2``, demo.revised in
 two versions (a process names the one it serves; the chaos gate deploys the second
@@ -18,9 +20,10 @@ half-way through its faults).
 
 # The kinds by value (the registry finds Kind objects among a module's names); the
 # submodules keep their own names, so ``app.demos.triage`` stays the module.
-from app.demos import basic, chat, research, triage, writer
+from app.demos import basic, chat, flow, research, triage, writer
 from app.demos.basic import approval, fanout, flaky, nap, noop, publish, sleep
 from app.demos.chat import chat as chat_kind
+from app.demos.flow import converse, reindex, sync
 from app.demos.research import research as research_kind
 from app.demos.research import subquery
 from app.demos.triage import triage as triage_kind
@@ -31,15 +34,19 @@ __all__ = [
     "basic",
     "chat",
     "chat_kind",
+    "converse",
     "fanout",
     "flaky",
+    "flow",
     "nap",
     "noop",
     "publish",
+    "reindex",
     "research",
     "research_kind",
     "sleep",
     "subquery",
+    "sync",
     "triage",
     "triage_kind",
     "write",

@@ -19,6 +19,7 @@ from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
 import pydantic
 
 from app import errors
+from app.kinds import flow as flow_control
 from app.kinds.context import JobContext
 from app.settings import bounds
 from app.settings.config import Settings
@@ -53,6 +54,7 @@ class Kind(Generic[D, P, R]):
     deadline_seconds: float | None = None  # the whole run's, from its submission; None: none
     version: str = DEFAULT_VERSION  # the code's version, recorded on a job at its first start
     on_version_change: OnVersionChange = "resume"
+    flow: flow_control.Flow = flow_control.NO_FLOW  # its key and limits per key
 
     def parse(self, payload: Any) -> P:
         """The payload as the kind's model, or BadRequest naming the fields that are wrong."""
@@ -101,6 +103,13 @@ class KindOptions(TypedDict, total=False):
     max_attempts: int | None  # None: TASKLEASE_MAX_ATTEMPTS
     deadline_seconds: float | None  # a job's deadline unless its submission gives one
     version: str | int  # this code's version (default "1"): docs/howto/kind-versions.md
+    # Flow control by key (docs/howto/flow-control.md): a job's key from its payload, and
+    # the limits per key.
+    key: Callable[[Any], Any] | None
+    concurrency: int | None
+    if_active: flow_control.IfActive
+    debounce_seconds: float | None
+    rate: flow_control.Rate | tuple[int, float] | None
     on_version_change: OnVersionChange  # "resume" (default) or "pin"
 
 
@@ -147,6 +156,15 @@ def kind(
             + ", ".join(repr(p) for p in ON_VERSION_CHANGE)
         )
 
+    flow = flow_control.checked(
+        name,
+        key=options.get("key"),
+        concurrency=options.get("concurrency"),
+        if_active=options.get("if_active", "enqueue"),
+        debounce_seconds=options.get("debounce_seconds"),
+        rate=options.get("rate"),
+    )
+
     def declare(fn: Run[Any, Any, Any]) -> Kind[Any, Any, Any]:
         payload, returns = _annotations(name, fn)
         doc = (inspect.getdoc(fn) or "").strip().splitlines()
@@ -162,6 +180,7 @@ def kind(
             deadline_seconds=options.get("deadline_seconds"),
             version=version,
             on_version_change=policy,
+            flow=flow,
         )
 
     return declare

@@ -22,7 +22,7 @@ async def release_parked(
 ) -> int:
     """Unpark these tenants' oldest parked jobs as far as their windows have room, and
     send them; how many were released."""
-    rows = await store.leases.release_parked(
+    rows, keyed = await store.leases.release_parked(
         db,
         tenants,
         max_running=settings.max_running_per_tenant,
@@ -30,6 +30,8 @@ async def release_parked(
     if not rows:
         return 0
     crashpoints.hit(crashpoints.Point.AFTER_RELEASE, count=len(rows))
+    if keyed:
+        crashpoints.hit(crashpoints.Point.AFTER_KEY_RELEASE, count=keyed)
     metrics.count(metrics.RELEASED, len(rows))
     with contextlib.suppress(errors.QueueError):
         await outbox.send(db, queue, rows)

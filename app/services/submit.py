@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from app import crashpoints, errors, kinds, metrics, store
+from app.kinds import flow as flow_control
 from app.priorities import Priority
-from app.services import auth, deadlines, outbox, wakeups
+from app.services import auth, deadlines, flow, outbox, wakeups
 from app.settings import bounds
 from app.settings.config import Settings
 from app.storable import unstorable
@@ -41,6 +42,8 @@ IN_FLIGHT_RETRY_AFTER_SECONDS = 5
 class Submitted:
     job: dict[str, Any]
     created: bool  # False: an earlier request with the same Idempotency-Key made it
+    # True: not written; its key's active job answered instead (if_active drop_new).
+    dropped: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,10 @@ class NewJob:
     forked_from: uuid.UUID | None = None
     fork_step: str | None = None
     note: str | None = None
+    # Flow control (app/kinds/flow.py): the job's key (else its kind's key function's),
+    # and what to do when a job of the key is active (else its kind's if_active).
+    key: str | None = None
+    if_active: str | None = None
 
 
 def request_hash(
@@ -75,6 +82,7 @@ def request_hash(
     priority: str | None = None,
     deadline: str | float | None = None,
     origin: dict[str, str] | None = None,
+    flow: dict[str, str] | None = None,
 ) -> str:
     """What an Idempotency-Key is bound to. When the job should run, and a priority other
     than normal, are part of the request (the same key asking for another time or
@@ -96,6 +104,8 @@ def request_hash(
         request["deadline"] = deadline
     if origin:  # a re-run's or a fork's: the same key for another job's re-run is a 409
         request["origin"] = origin
+    if flow:  # a key or an if_active the submission gave
+        request["flow"] = flow
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -149,6 +159,8 @@ async def submit(
     priority: str | None = None,
     deadline: dt.datetime | None = None,
     deadline_seconds: float | None = None,
+    key: str | None = None,
+    if_active: str | None = None,
 ) -> Submitted:
     """Validate, write the job and its outbox row in one statement, commit, then send
     (a delayed job: written waiting on its timer, its wake-up sent delayed)."""
@@ -163,6 +175,8 @@ async def submit(
         priority,
         deadline,
         deadline_seconds,
+        key=key,
+        if_active=if_active,
     )
     (submitted,) = await submit_many(
         settings, db, queue, [new], tenant=tenant, sender=sender, key_id=key_id
@@ -209,6 +223,26 @@ def validated(settings: Settings, new: NewJob) -> NewRow:
     if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
         raise errors.BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
     stored_payload = parsed.model_dump(mode="json", exclude_unset=True)
+    flow_key = flow_control.key_of(k.name, k.flow, parsed, new.key)
+    if_active = new.if_active or k.flow.if_active
+    if if_active not in flow_control.IF_ACTIVE:
+        raise errors.BadRequest(
+            f"if_active must be one of {', '.join(flow_control.IF_ACTIVE)}, not {if_active!r}"
+        )
+    if new.if_active is not None and flow_key is None:
+        raise errors.BadRequest(
+            "if_active needs a key: give key, or submit a kind whose key function gives one"
+        )
+    debounce = k.flow.debounce_seconds if flow_key is not None else None
+    if debounce is not None and (new.run_at is not None or new.delay_seconds is not None):
+        raise errors.BadRequest(
+            f"kind {k.name!r} debounces its jobs ({debounce:g} s after the last of a key's "
+            "burst): give neither run_at nor delay_seconds"
+        )
+    concurrency = k.flow.concurrency
+    if concurrency is None and if_active != "enqueue":
+        concurrency = 1  # as the kind's own policy implies (app/kinds/flow.py)
+    given = {"key": new.key, "if_active": new.if_active}
     digest = request_hash(
         new.kind,
         stored_payload,
@@ -219,7 +253,9 @@ def validated(settings: Settings, new: NewJob) -> NewRow:
         priority=priority,
         deadline=deadlines.hashed(new.deadline, new.deadline_seconds),
         origin=_origin(new),
+        flow={name: value for name, value in given.items() if value is not None} or None,
     )
+    rate = k.flow.rate if flow_key is not None else None
     return NewRow(
         uuid.uuid4(),
         new.kind,
@@ -237,6 +273,12 @@ def validated(settings: Settings, new: NewJob) -> NewRow:
         forked_from=new.forked_from,
         fork_step=new.fork_step,
         note=new.note,
+        flow_key=flow_key,
+        key_concurrency=concurrency if flow_key is not None else None,
+        key_rate=rate.limit if rate is not None else None,
+        key_rate_seconds=rate.per_seconds if rate is not None else None,
+        debounce_seconds=debounce,
+        if_active=if_active if flow_key is not None else "enqueue",
     )
 
 
@@ -259,9 +301,26 @@ async def submit_many(
         raise errors.BadRequest(f"a batch holds 1 to {MAX_SUBMIT_BATCH} jobs, not {len(jobs)}")
     batch = len(jobs) > 1
     rows = _validated_batch(settings, jobs, batch)
-    written = await store.jobs.insert(
-        db, rows, tenant=tenant, limits=limits(settings), key_id=key_id
-    )
+    keyed: flow.KeyedInsertion | None = None
+    positions: list[int] = []
+    if any(flow.decides(r) for r in rows):
+        # A kind that decides per key: its keys locked, looked at, replaced (services/flow.py).
+        keyed = await flow.insert(
+            db, rows, tenant=tenant, limits=limits(settings), key_id=key_id, batch=batch
+        )
+        if keyed.written is None:  # every job answered by its key's active job (drop_new)
+            return [
+                Submitted(job=j.to_dict(), created=False, dropped=True)
+                for j in keyed.answered.values()
+            ]
+        written = keyed.written
+        flow.after_commit(keyed, rows)
+        positions = [i for i in range(len(rows)) if i not in keyed.answered]
+        rows = [rows[i] for i in positions]
+    else:
+        written = await store.jobs.insert(
+            db, rows, tenant=tenant, limits=limits(settings), key_id=key_id
+        )
     verdict = written.admission
     if not verdict.key_ok:
         raise auth.invalid_key()  # revoked since this process verified it: no replay either
@@ -272,7 +331,7 @@ async def submit_many(
             crashpoints.hit(crashpoints.Point.AFTER_FORK_INSERTED, job_id=job.id)
     made = {job.id: job for job in written.jobs}
     if verdict.conflict_ord is not None:
-        _conflict(verdict.conflict_ord - 1, batch)
+        _conflict(_position(keyed, positions, verdict.conflict_ord - 1), batch)
     pending = [r.idempotency_key for r in rows if r.id not in made and r.idempotency_key]
     earlier = (
         {j.idempotency_key: j for j in await store.jobs.by_idempotency_keys(db, tenant, pending)}
@@ -291,8 +350,12 @@ async def submit_many(
             raise errors.StoreError("the job was neither written nor refused")  # pragma: no cover
         if existing.request_hash != r.request_hash:
             # A concurrent request took the key between the statement's look and its write.
-            _conflict(i, batch)
+            _conflict(_position(keyed, positions, i), batch)
         out.append(Submitted(job=existing.to_dict(), created=False))
+    if keyed is not None and keyed.answered:
+        # The jobs a policy answered with their key's active job (drop_new), in place.
+        for i in sorted(keyed.answered):
+            out.insert(i, Submitted(job=keyed.answered[i].to_dict(), created=False, dropped=True))
     for sub in out:
         metrics.count(
             metrics.SUBMISSIONS, kind=str(sub.job["kind"]), replay=str(not sub.created).lower()
@@ -302,6 +365,11 @@ async def submit_many(
     if written.delayed:
         await _send_delayed(settings, db, queue, written.delayed)
     return out
+
+
+def _position(keyed: flow.KeyedInsertion | None, positions: list[int], index: int) -> int:
+    """A written row's index in the request (a policy may have answered some before)."""
+    return positions[index] if keyed is not None else index
 
 
 def limits(settings: Settings) -> store.jobs.Limits:

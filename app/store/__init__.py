@@ -1,7 +1,7 @@
 """The store: the only package that runs SQL or imports psycopg.
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases, alerts,
-cancels, charts, effects, outbox, keys, tenants, model_limits, dead_letters, deadlines, sweeper_marks,
+cancels, charts, effects, flow, outbox, keys, tenants, model_limits, dead_letters, deadlines, sweeper_marks,
 waits, messages, schedules, streams, state, gauges, retention, search, bulk, workers), each a set of small typed functions taking the
 ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's transaction) and answering the records of
 ``store.records``.
@@ -15,6 +15,7 @@ from app.store import (
     dead_letters,
     deadlines,
     effects,
+    flow,
     gauges,
     jobs,
     keys,
@@ -47,6 +48,7 @@ __all__ = [
     "deadlines",
     "effects",
     "ensure_database",
+    "flow",
     "gauges",
     "jobs",
     "keys",

@@ -44,6 +44,16 @@ class NewRow:
     forked_from: uuid.UUID | None = None
     fork_step: str | None = None
     note: str | None = None
+    # Flow control by key (app/services/flow.py): the key, and the kind's limits per key.
+    flow_key: str | None = None
+    key_concurrency: int | None = None
+    key_rate: int | None = None
+    key_rate_seconds: float | None = None
+    # Debounce: written waiting this long on a timer (wait_key 'debounce'), replaced by a
+    # newer job of its key meanwhile.
+    debounce_seconds: float | None = None
+    # What the submission does when a job of the key is active (app/kinds/flow.py).
+    if_active: str = "enqueue"
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,11 @@ async def insert_txn(
             "forked_froms": [r.forked_from for r in rows],
             "fork_steps": [r.fork_step for r in rows],
             "notes": [r.note for r in rows],
+            "flow_keys": [r.flow_key for r in rows],
+            "key_concurrencies": [r.key_concurrency for r in rows],
+            "key_rates": [r.key_rate for r in rows],
+            "key_rate_seconds": [r.key_rate_seconds for r in rows],
+            "debounces": [r.debounce_seconds for r in rows],
             "rate": limits.rate_per_second,
             "burst": limits.burst,
             "max_in_flight": limits.max_in_flight,

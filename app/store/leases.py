@@ -55,6 +55,10 @@ class Verdict:
     cap: int = 0
     has_parked: bool = False  # the tenant has parked jobs: release one when the lease ends
     parked_now: bool = False  # deferred and parked: a lease's end releases it
+    # Deferred by its key (flow control): 'key' (its key's concurrency; parked when
+    # queued), 'rate' (its key's rate; back in key_wait seconds); None: its tenant's cap.
+    held_by: str | None = None
+    key_wait: float | None = None
 
 
 async def claim_batch(
@@ -71,7 +75,8 @@ async def claim_batch(
     """Claim each job with its fresh token (one statement), each tenant held to its
     running cap (``max_running`` unless tenant_limits says otherwise); the verdicts by
     token (a delivery that was neither claimed, refused nor deferred is left out)."""
-    rows = await db.fetch(
+    rows = await db.fetch_after_lock(
+        q("lock_claim_tenants"),
         q("claim_batch"),
         {
             "ids": list(job_ids),
@@ -95,6 +100,8 @@ async def claim_batch(
             cap=int(row["cap"]),
             has_parked=bool(row["has_parked"]),
             parked_now=bool(row["parked_now"]),
+            held_by=row["held_by"],
+            key_wait=row["key_wait"],
         )
         for row in rows
     }
@@ -221,13 +228,15 @@ async def touch_lost(db: Database, *, age: float, limit: int) -> list[Route]:
 
 async def release_parked(
     db: Database, tenants: Sequence[str], *, max_running: int
-) -> list[OutboxRow]:
+) -> tuple[list[OutboxRow], int]:
     """Unpark these tenants' parked jobs, highest priority and oldest first, one for each
-    free slot, each with an outbox row (one statement): the rows to send."""
+    free slot (a keyed job only when its key has room), each with an outbox row (one
+    statement): the rows to send, and how many of them are keyed jobs."""
     rows = await db.fetch(
         q("release_parked"), {"tenants": list(tenants), "max_running": max_running}
     )
-    return [OutboxRow.from_row(row) for row in rows]
+    keyed = sum(1 for row in rows if row["flow_key"] is not None)
+    return [OutboxRow.from_row(row) for row in rows], keyed
 
 
 async def parked_tenants(db: Database, *, limit: int) -> list[str]:

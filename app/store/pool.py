@@ -158,6 +158,24 @@ class Database:
 
         return await _again_if_lost(run)
 
+    async def fetch_after_lock(
+        self,
+        lock: LiteralString,
+        query: LiteralString,
+        params: Mapping[str, Any],
+    ) -> list[dict[str, Any]]:
+        """``lock`` (a statement that takes transaction-scoped advisory locks) then
+        ``query``, in one transaction sent as one pipeline: one round trip, as ``fetch``.
+        ``query`` takes its snapshot after the locks are held, so it sees what the
+        transaction that held them before committed. Both take ``params``. A deadlock
+        victim or a stale plan is run again (as ``fetch``)."""
+
+        async def run() -> list[dict[str, Any]]:
+            async with self.connection() as conn:
+                return await _pipelined(conn, lock, query, params)
+
+        return await _again_if_lost(run)
+
     async def fetch_one(
         self, query: LiteralString, params: Mapping[str, Any] | None = None
     ) -> dict[str, Any] | None:
@@ -191,6 +209,28 @@ async def fetch_txn(
         return list(await cur.fetchall()) if cur.description else []
     except psycopg.OperationalError as exc:
         raise errors.StoreError(f"PostgreSQL: {exc}") from exc
+
+
+async def _pipelined(
+    conn: Conn, lock: LiteralString, query: LiteralString, params: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """BEGIN, ``lock``, ``query``, COMMIT sent together (psycopg's transaction block
+    would wait for BEGIN and COMMIT on their own round trips); rolled back on an error."""
+    metrics.count(metrics.PG_ROUND_TRIPS)
+    try:
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            await conn.execute(lock, params, prepare=True)
+            cur = await conn.execute(query, params, prepare=True)
+            await conn.execute("COMMIT")
+        return list(await cur.fetchall()) if cur.description else []
+    except psycopg.Error as exc:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                await conn.execute("ROLLBACK")
+        if isinstance(exc, psycopg.OperationalError):
+            raise errors.StoreError(f"PostgreSQL: {exc}") from exc
+        raise
 
 
 async def _again_if_lost(run: Callable[[], Awaitable[T]]) -> T:

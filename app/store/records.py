@@ -85,6 +85,11 @@ class Job(_Record):
     forked_from: uuid.UUID | None = None  # the job whose effects before fork_step it inherited
     fork_step: str | None = None
     kind_version: str | None = None  # the kind's version it first started on (0029)
+    # Flow control by key (0030): the job's key, and its kind's limits per key.
+    flow_key: str | None = None
+    key_concurrency: int | None = None  # jobs of the key holding it at once, at most
+    key_rate: int | None = None  # claims of the key's jobs per key_rate_seconds, at most
+    key_rate_seconds: float | None = None
 
     @property
     def route(self) -> Route:

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 MAX_DELAY_FACTOR = 30
 # Receives left before maxReceiveCount at which the message is replaced, not handed back.
 RECEIVES_MARGIN = 3
+# The claim's held_by, as the key_held metric names it.
+_HELD_BY = {"key": "concurrency", "rate": "rate"}
 
 
 def hand_back_delay(settings: Settings, *, backlog: int, cap: int) -> float:
@@ -66,13 +68,26 @@ async def defer(
     """Hand the message back (False: leave it) or replace it with a fresh, delayed one
     (True: delete this one). The claim wrote nothing but, for a queued job, ``parked``."""
     job = verdict.job
+    if verdict.held_by is not None:
+        metrics.count(metrics.KEY_HELD, kind=job.kind, by=_HELD_BY[verdict.held_by])
     if verdict.parked_now:
         # Parked: a lease's end releases it with a fresh message. This one comes back
         # only as a backstop, should no release come (then it is claimed or parked again).
         delay = _jittered(settings, MAX_DELAY_FACTOR)
+    elif verdict.held_by == "rate" and verdict.key_wait is not None:
+        # Its key's rate: back when the oldest claim in the period leaves it (a little
+        # after, spread so a key's waiting jobs do not all come back at once).
+        delay = max(1.0, verdict.key_wait) * random.uniform(1.0, 1.2)  # noqa: S311 - jitter
     else:
         delay = hand_back_delay(settings, backlog=verdict.backlog, cap=verdict.cap)
-    fields = {"job_id": job.id, "kind": job.kind, "tenant": job.tenant, "delay": round(delay, 1)}
+    why = "its key's limit" if verdict.held_by else "tenant at its running cap"
+    fields = {
+        "job_id": job.id,
+        "kind": job.kind,
+        "tenant": job.tenant,
+        "delay": round(delay, 1),
+        "held_by": verdict.held_by or "tenant",
+    }
     near_limit = receive_count(record) >= settings.max_receive_count - RECEIVES_MARGIN
     # A redrive's message carries its generation, which a fresh message would not.
     if near_limit and job.state != JobState.DEAD_LETTERED:
@@ -84,12 +99,12 @@ async def defer(
             )
         if not failed:
             metrics.count(metrics.DEFERRED, how="resent")
-            log.info("tenant at its running cap: message replaced", extra=fields)
+            log.info("%s: message replaced", why, extra=fields)
             return True
     with contextlib.suppress(errors.QueueError):
         await queue.change_visibility(str(record.get("receiptHandle", "")), delay)
     metrics.count(metrics.DEFERRED, how="visibility")
-    log.debug("tenant at its running cap: message handed back", extra=fields)
+    log.debug("%s: message handed back", why, extra=fields)
     return False
 
 

@@ -72,12 +72,18 @@ async def create_job(
                 priority=body.priority.value,
                 deadline=body.deadline,
                 deadline_seconds=body.deadline_seconds,
+                key=body.key,
+                if_active=body.if_active,
             )
     except Exception:
         await verify_deferred(request)  # 401 first for a key revoked meanwhile
         raise
     response.headers["Location"] = f"/v1/jobs/{submitted.job['id']}"
-    if not submitted.created:
+    if submitted.dropped:
+        # Its key's active job answers (if_active drop_new): nothing was written.
+        response.status_code = 200
+        response.headers["Tasklease-Key-Decision"] = "dropped"
+    elif not submitted.created:
         response.headers["Idempotent-Replayed"] = "true"
     return JobPublic.of(submitted.job)
 

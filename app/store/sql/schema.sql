@@ -250,11 +250,19 @@ CREATE TABLE jobs (
     forked_from uuid,
     fork_step text,
     kind_version text,
+    flow_key text,
+    key_concurrency integer,
+    key_rate integer,
+    key_rate_seconds double precision,
+    key_claimed_at timestamp with time zone,
     CONSTRAINT jobs_attempt_check CHECK ((attempt >= 0)),
     CONSTRAINT jobs_dead_lettered_by_check CHECK ((dead_lettered_by = ANY (ARRAY['engine'::text, 'sweeper'::text, 'deadline'::text]))),
+    CONSTRAINT jobs_flow_key_length CHECK (((length(flow_key) >= 1) AND (length(flow_key) <= 200))) NOT VALID,
     CONSTRAINT jobs_fork_step_length CHECK (((length(fork_step) >= 1) AND (length(fork_step) <= 200))) NOT VALID,
     CONSTRAINT jobs_fork_step_with_fork CHECK (((fork_step IS NULL) OR (forked_from IS NOT NULL))) NOT VALID,
     CONSTRAINT jobs_idempotency UNIQUE (tenant, idempotency_key),
+    CONSTRAINT jobs_key_concurrency_positive CHECK ((key_concurrency >= 1)) NOT VALID,
+    CONSTRAINT jobs_key_rate_positive CHECK (((key_rate >= 1) AND (key_rate_seconds > (0)::double precision))) NOT VALID,
     CONSTRAINT jobs_kind_version_length CHECK (((length(kind_version) >= 1) AND (length(kind_version) <= 64))) NOT VALID,
     CONSTRAINT jobs_live_lease_has_token CHECK (((state <> ALL (ARRAY['leased'::job_state, 'running'::job_state])) OR ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT jobs_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
@@ -434,6 +442,8 @@ CREATE INDEX jobs_dead_letters ON public.jobs USING btree (finished_at, id) WHER
 CREATE INDEX jobs_deadline ON public.jobs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND (state = ANY (ARRAY['queued'::job_state, 'leased'::job_state, 'running'::job_state, 'retrying'::job_state, 'stalled'::job_state, 'waiting'::job_state])));
 CREATE INDEX jobs_expiring ON public.jobs USING btree (lease_expires_at) WHERE (state = ANY (ARRAY['leased'::job_state, 'running'::job_state]));
 CREATE INDEX jobs_finished ON public.jobs USING btree (state, finished_at) WHERE (finished_at IS NOT NULL);
+CREATE INDEX jobs_flow_key_claimed ON public.jobs USING btree (tenant, kind, flow_key, key_claimed_at) WHERE ((flow_key IS NOT NULL) AND (key_rate IS NOT NULL));
+CREATE INDEX jobs_flow_key_open ON public.jobs USING btree (tenant, kind, flow_key, created_at) WHERE ((flow_key IS NOT NULL) AND (state = ANY (ARRAY['queued'::job_state, 'leased'::job_state, 'running'::job_state, 'waiting'::job_state, 'retrying'::job_state, 'stalled'::job_state])));
 CREATE INDEX jobs_forked_from ON public.jobs USING btree (forked_from, created_at) WHERE (forked_from IS NOT NULL);
 CREATE INDEX jobs_payload_path ON public.jobs USING gin (payload jsonb_path_ops);
 CREATE INDEX jobs_rerun_of ON public.jobs USING btree (rerun_of, created_at) WHERE (rerun_of IS NOT NULL);

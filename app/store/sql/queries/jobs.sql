@@ -40,17 +40,23 @@ WITH caller AS (
                          %(trace_contexts)s::text[], %(priorities)s::text[],
                          %(deadlines)s::timestamptz[], %(deadline_seconds)s::float8[],
                          %(rerun_ofs)s::uuid[], %(forked_froms)s::uuid[],
-                         %(fork_steps)s::text[], %(notes)s::text[])
+                         %(fork_steps)s::text[], %(notes)s::text[],
+                         %(flow_keys)s::text[], %(key_concurrencies)s::int[],
+                         %(key_rates)s::int[], %(key_rate_seconds)s::float8[],
+                         %(debounces)s::float8[])
         WITH ORDINALITY AS t(id, kind, payload, max_attempts, timeout_seconds,
                              idempotency_key, request_hash, run_at, delay, trace_context,
                              priority, deadline_at, deadline_seconds, rerun_of, forked_from,
-                             fork_step, note, ord)
+                             fork_step, note, flow_key, key_concurrency, key_rate,
+                             key_rate_seconds, debounce, ord)
 ), timed AS (
     -- The run's deadline (migration 0022): a time, or seconds from the database's now.
+    -- A debounced job (migration 0030) waits its window on a timer (wait_key 'debounce').
     SELECT i.*, w.wake_at, coalesce(w.wake_at > now(), false) AS delayed,
            coalesce(i.deadline_at, now() + make_interval(secs => i.deadline_seconds)) AS deadline
     FROM input i,
-         LATERAL (SELECT coalesce(i.run_at, now() + make_interval(secs => i.delay)) AS wake_at) w
+         LATERAL (SELECT coalesce(i.run_at, now() + make_interval(secs => coalesce(i.delay, i.debounce)))
+                  AS wake_at) w
 ), replay AS (
     SELECT i.ord, j.request_hash = i.request_hash AS same FROM input i
     JOIN jobs j ON j.tenant = %(tenant)s AND j.idempotency_key = i.idempotency_key
@@ -108,13 +114,16 @@ WITH caller AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
                       idempotency_key, request_hash, state, wait_kind, wait_key, wake_at,
                       trace_context, priority, parked, deadline, rerun_of, forked_from,
-                      fork_step)
+                      fork_step, flow_key, key_concurrency, key_rate, key_rate_seconds)
     SELECT f.id, %(tenant)s, f.kind, f.payload, f.max_attempts, f.timeout_seconds,
            f.idempotency_key, f.request_hash,
            CASE WHEN f.delayed THEN 'waiting' ELSE 'queued' END::job_state,
-           CASE WHEN f.delayed THEN 'timer' END, CASE WHEN f.delayed THEN 'run_at' END,
+           CASE WHEN f.delayed THEN 'timer' END,
+           CASE WHEN f.delayed AND f.debounce IS NOT NULL THEN 'debounce'
+                WHEN f.delayed THEN 'run_at' END,
            CASE WHEN f.delayed THEN f.wake_at END, f.trace_context, f.priority, f.parked,
-           f.deadline, f.rerun_of, f.forked_from, f.fork_step
+           f.deadline, f.rerun_of, f.forked_from, f.fork_step, f.flow_key, f.key_concurrency,
+           f.key_rate, f.key_rate_seconds
     FROM fresh f, verdict v
     WHERE v.key_ok AND v.rate_ok AND v.flight_ok AND v.conflict_ord IS NULL AND v.fork_ok
     ORDER BY f.ord
@@ -123,7 +132,10 @@ WITH caller AS (
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
     SELECT id, NULL, state, 0,
-           CASE WHEN state = 'waiting' THEN 'accepted: runs at ' || wake_at::text
+           CASE WHEN state = 'waiting' AND wait_key = 'debounce'
+                THEN 'accepted, debounced: runs at ' || wake_at::text
+                     || ' unless a newer job of its key replaces it'
+                WHEN state = 'waiting' THEN 'accepted: runs at ' || wake_at::text
                 WHEN parked THEN 'accepted, parked: the tenant''s window on the queue is full '
                                  '(its running cap x TASKLEASE_QUEUE_WINDOW_PER_SLOT), sent '
                                  'when one of its leases ends'

@@ -4,6 +4,21 @@
 -- loads every file of this folder. Parameters are always bound (%(name)s), never
 -- formatted into the text.
 
+-- fragment: key_ahead
+-- The jobs ahead of job k on its key (same tenant, kind and key), at most its
+-- key_concurrency of them: the ones holding the key (claimed and not finished: a wait or
+-- a retry keeps it) and the ones queued before it (parked or not), so a key's jobs start
+-- in the order they were submitted.
+(SELECT count(*) FROM (
+    SELECT 1 FROM jobs x
+    WHERE x.tenant = k.tenant AND x.kind = k.kind AND x.flow_key = k.flow_key
+      AND x.id <> k.id
+      AND x.state IN ('queued', 'leased', 'running', 'waiting', 'retrying', 'stalled')
+      AND (x.state IN ('leased', 'running', 'retrying', 'stalled')
+           OR (x.state = 'waiting' AND x.key_claimed_at IS NOT NULL)
+           OR (x.state = 'queued' AND (x.created_at, x.id) < (k.created_at, k.id)))
+    LIMIT k.key_concurrency) AS ahead)
+
 -- name: claim_batch
 -- One statement for a batch of deliveries: claim each job with a fresh fencing token,
 -- count the attempt, write the event. Rows are locked in id order, so two batches that
@@ -15,6 +30,11 @@
 -- and the row comes back with refused = true (the caller deletes the message unrun).
 -- Two deliveries of one job in a batch: one claim wins, the other finds the winner's
 -- live lease (a duplicate). The caller matches rows by token.
+-- A keyed job (migration 0030) over its key's limits is not claimed and uses no attempt:
+-- key_over when its key_concurrency of the key's jobs are ahead of it (key_ahead), a
+-- queued one then parked (released when one of them ends); rate_over when key_rate of
+-- the key's jobs were claimed in the last key_rate_seconds (rate_wait: when the oldest
+-- of those leaves the period), its message handed back until then.
 -- The tenant's running cap (tenant_limits.max_running, else the default given): a job whose
 -- tenant already holds that many live leases (counting the ones this batch would add,
 -- in id order) is not claimed and uses no attempt: a queued one is parked (parked_now;
@@ -23,13 +43,15 @@
 -- back (for a parked job, only as a backstop).
 -- A claimed row says whether its tenant has parked jobs (has_parked): the worker
 -- releases one when the lease ends (release_parked).
--- Counted from the statement's snapshot, so claims that run at the same moment for one
--- tenant may each see the same free slots: the cap holds give or take those.
+-- The caller runs this after lock_claim_tenants in one transaction, so claims of one
+-- tenant take turns and each counts the leases the one before it committed: the caps
+-- are exact under concurrent claims.
 WITH input AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(generations)s::int[])
         AS t(id, token, generation)
 ), target AS (
-    SELECT j.id, j.state AS from_state, j.tenant,
+    SELECT j.id, j.state AS from_state, j.tenant, j.kind, j.flow_key, j.key_concurrency,
+           j.key_rate, j.key_rate_seconds, j.created_at,
            redrives_within(j.redriven_at, %(redrive_window)s) < %(redrive_budget)s AS budget_left,
            (j.state IN ('queued', 'retrying', 'stalled')
             OR (j.state = 'dead_lettered'
@@ -41,6 +63,28 @@ WITH input AS (
     WHERE j.id IN (SELECT id FROM input)
     ORDER BY j.id
     FOR UPDATE OF j
+), keyed AS (
+    SELECT k.id,
+           k.key_concurrency IS NOT NULL AND
+           -- use: key_ahead
+               >= k.key_concurrency AS key_over,
+           k.key_rate IS NOT NULL AND
+               (SELECT count(*) FROM jobs x
+                WHERE x.tenant = k.tenant AND x.kind = k.kind AND x.flow_key = k.flow_key
+                  AND x.key_rate IS NOT NULL AND x.id <> k.id
+                  AND x.key_claimed_at > now() - make_interval(secs => k.key_rate_seconds))
+               + row_number() OVER (PARTITION BY k.tenant, k.kind, k.flow_key
+                                    ORDER BY k.created_at, k.id) - 1
+               >= k.key_rate AS rate_over,
+           extract(epoch FROM
+               (SELECT min(x.key_claimed_at) FROM jobs x
+                WHERE x.tenant = k.tenant AND x.kind = k.kind AND x.flow_key = k.flow_key
+                  AND x.key_rate IS NOT NULL AND x.id <> k.id
+                  AND x.key_claimed_at > now() - make_interval(secs => k.key_rate_seconds))
+               + make_interval(secs => k.key_rate_seconds) - now())::float8 AS rate_wait
+    FROM target k
+    WHERE k.claimable AND k.flow_key IS NOT NULL
+      AND (k.key_concurrency IS NOT NULL OR k.key_rate IS NOT NULL)
 ), capped AS (
     SELECT c.id, c.tenant, c.cap, c.running + c.rank > c.cap AS over
     FROM (
@@ -54,26 +98,39 @@ WITH input AS (
                   AND r.id NOT IN (SELECT id FROM input)) AS running
         FROM target t
         WHERE t.claimable
+          AND NOT EXISTS (SELECT 1 FROM keyed k WHERE k.id = t.id AND (k.key_over OR k.rate_over))
     ) c
+), held AS (
+    -- Not claimed: over the tenant's running cap, or over its key's limits.
+    SELECT t.id, coalesce(c.over, false) AS tenant_over, coalesce(k.key_over, false) AS key_over,
+           coalesce(k.rate_over, false) AS rate_over, k.rate_wait, c.cap
+    FROM target t
+    LEFT JOIN capped c ON c.id = t.id
+    LEFT JOIN keyed k ON k.id = t.id
+    WHERE coalesce(c.over, false) OR coalesce(k.key_over, false) OR coalesce(k.rate_over, false)
 ), parking AS (
-    -- A queued job over the cap waits parked, with no message of its own to come back:
-    -- the next lease of its tenant to end (freeing the slot) releases it.
+    -- A queued job over the tenant's cap or behind its key waits parked, with no message
+    -- of its own to come back: the lease or the key's job that frees its slot releases it.
     UPDATE jobs j SET parked = true
-    FROM capped c
-    WHERE c.id = j.id AND c.over AND j.state = 'queued' AND NOT j.cancel_requested
+    FROM held h
+    WHERE h.id = j.id AND (h.tenant_over OR h.key_over) AND j.state = 'queued'
+      AND NOT j.cancel_requested
     RETURNING j.id
 ), deferred AS (
     SELECT j.*, t.from_state, i.token AS token, false AS refused, true AS deferred,
            (SELECT count(*) FROM jobs b
             WHERE b.tenant = j.tenant AND NOT b.parked
               AND b.state IN ('queued', 'retrying', 'stalled')) AS backlog,
-           c.cap,
+           coalesce(h.cap, 1) AS cap,
            false AS has_parked,
-           j.id IN (SELECT id FROM parking) AS parked_now
+           j.id IN (SELECT id FROM parking) AS parked_now,
+           CASE WHEN h.rate_over AND NOT (h.tenant_over OR h.key_over) THEN 'rate'
+                WHEN h.key_over THEN 'key' END AS held_by,
+           CASE WHEN h.rate_over THEN h.rate_wait END AS key_wait
     FROM jobs j
     JOIN target t ON t.id = j.id
     JOIN input i ON i.id = j.id
-    JOIN capped c ON c.id = j.id AND c.over
+    JOIN held h ON h.id = j.id
 ), claimed AS (
     UPDATE jobs j
     SET state = 'leased',
@@ -88,6 +145,7 @@ WITH input AS (
         lease_owner = %(owner)s,
         lease_token = i.token,
         lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
+        key_claimed_at = CASE WHEN j.flow_key IS NOT NULL THEN now() ELSE j.key_claimed_at END,
         updated_at = now()
     FROM target t, input i
     WHERE j.id = t.id AND i.id = t.id
@@ -97,12 +155,12 @@ WITH input AS (
            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now())
            OR (j.state = 'dead_lettered' AND t.budget_left
                AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')))
-      AND NOT EXISTS (SELECT 1 FROM capped c WHERE c.id = j.id AND c.over)
+      AND NOT EXISTS (SELECT 1 FROM held h WHERE h.id = j.id)
     RETURNING j.*, t.from_state, i.token AS token, false AS refused, false AS deferred,
               0::bigint AS backlog, 0 AS cap,
               EXISTS (SELECT 1 FROM jobs p WHERE p.tenant = j.tenant AND p.parked
                       AND p.state = 'queued') AS has_parked,
-              false AS parked_now
+              false AS parked_now, NULL::text AS held_by, NULL::float8 AS key_wait
 ), refused AS (
     UPDATE jobs j
     SET last_error = CASE WHEN starts_with(coalesce(j.last_error, ''), 'redrive budget used up')
@@ -116,7 +174,8 @@ WITH input AS (
       AND j.state = 'dead_lettered' AND NOT t.budget_left
       AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')
     RETURNING j.*, t.from_state, i.token AS token, true AS refused, false AS deferred,
-              0::bigint AS backlog, 0 AS cap, false AS has_parked, false AS parked_now
+              0::bigint AS backlog, 0 AS cap, false AS has_parked, false AS parked_now,
+              NULL::text AS held_by, NULL::float8 AS key_wait
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
     SELECT id, from_state, 'leased'::job_state, attempt, lease_owner,
@@ -129,6 +188,16 @@ WITH input AS (
     FROM refused
 )
 SELECT * FROM claimed UNION ALL SELECT * FROM refused UNION ALL SELECT * FROM deferred;
+
+-- name: lock_claim_tenants
+-- Before claim_batch, in its transaction: the tenants of these jobs, each locked for the
+-- transaction (in one order, so two claims never wait on each other in a circle), so
+-- claims of one tenant take turns and its running cap and its keys' limits are exact.
+SELECT count(pg_advisory_xact_lock(s.lock)) AS locked FROM (
+    SELECT DISTINCT hashtextextended('tasklease.claim:' || tenant, 0) AS lock
+    FROM jobs WHERE id = ANY(%(ids)s::uuid[])
+    ORDER BY 1
+) AS s;
 
 -- name: start_batch
 -- leased -> running for a batch, with each job's recorded effects, in one round trip.
@@ -261,20 +330,25 @@ WITH t AS (
                 AND j.state IN ('queued', 'retrying', 'stalled', 'leased', 'running')) AS free
     FROM t
 ), pick AS (
+    -- A keyed job goes only when fewer than its key_concurrency of its key's jobs are
+    -- ahead of it (the claim's test, key_ahead): the slot one of them freed.
     SELECT p.id FROM room,
-         LATERAL (SELECT j.id FROM jobs j
-                  WHERE j.tenant = room.tenant AND j.parked AND j.state = 'queued'
-                  ORDER BY (j.priority <> 'high'), (j.priority = 'low'), j.created_at, j.id
+         LATERAL (SELECT k.id FROM jobs k
+                  WHERE k.tenant = room.tenant AND k.parked AND k.state = 'queued'
+                    AND (k.key_concurrency IS NULL OR
+                         -- use: key_ahead
+                         < k.key_concurrency)
+                  ORDER BY (k.priority <> 'high'), (k.priority = 'low'), k.created_at, k.id
                   LIMIT greatest(room.free, 0)
                   FOR UPDATE SKIP LOCKED) p
 ), up AS (
     UPDATE jobs j SET parked = false, updated_at = now()
     FROM pick WHERE j.id = pick.id AND j.parked AND j.state = 'queued'
-    RETURNING j.id, j.trace_context, j.tenant, j.priority
+    RETURNING j.id, j.trace_context, j.tenant, j.priority, j.flow_key
 ), box AS (
     INSERT INTO outbox (job_id) SELECT id FROM up RETURNING id, job_id
 )
-SELECT box.id, box.job_id, up.trace_context, up.tenant, up.priority
+SELECT box.id, box.job_id, up.trace_context, up.tenant, up.priority, up.flow_key
 FROM box JOIN up ON up.id = box.job_id;
 
 -- name: parked_tenants

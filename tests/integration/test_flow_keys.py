@@ -1,0 +1,246 @@
+"""Flow control by key (issue 35): one run per conversation in order, the if_active
+policies, a debounce, a rate per key, keys scoped to the tenant, and the tenant's running
+cap exact under claims at the same moment. On every carrier the stack runs."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+import uuid
+from typing import Any
+
+import pytest
+
+from app import errors, store
+from app.states import JobState
+from app.store import leases
+from tests.conftest import Stack, job_row
+from tests.helpers import drain, engine_for, handle_and_ack, receive_records, submit
+
+pytestmark = pytest.mark.integration
+
+
+def states(sql: Any, ids: list[Any]) -> list[str]:
+    return [job_row(sql, i)["state"] for i in ids]
+
+
+def when(row: dict[str, Any], field: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(row["result"][field])
+
+
+@pytest.mark.asyncio
+async def test_three_messages_to_one_conversation_run_one_at_a_time_in_order(
+    stack: Stack, sql: Any
+) -> None:
+    async with engine_for(stack.settings) as engine:
+        ids = [
+            await submit(engine, "demo.converse", {"conversation": "c-1", "text": f"m{i}"})
+            for i in range(3)
+        ]
+        other = await submit(engine, "demo.converse", {"conversation": "c-2", "text": "x"})
+        # The first batch holds all four deliveries: c-1's first and c-2's run, the
+        # others wait parked behind their key, with no attempt used.
+        records = await receive_records(engine, wait=1)
+        for _ in range(5):
+            if len(records) >= 4:
+                break
+            records += await receive_records(engine, wait=1)
+        await handle_and_ack(engine, records)
+        rows = {i: job_row(sql, i) for i in [*ids, other]}
+        assert rows[ids[0]]["state"] == JobState.SUCCEEDED
+        assert rows[other]["state"] == JobState.SUCCEEDED, "another key is not held by c-1"
+        assert all(rows[i]["state"] == JobState.QUEUED for i in ids[1:])
+        assert all(rows[i]["attempt"] == 0 for i in ids[1:]), "waiting its turn uses no attempt"
+        await drain(engine, sql, ids, deadline=60)
+    rows = [job_row(sql, i) for i in ids]
+    assert [r["state"] for r in rows] == [JobState.SUCCEEDED] * 3
+    assert [r["result"]["text"] for r in rows] == ["re: m0", "re: m1", "re: m2"]
+    for before, after in itertools.pairwise(rows):
+        assert when(before, "ended_at") <= when(after, "started_at"), (
+            "a conversation's runs never overlap, and go in the order they came"
+        )
+    assert [r["flow_key"] for r in rows] == ["c-1"] * 3
+
+
+@pytest.mark.asyncio
+async def test_a_key_is_held_across_a_wait(stack: Stack, sql: Any) -> None:
+    """A run waiting on a timer still holds its conversation: the next message waits."""
+    async with engine_for(stack.settings) as engine:
+        first = await submit(
+            engine, "demo.converse", {"conversation": "w", "seconds": 0, "wait_seconds": 2}
+        )
+        second = await submit(engine, "demo.converse", {"conversation": "w", "seconds": 0})
+        for _ in range(10):
+            records = await receive_records(engine, wait=1)
+            if records:
+                await handle_and_ack(engine, records)
+            if job_row(sql, first)["state"] == JobState.WAITING:
+                break
+        for _ in range(2):
+            records = await receive_records(engine, wait=1)
+            if records:
+                await handle_and_ack(engine, records)
+            assert job_row(sql, second)["state"] == JobState.QUEUED, (
+                "the first holds its key while it waits"
+            )
+        await drain(engine, sql, [first, second], deadline=60)
+    a, b = job_row(sql, first), job_row(sql, second)
+    assert (a["state"], b["state"]) == (JobState.SUCCEEDED, JobState.SUCCEEDED)
+    assert when(a, "ended_at") <= when(b, "started_at")
+
+
+@pytest.mark.asyncio
+async def test_keys_are_scoped_to_the_tenant(stack: Stack, sql: Any) -> None:
+    async with engine_for(stack.settings) as engine:
+        a = await submit(engine, "demo.converse", {"conversation": "c-1"}, tenant="acme")
+        b = await submit(engine, "demo.converse", {"conversation": "c-1"}, tenant="beta")
+        await drain(engine, sql, [a, b], deadline=30)
+    rows = [job_row(sql, i) for i in (a, b)]
+    assert [r["state"] for r in rows] == [JobState.SUCCEEDED] * 2
+    assert [r["parked"] for r in rows] == [False, False]
+    assert [r["attempt"] for r in rows] == [1, 1]
+
+
+@pytest.mark.asyncio
+async def test_if_active_reject_answers_409_naming_the_active_job_and_writes_nothing(
+    stack: Stack, sql: Any
+) -> None:
+    async with engine_for(stack.settings) as engine:
+        first = await submit(engine, "demo.converse", {"conversation": "r"})
+        before = sql.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"]
+        with pytest.raises(errors.Conflict) as refused:
+            await submit(engine, "demo.converse", {"conversation": "r"}, if_active="reject")
+        assert str(first) in str(refused.value)
+        assert sql.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == before
+        await drain(engine, sql, [first])
+        # Ended: the key is free again.
+        again = await submit(engine, "demo.converse", {"conversation": "r"}, if_active="reject")
+        await drain(engine, sql, [again])
+    assert states(sql, [first, again]) == [JobState.SUCCEEDED] * 2
+
+
+@pytest.mark.asyncio
+async def test_if_active_drop_new_answers_the_active_job(stack: Stack, sql: Any) -> None:
+    from app.services import submit as service
+
+    async with engine_for(stack.settings) as engine:
+        first = await submit(engine, "demo.converse", {"conversation": "d"})
+        before = sql.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"]
+        dropped = await service.submit(
+            engine.settings,
+            engine.db,
+            engine.queue,
+            kind="demo.converse",
+            payload={"conversation": "d"},
+            if_active="drop_new",
+        )
+        assert dropped.dropped and not dropped.created
+        assert dropped.job["id"] == first
+        assert sql.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == before
+        await drain(engine, sql, [first])
+
+
+@pytest.mark.asyncio
+async def test_if_active_cancel_active_cancels_the_queued_one_naming_the_new(
+    stack: Stack, sql: Any
+) -> None:
+    async with engine_for(stack.settings) as engine:
+        old = await submit(engine, "demo.converse", {"conversation": "x", "text": "old"})
+        new = await submit(
+            engine,
+            "demo.converse",
+            {"conversation": "x", "text": "new"},
+            if_active="cancel_active",
+        )
+        await drain(engine, sql, [old, new])
+    assert states(sql, [old, new]) == [JobState.CANCELLED, JobState.SUCCEEDED]
+    detail = sql.execute(
+        "SELECT detail FROM job_events WHERE job_id = %s AND to_state = 'cancelled'", (old,)
+    ).fetchone()["detail"]
+    assert f"replaced by job {new}" in detail
+
+
+@pytest.mark.asyncio
+async def test_a_debounce_of_2s_turns_ten_submissions_into_one_run(stack: Stack, sql: Any) -> None:
+    async with engine_for(stack.settings) as engine:
+        ids = [
+            await submit(engine, "demo.reindex", {"document": "doc-1", "revision": i})
+            for i in range(10)
+        ]
+        await drain(engine, sql, ids, deadline=60)
+    rows = [job_row(sql, i) for i in ids]
+    assert [r["state"] for r in rows] == [JobState.CANCELLED] * 9 + [JobState.SUCCEEDED]
+    assert rows[-1]["result"] == {"document": "doc-1", "indexed_revision": 9}
+    assert all(r["runs"] == 0 for r in rows[:-1]), "a replaced job never ran"
+    for earlier in ids[:-1]:
+        detail = sql.execute(
+            "SELECT detail FROM job_events WHERE job_id = %s AND to_state = 'cancelled'",
+            (earlier,),
+        ).fetchone()["detail"]
+        assert detail.startswith("debounced: replaced by job ")
+    last_replaced = sql.execute(
+        "SELECT detail FROM job_events WHERE job_id = %s AND to_state = 'cancelled'", (ids[-2],)
+    ).fetchone()["detail"]
+    assert str(ids[-1]) in last_replaced, "the reason names the job that replaced it"
+
+
+@pytest.mark.asyncio
+async def test_a_rate_per_key_spaces_the_starts(stack: Stack, sql: Any) -> None:
+    """demo.sync: 2 starts a second per integration. Five at once start over >= 2 s."""
+    async with engine_for(stack.settings) as engine:
+        ids = [await submit(engine, "demo.sync", {"integration": "i-1", "n": i}) for i in range(5)]
+        await drain(engine, sql, ids, deadline=60)
+    rows = [job_row(sql, i) for i in ids]
+    assert [r["state"] for r in rows] == [JobState.SUCCEEDED] * 5
+    claims = sorted(
+        r["at"]
+        for r in sql.execute(
+            "SELECT at FROM job_events WHERE job_id = ANY(%s::uuid[]) AND to_state = 'leased'",
+            ([str(i) for i in ids],),
+        ).fetchall()
+    )
+    assert len(claims) == 5
+    for i in range(len(claims) - 2):
+        assert claims[i + 2] - claims[i] >= dt.timedelta(seconds=1), (
+            "no three claims of the key within one second"
+        )
+    assert all(r["attempt"] == 1 for r in rows), "waiting for the rate uses no attempt"
+
+
+@pytest.mark.asyncio
+async def test_the_tenant_running_cap_is_exact_under_claims_at_the_same_moment(
+    stack: Stack, sql: Any
+) -> None:
+    """Two workers claim a cap-1 tenant's jobs at the same moment, many times: never two
+    leases at once (each claim counts the one before it committed)."""
+    async with engine_for(stack.settings) as one, engine_for(stack.settings) as two:
+        await store.tenants.set_limits(one.db, "capped", max_running=1)
+        for _ in range(8):
+            ids = [await submit(one, "demo.noop", {}, tenant="capped") for _ in range(2)]
+            budget = leases.RedriveBudget.of(one.settings)
+            tokens = [uuid.uuid4() for _ in ids]
+            claims = await asyncio.gather(
+                *(
+                    leases.claim_batch(
+                        engine.db,
+                        job_ids=[job_id],
+                        tokens=[token],
+                        generations=[None],
+                        owner=f"w{n}",
+                        lease_seconds=60,
+                        redrive=budget,
+                        max_running=100,
+                    )
+                    for n, (engine, job_id, token) in enumerate(
+                        zip((one, two), ids, tokens, strict=True)
+                    )
+                )
+            )
+            claimed = [v for c in claims for v in c.values() if not v.deferred]
+            assert len(claimed) == 1, "one lease at most for a tenant whose cap is 1"
+            sql.execute(
+                "UPDATE jobs SET state = 'succeeded', lease_token = NULL, finished_at = now() "
+                "WHERE id = ANY(%s::uuid[])",
+                ([str(i) for i in ids],),
+            )
