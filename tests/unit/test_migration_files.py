@@ -14,11 +14,12 @@ pytestmark = pytest.mark.unit
 MARK = migration_files.ONLINE_MARKER
 
 
-def test_every_migration_file_reads_and_0024_and_0025_build_their_jobs_indexes_online() -> None:
+def test_every_migration_file_reads_and_builds_its_jobs_indexes_online() -> None:
     online = {m.version: [s.index for s in m.online] for m in migration_files.load() if m.online}
     assert online == {
         "0024_reruns": ["jobs_rerun_of", "jobs_forked_from"],
         "0025_search_and_bulk": ["jobs_payload_path"],
+        "0030_flow_keys": ["jobs_flow_key_open", "jobs_flow_key_claimed"],
     }
 
 
