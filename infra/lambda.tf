@@ -30,7 +30,7 @@ locals {
       handler     = "handlers.worker.handler"
       description = "tasklease worker, fed by the SQS event source mapping"
       timeout     = local.worker_timeout_seconds
-      memory      = var.worker_memory_mb
+      memory      = local.worker_memory_mb
       env = {
         TASKLEASE_POOL_MAX_SIZE = tostring(var.db_pool_max_size)
         # The engine reads the time left from the Lambda context; this keeps the
@@ -99,6 +99,10 @@ locals {
       TASKLEASE_LOG_LEVEL        = var.log_level
       TASKLEASE_KINDS            = var.kinds
       TASKLEASE_MODEL_PROVIDER   = var.model_provider
+      # handlers/emf.py: which metrics become CloudWatch custom metrics, under which
+      # labels (the deployment_profile's; small bounds them, production keeps all).
+      TASKLEASE_EMF_METRICS    = local.profile.emf_metrics
+      TASKLEASE_EMF_DIMENSIONS = local.profile.emf_dimensions
     },
     var.openai_base_url == null ? {} : { TASKLEASE_OPENAI_BASE_URL = var.openai_base_url },
     var.webhook_url == null ? {} : { TASKLEASE_WEBHOOK_URL = var.webhook_url },
@@ -138,6 +142,8 @@ resource "aws_lambda_function" "fn" {
   vpc_config {
     subnet_ids         = aws_subnet.private[*].id
     security_group_ids = [aws_security_group.lambda.id]
+    # small: outbound IPv6 through the egress-only internet gateway (network.tf).
+    ipv6_allowed_for_dual_stack = local.profile.ipv6_egress
   }
 
   environment {
@@ -145,7 +151,7 @@ resource "aws_lambda_function" "fn" {
   }
 
   tracing_config {
-    mode = "Active"
+    mode = local.profile.tracing_mode
   }
 
   logging_config {
