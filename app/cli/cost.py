@@ -209,12 +209,14 @@ def targets_lines(doc: dict[str, Any]) -> list[str]:
     out_lines = []
     for x in small.get("targets", []):
         v = x["value"]
-        shown = "not measured" if v is None else (
-            _jobs(round(v)) if x["at_most"] >= 1000 else _usd(v)
+        shown = (
+            "not measured" if v is None else (_jobs(round(v)) if x["at_most"] >= 1000 else _usd(v))
         )
         limit = _jobs(x["at_most"]) if x["at_most"] >= 1000 else _usd(x["at_most"])
         verdict = "[green]met[/]" if x["met"] else "[red]NOT met[/]"
-        out_lines.append(f"- small profile: {escape(x['what'])}: {shown} (target at most {limit}): {verdict}")
+        out_lines.append(
+            f"- small profile: {escape(x['what'])}: {shown} (target at most {limit}): {verdict}"
+        )
     return out_lines
 
 

@@ -158,7 +158,10 @@ def _endpoint_line(opts: Options, prices: PriceTable) -> Line:
         )
     return Line(
         "VPC interface endpoints",
-        INTERFACE_ENDPOINTS * AVAILABILITY_ZONES * HOURS_PER_MONTH * prices["vpc_interface_endpoint_hour"],
+        INTERFACE_ENDPOINTS
+        * AVAILABILITY_ZONES
+        * HOURS_PER_MONTH
+        * prices["vpc_interface_endpoint_hour"],
         f"sqs + secretsmanager in {AVAILABILITY_ZONES} AZs",
     )
 

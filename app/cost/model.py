@@ -262,7 +262,11 @@ def targets(summary: dict[str, Any]) -> list[dict[str, Any]]:
     triage = summary["per_million_usd"].get(HEADLINE_KIND, {}).get(LOW_TRAFFIC)
     at = summary["break_even_jobs_per_month"].get(HEADLINE_KIND)
     rows = [
-        ("fixed per month", SMALL_TARGETS["fixed_monthly_usd_at_most"], summary["fixed_monthly_usd"]),
+        (
+            "fixed per month",
+            SMALL_TARGETS["fixed_monthly_usd_at_most"],
+            summary["fixed_monthly_usd"],
+        ),
         (
             f"{HEADLINE_KIND}, low traffic, per million jobs",
             SMALL_TARGETS["support.triage_low_traffic_per_million_usd_at_most"],

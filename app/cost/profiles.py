@@ -83,9 +83,7 @@ def profile(name: str) -> Profile:
     try:
         return PROFILES[name]
     except KeyError:
-        raise errors.ConfigError(
-            f"profile: one of {', '.join(PROFILES)}, got {name!r}"
-        ) from None
+        raise errors.ConfigError(f"profile: one of {', '.join(PROFILES)}, got {name!r}") from None
 
 
 def _parse(metric: str) -> tuple[str, str, dict[str, str]]:

@@ -53,7 +53,9 @@ def test_each_profile_is_terraforms(name: str) -> None:
     assert got["tracing_mode"] == p.tracing_mode
     assert _tf_emf(got["emf_metrics"]) == p.emf_metrics
     assert _tf_emf(got["emf_dimensions"]) == p.emf_dimensions
-    validation = tfconfig.expr(tfconfig.variables()["deployment_profile"]["validation"][0]["condition"])
+    validation = tfconfig.expr(
+        tfconfig.variables()["deployment_profile"]["validation"][0]["condition"]
+    )
     assert f'"{name}"' in validation
 
 
@@ -65,11 +67,15 @@ def test_the_profile_drives_the_resources_it_prices() -> None:
     assert "local.profile.ipv6_egress" in tfconfig.expr(
         tfconfig.blocks(fn, "vpc_config")[0]["ipv6_allowed_for_dual_stack"]
     )
-    assert "local.profile.interface_endpoints" in tfconfig.expr(r[("aws_vpc_endpoint", "interface")]["for_each"])
+    assert "local.profile.interface_endpoints" in tfconfig.expr(
+        r[("aws_vpc_endpoint", "interface")]["for_each"]
+    )
     assert tfconfig.expr(r[("aws_db_instance", "main")]["multi_az"]) == "local.db_multi_az"
     assert "local.profile.nat_gateway_per_az" in tfconfig.expr(tfconfig.locals_()["nat_gateways"])
     assert tfconfig.expr(r[("aws_nat_gateway", "main")]["count"]) == "local.nat_gateways"
-    assert "local.profile.ipv6_egress" in tfconfig.expr(r[("aws_egress_only_internet_gateway", "main")]["count"])
+    assert "local.profile.ipv6_egress" in tfconfig.expr(
+        r[("aws_egress_only_internet_gateway", "main")]["count"]
+    )
 
 
 def test_the_interface_endpoints_availability_zones_and_priority_queues() -> None:

@@ -66,6 +66,10 @@ def test_bounded_keeps_the_listed_metrics_under_the_listed_labels_summed() -> No
 def test_the_settings_read_all_none_and_lists(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TASKLEASE_EMF_DIMENSIONS", raising=False)
     assert emf._setting("TASKLEASE_EMF_DIMENSIONS") is None
-    for raw, want in (("all", None), ("none", frozenset()), (" outcome, kind ", {"outcome", "kind"})):
+    for raw, want in (
+        ("all", None),
+        ("none", frozenset()),
+        (" outcome, kind ", {"outcome", "kind"}),
+    ):
         monkeypatch.setenv("TASKLEASE_EMF_DIMENSIONS", raw)
         assert emf._setting("TASKLEASE_EMF_DIMENSIONS") == want
