@@ -19,6 +19,7 @@ from app.cost import figures as cost_figures
 from app.cost import model as cost_model
 from app.cost import prices as cost_prices
 from app.cost import profiles as cost_profiles
+from app.cost import sides as cost_sides
 
 HOURS = 730
 FIGURES = Path(__file__).resolve().parents[2] / "bench" / "results" / "cost.json"
@@ -315,7 +316,7 @@ def cost(
         env_prices = os.environ.get(PRICES_ENV)
         table = cost_prices.load_prices(prices or (Path(env_prices) if env_prices else None))
         cost_profiles.profile(profile)
-        doc = cost_model.price_profiles(
+        doc = cost_sides.price_profiles(
             cost_figures.load_figures(figures),
             table,
             profile,

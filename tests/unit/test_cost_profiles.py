@@ -18,6 +18,7 @@ from app.cost import durable as cd
 from app.cost import fixed as cf
 from app.cost import model as cm
 from app.cost import profiles as cp
+from app.cost import sides
 from app.cost.figures import load_figures
 from app.cost.prices import load_prices
 from tests.unit.test_cost_cli import invoke, wide_console  # noqa: F401 (autouse: unwrapped output)
@@ -99,7 +100,7 @@ def test_the_small_profiles_job_lines_by_hand() -> None:
 
 
 def test_both_profiles_side_by_side_with_the_small_ones_targets() -> None:
-    doc = cm.price_profiles(HAND_FIGURES, prices(), "small", model_seconds=1.0)
+    doc = sides.price_profiles(HAND_FIGURES, prices(), "small", model_seconds=1.0)
     assert set(doc["profiles"]) == {"small", "production"}
     assert doc["profile"] == "small" and doc["options"]["profile"] == "small"
     for name, entry in doc["profiles"].items():
@@ -127,16 +128,16 @@ def test_the_targets_are_met_only_at_or_under_their_figures() -> None:
             "break_even_jobs_per_month": {"support.triage": at},
         }
 
-    assert [t["met"] for t in cm.targets(summary(20.0, 15.0, 1_000_000))] == [True] * 3
-    assert [t["met"] for t in cm.targets(summary(20.01, 15.01, 1_000_001))] == [False] * 3
-    assert not cm.targets(summary(1.0, 1.0, None))[2]["met"]  # never cheaper
+    assert [t["met"] for t in sides.targets(summary(20.0, 15.0, 1_000_000))] == [True] * 3
+    assert [t["met"] for t in sides.targets(summary(20.01, 15.01, 1_000_001))] == [False] * 3
+    assert not sides.targets(summary(1.0, 1.0, None))[2]["met"]  # never cheaper
 
 
 # --- the committed price file and figures ----------------------------------------------
 
 
 def committed() -> dict[str, Any]:
-    return cm.price_profiles(load_figures(FIGURES), load_prices(), "production")
+    return sides.price_profiles(load_figures(FIGURES), load_prices(), "production")
 
 
 def test_the_committed_small_profile_meets_its_targets() -> None:
