@@ -275,12 +275,12 @@ def cost(
         int, typer.Option(help="the API function's memory")
     ] = cost_base.TERRAFORM_DEFAULTS["api_memory_mb"],
     worker_memory_mb: Annotated[
-        int,
+        int | None,
         typer.Option(
             help="the worker function's memory, in both profiles (default: each profile's)",
             show_default=False,
         ),
-    ] = 0,
+    ] = None,
     sweeper_memory_mb: Annotated[
         int, typer.Option(help="the sweeper function's memory")
     ] = cost_base.TERRAFORM_DEFAULTS["sweeper_memory_mb"],

@@ -80,8 +80,8 @@ class Options:
     profile: str = DEFAULT_PROFILE
     arch: str = TERRAFORM_DEFAULTS["lambda_architecture"]
     api_memory_mb: int = TERRAFORM_DEFAULTS["api_memory_mb"]
-    # 0: the profile's (Terraform's worker_memory_mb left at null).
-    worker_memory_mb: int = 0
+    # None: the profile's (Terraform's worker_memory_mb left at null); an int once built.
+    worker_memory_mb: int = None  # type: ignore[assignment]
     sweeper_memory_mb: int = TERRAFORM_DEFAULTS["sweeper_memory_mb"]
     model_seconds: float = 2.0  # per model call, billed while the worker waits for it
     esm_pollers: int = 5  # per event source mapping while the queue is empty
@@ -99,7 +99,7 @@ class Options:
 
     def __post_init__(self) -> None:
         p = profile(self.profile)
-        if not self.worker_memory_mb:
+        if self.worker_memory_mb is None:
             object.__setattr__(self, "worker_memory_mb", p.worker_memory_mb)
         if self.xray_sampled is None and p.tracing_mode == "PassThrough":
             object.__setattr__(self, "xray_sampled", 0.0)

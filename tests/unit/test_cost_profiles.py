@@ -46,6 +46,8 @@ def test_the_small_profile_takes_its_shape() -> None:
     assert cb.Options().profile == "production" and cb.Options().worker_memory_mb == 1024
     with pytest.raises(errors.ConfigError, match="profile: one of small, production"):
         cb.Options(profile="medium")
+    with pytest.raises(errors.ConfigError, match="worker_memory_mb: Lambda takes 128"):
+        cb.Options(profile="small", worker_memory_mb=0)  # not "the profile's"
 
 
 def test_the_small_profiles_fixed_lines_by_hand() -> None:
