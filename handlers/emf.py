@@ -14,12 +14,21 @@ counter's increment a Count, a histogram's increments its ``_count`` (Count) and
 ``_sum`` (Seconds). At most 100 metrics per object (the spec's limit); a tenant is never
 a dimension (no metric carries one). The scrape-time figures (jobs by state, DLQ depth)
 are the API's GET /metrics, not these lines.
+
+Each metric name + dimension values is a CloudWatch custom metric, billed a month each,
+so two settings bound how many there are (Terraform sets them per deployment_profile):
+TASKLEASE_EMF_METRICS, the sample names written (comma-separated; "all" or unset: every
+one), and TASKLEASE_EMF_DIMENSIONS, the labels kept as dimensions ("all" or unset: every
+label; "none" or empty: none). Increments of label values that differ only in labels
+not kept are summed into one figure, so the count is at most the metrics kept times the
+kept labels' values, whatever the number of kinds.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from collections import defaultdict
@@ -77,6 +86,39 @@ def increments(
     return dict(out)
 
 
+ALL = "all"
+
+
+def _setting(name: str) -> frozenset[str] | None:
+    """A comma-separated setting: None for every one ("all" or unset), else the set."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == ALL:
+        return None
+    if raw.strip() == "none":
+        return frozenset()
+    return frozenset(p.strip() for p in raw.split(",") if p.strip())
+
+
+def bounded(
+    moved: dict[Labels, dict[str, tuple[float, str]]],
+    metrics: frozenset[str] | None,
+    dimensions: frozenset[str] | None,
+) -> dict[Labels, dict[str, tuple[float, str]]]:
+    """Only the metrics kept, under only the labels kept: increments whose label values
+    differ only in dropped labels summed into one."""
+    if metrics is None and dimensions is None:
+        return moved
+    out: dict[Labels, dict[str, tuple[float, str]]] = defaultdict(dict)
+    for labels, figures in moved.items():
+        kept = labels if dimensions is None else tuple((k, v) for k, v in labels if k in dimensions)
+        for name, (delta, unit) in figures.items():
+            if metrics is not None and name not in metrics:
+                continue
+            before = out[kept].get(name, (0.0, unit))[0]
+            out[kept][name] = (before + delta, unit)
+    return {k: v for k, v in out.items() if v}
+
+
 def documents(
     moved: dict[Labels, dict[str, tuple[float, str]]], *, now_ms: int | None = None
 ) -> list[dict[str, Any]]:
@@ -110,7 +152,10 @@ def flush(stream: TextIO | None = None) -> int:
     """Write what moved since the last flush as EMF lines (stdout: Lambda's log); how
     many lines. Never raises: a metric must not fail an invocation."""
     try:
-        docs = documents(increments())
+        moved = bounded(
+            increments(), _setting("TASKLEASE_EMF_METRICS"), _setting("TASKLEASE_EMF_DIMENSIONS")
+        )
+        docs = documents(moved)
         out = stream or sys.stdout
         for doc in docs:
             out.write(json.dumps(doc, separators=(",", ":")) + "\n")

@@ -30,7 +30,7 @@ locals {
       handler     = "handlers.worker.handler"
       description = "tasklease worker, fed by the SQS event source mapping"
       timeout     = local.worker_timeout_seconds
-      memory      = var.worker_memory_mb
+      memory      = local.worker_memory_mb
       env = {
         TASKLEASE_POOL_MAX_SIZE = tostring(var.db_pool_max_size)
         # The engine reads the time left from the Lambda context; this keeps the
@@ -99,6 +99,10 @@ locals {
       TASKLEASE_LOG_LEVEL        = var.log_level
       TASKLEASE_KINDS            = var.kinds
       TASKLEASE_MODEL_PROVIDER   = var.model_provider
+      # handlers/emf.py: which metrics become CloudWatch custom metrics, under which
+      # labels (the deployment_profile's; small bounds them, production keeps all).
+      TASKLEASE_EMF_METRICS    = local.profile.emf_metrics
+      TASKLEASE_EMF_DIMENSIONS = local.profile.emf_dimensions
     },
     var.openai_base_url == null ? {} : { TASKLEASE_OPENAI_BASE_URL = var.openai_base_url },
     var.webhook_url == null ? {} : { TASKLEASE_WEBHOOK_URL = var.webhook_url },
@@ -118,6 +122,7 @@ resource "aws_lambda_function" "fn" {
   #checkov:skip=CKV_AWS_116:api and worker are invoked synchronously (API Gateway, the SQS event source, whose failures go to the queue's own DLQ); the sweeper's async config below drops a failed run because the next one starts a minute later
   #checkov:skip=CKV_AWS_115:concurrency is bounded where it is decided: scaling_config.maximum_concurrency for the worker, stage throttling for the API; a reservation on a new account (limit 10) fails to apply, and the sweeper is safe to run twice (SKIP LOCKED)
   #checkov:skip=CKV_AWS_173:the environment holds no secret (the password stays in Secrets Manager); Lambda encrypts it at rest with its AWS-managed key
+  #checkov:skip=CKV_AWS_50:tracing is the deployment_profile's: Active in production; PassThrough in small (traced only when an upstream sends a sampled header), which saves X-Ray's $5 per million traces (docs/howto/deploy-aws.md#profiles)
   #checkov:skip=CKV_AWS_272:code signing needs an AWS Signer profile the operator owns; the artefact is built reproducibly from uv.lock by `make package`
 
   function_name = "${var.name}-${each.key}"
@@ -138,6 +143,8 @@ resource "aws_lambda_function" "fn" {
   vpc_config {
     subnet_ids         = aws_subnet.private[*].id
     security_group_ids = [aws_security_group.lambda.id]
+    # small: outbound IPv6 through the egress-only internet gateway (network.tf).
+    ipv6_allowed_for_dual_stack = local.profile.ipv6_egress
   }
 
   environment {
@@ -145,7 +152,7 @@ resource "aws_lambda_function" "fn" {
   }
 
   tracing_config {
-    mode = "Active"
+    mode = local.profile.tracing_mode
   }
 
   logging_config {

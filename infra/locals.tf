@@ -35,6 +35,35 @@ locals {
   # TASKLEASE_PRIORITY_WEIGHTS: what the local event source polls by, from the same variable.
   priority_weights_setting = join(",", [for p in ["high", "normal", "low"] : "${p}=${var.priority_weights[p]}"])
 
+  # What deployment_profile chooses (app/cost/profiles.py holds the same values;
+  # tests/infra/test_cost_defaults.py fails when they disagree).
+  profiles = {
+    small = {
+      interface_endpoints = false
+      ipv6_egress         = true
+      nat_gateway_per_az  = false
+      db_multi_az         = false
+      worker_memory_mb    = 256
+      tracing_mode        = "PassThrough"
+      emf_metrics         = "tasklease_jobs_submitted_total,tasklease_jobs_completed_total,tasklease_job_run_seconds_count,tasklease_job_run_seconds_sum,tasklease_job_queued_to_leased_seconds_count,tasklease_job_queued_to_leased_seconds_sum,tasklease_model_cost_dollars_total"
+      emf_dimensions      = "outcome"
+    }
+    production = {
+      interface_endpoints = true
+      ipv6_egress         = false
+      nat_gateway_per_az  = true
+      db_multi_az         = true
+      worker_memory_mb    = 1024
+      tracing_mode        = "Active"
+      emf_metrics         = "all"
+      emf_dimensions      = "all"
+    }
+  }
+  profile          = local.profiles[var.deployment_profile]
+  worker_memory_mb = var.worker_memory_mb != null ? var.worker_memory_mb : local.profile.worker_memory_mb
+  db_multi_az      = var.db_multi_az != null ? var.db_multi_az : local.profile.db_multi_az
+  nat_gateways     = var.enable_nat_gateway ? (local.profile.nat_gateway_per_az ? length(local.azs) : 1) : 0
+
   azs = length(var.availability_zones) > 0 ? var.availability_zones : ["${var.aws_region}a", "${var.aws_region}b"]
 
   # Built by `make package` (scripts/package_lambda.py); one artefact for all three functions.

@@ -1,12 +1,18 @@
-# The VPC: private subnets for RDS and the Lambdas, interface endpoints for SQS and
-# Secrets Manager (so the functions reach both without internet), and an optional
-# NAT gateway for the job kinds that call out (a real model provider, webhooks).
+# The VPC: private subnets for RDS and the Lambdas. How the functions reach SQS,
+# Secrets Manager and the internet is the deployment_profile's (locals.tf):
+#   production: interface endpoints for SQS and Secrets Manager, and with
+#     enable_nat_gateway a NAT gateway per availability zone for the kinds that call out;
+#   small: dual-stack subnets and an egress-only internet gateway (no hourly charge):
+#     SQS's and Secrets Manager's public endpoints and a model provider over IPv6; with
+#     enable_nat_gateway one NAT gateway for an IPv4-only provider or webhook.
 
 resource "aws_vpc" "main" {
   cidr_block = var.vpc_cidr
   # Interface endpoints with private DNS need both.
   enable_dns_support   = true
   enable_dns_hostnames = true
+  # small: an Amazon-provided /56, for the egress-only internet gateway's route.
+  assign_generated_ipv6_cidr_block = local.profile.ipv6_egress
 
   tags = { Name = var.name }
 }
@@ -22,20 +28,42 @@ resource "aws_subnet" "private" {
   vpc_id            = aws_vpc.main.id
   availability_zone = local.azs[count.index]
   cidr_block        = cidrsubnet(var.vpc_cidr, 8, count.index)
+  ipv6_cidr_block   = local.profile.ipv6_egress ? cidrsubnet(aws_vpc.main.ipv6_cidr_block, 8, count.index) : null
 
   tags = { Name = "${var.name}-private-${local.azs[count.index]}" }
 }
 
+# One route table per zone: with a NAT gateway per zone (production), each zone's
+# subnet goes out through its own.
 resource "aws_route_table" "private" {
+  count = length(local.azs)
+
   vpc_id = aws_vpc.main.id
-  tags   = { Name = "${var.name}-private" }
+  tags   = { Name = "${var.name}-private-${local.azs[count.index]}" }
 }
 
 resource "aws_route_table_association" "private" {
   count = length(local.azs)
 
   subnet_id      = aws_subnet.private[count.index].id
-  route_table_id = aws_route_table.private.id
+  route_table_id = aws_route_table.private[count.index].id
+}
+
+# --- small: outbound IPv6 (no inbound) --------------------------------------------
+
+resource "aws_egress_only_internet_gateway" "main" {
+  count = local.profile.ipv6_egress ? 1 : 0
+
+  vpc_id = aws_vpc.main.id
+  tags   = { Name = var.name }
+}
+
+resource "aws_route" "private_ipv6" {
+  count = local.profile.ipv6_egress ? length(local.azs) : 0
+
+  route_table_id              = aws_route_table.private[count.index].id
+  destination_ipv6_cidr_block = "::/0"
+  egress_only_gateway_id      = aws_egress_only_internet_gateway.main[0].id
 }
 
 # --- optional way out to the internet (enable_nat_gateway) ------------------------
@@ -58,17 +86,18 @@ resource "aws_internet_gateway" "main" {
 }
 
 resource "aws_eip" "nat" {
-  count  = var.enable_nat_gateway ? 1 : 0
+  count  = local.nat_gateways
   domain = "vpc"
   tags   = { Name = "${var.name}-nat" }
 }
 
-# One NAT gateway (not one per zone): the outbound calls are retried by the job's
-# own retry policy, so a zone outage costs latency, not jobs.
+# production: one NAT gateway per zone, so a zone's outage leaves the other zone's
+# functions their way out; small: one (a zone outage then costs the other zone's
+# outbound calls, which the job's own retry policy retries: latency, not jobs).
 resource "aws_nat_gateway" "main" {
-  count         = var.enable_nat_gateway ? 1 : 0
-  allocation_id = aws_eip.nat[0].id
-  subnet_id     = aws_subnet.public[0].id
+  count         = local.nat_gateways
+  allocation_id = aws_eip.nat[count.index].id
+  subnet_id     = aws_subnet.public[count.index].id
   tags          = { Name = var.name }
 
   depends_on = [aws_internet_gateway.main]
@@ -94,11 +123,11 @@ resource "aws_route_table_association" "public" {
 }
 
 resource "aws_route" "private_nat" {
-  count = var.enable_nat_gateway ? 1 : 0
+  count = var.enable_nat_gateway ? length(local.azs) : 0
 
-  route_table_id         = aws_route_table.private.id
+  route_table_id         = aws_route_table.private[count.index].id
   destination_cidr_block = "0.0.0.0/0"
-  nat_gateway_id         = aws_nat_gateway.main[0].id
+  nat_gateway_id         = aws_nat_gateway.main[local.nat_gateways > 1 ? count.index : 0].id
 }
 
 # --- security groups ------------------------------------------------------------------
@@ -150,6 +179,17 @@ resource "aws_vpc_security_group_egress_rule" "lambda_to_internet" {
   cidr_ipv4         = "0.0.0.0/0"
 }
 
+resource "aws_vpc_security_group_egress_rule" "lambda_to_internet_ipv6" {
+  count = local.profile.ipv6_egress ? 1 : 0
+
+  security_group_id = aws_security_group.lambda.id
+  description       = "HTTPS over IPv6 through the egress-only internet gateway (SQS, Secrets Manager, model provider, webhooks)"
+  ip_protocol       = "tcp"
+  from_port         = 443
+  to_port           = 443
+  cidr_ipv6         = "::/0"
+}
+
 resource "aws_vpc_security_group_ingress_rule" "endpoints_from_lambda" {
   security_group_id            = aws_security_group.endpoints.id
   description                  = "HTTPS from the functions"
@@ -171,7 +211,9 @@ resource "aws_vpc_security_group_ingress_rule" "db_from_lambda" {
 # --- interface endpoints ------------------------------------------------------------
 
 resource "aws_vpc_endpoint" "interface" {
-  for_each = toset(["sqs", "secretsmanager"])
+  # production only: in small the functions reach both over IPv6 (their public
+  # endpoints are dual-stack), which saves 2 endpoints x 2 zones of hourly charges.
+  for_each = local.profile.interface_endpoints ? toset(["sqs", "secretsmanager"]) : toset([])
 
   vpc_id              = aws_vpc.main.id
   service_name        = "com.amazonaws.${var.aws_region}.${each.key}"

@@ -35,7 +35,7 @@ resource "aws_db_parameter_group" "main" {
 }
 
 resource "aws_db_instance" "main" {
-  #checkov:skip=CKV_AWS_157:Multi-AZ is var.db_multi_az, off by default because it doubles the cost of a first deployment; turn it on for production
+  #checkov:skip=CKV_AWS_157:Multi-AZ is the deployment_profile's (production: on; small: off, as it doubles the database's cost) or var.db_multi_az
   #checkov:skip=CKV_AWS_354:Performance Insights data is encrypted with the AWS-managed aws/rds key; a customer-managed key is left to the operator (infra/README.md)
   identifier     = var.name
   engine         = "postgres"
@@ -56,7 +56,7 @@ resource "aws_db_instance" "main" {
   db_subnet_group_name   = aws_db_subnet_group.main.name
   vpc_security_group_ids = [aws_security_group.db.id]
   publicly_accessible    = false
-  multi_az               = var.db_multi_az
+  multi_az               = local.db_multi_az
   parameter_group_name   = aws_db_parameter_group.main.name
 
   backup_retention_period   = var.db_backup_retention_days

@@ -44,8 +44,19 @@ variable "vpc_cidr" {
   }
 }
 
+variable "deployment_profile" {
+  description = "The deployment's shape (docs/howto/deploy-aws.md#profiles). small: no interface endpoints and no NAT gateway (the functions reach SQS, Secrets Manager and a model provider over IPv6 through an egress-only internet gateway), Single-AZ database, worker at 256 MB, tracing PassThrough, EMF metrics bounded. production: interface endpoints, Multi-AZ database, a NAT gateway per availability zone with enable_nat_gateway, tracing Active, every EMF metric."
+  type        = string
+  default     = "production"
+
+  validation {
+    condition     = contains(["small", "production"], var.deployment_profile)
+    error_message = "deployment_profile must be small or production."
+  }
+}
+
 variable "enable_nat_gateway" {
-  description = "Give the Lambdas a route to the internet through a NAT gateway (needed for a real model provider or webhooks; SQS and Secrets Manager are reached through VPC endpoints either way)."
+  description = "Give the Lambdas a route to the IPv4 internet through NAT gateways (one per availability zone in production, one in small): needed for a model provider or webhook that IPv6 (small) does not reach. In production SQS and Secrets Manager are reached through VPC endpoints either way."
   type        = bool
   default     = false
 }
@@ -183,12 +194,12 @@ variable "api_memory_mb" {
 }
 
 variable "worker_memory_mb" {
-  description = "Memory of the worker function."
+  description = "Memory of the worker function. Null takes the deployment_profile's (small 256, production 1024)."
   type        = number
-  default     = 1024
+  default     = null
 
   validation {
-    condition     = var.worker_memory_mb >= 128 && var.worker_memory_mb <= 10240
+    condition     = var.worker_memory_mb == null || (coalesce(var.worker_memory_mb, 0) >= 128 && coalesce(var.worker_memory_mb, 0) <= 10240)
     error_message = "worker_memory_mb must be from 128 to 10240."
   }
 }
@@ -641,9 +652,9 @@ variable "db_username" {
 }
 
 variable "db_multi_az" {
-  description = "Run the database as a Multi-AZ deployment (recommended for production; doubles its cost)."
+  description = "Run the database as a Multi-AZ deployment (doubles its cost). Null takes the deployment_profile's (small false, production true)."
   type        = bool
-  default     = false
+  default     = null
 }
 
 variable "db_deletion_protection" {

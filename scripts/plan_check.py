@@ -4,11 +4,14 @@
 architectures against LocalStack; an exit code of 0 only says Terraform could plan.
 This reads the plan itself: every function on the runtime, the architecture and the
 zip the case asked for, the route's authorization and authorizer for the mode, the
-callback routes open, and nothing but creations (the plan starts from an empty state).
+callback routes open, nothing but creations (the plan starts from an empty state), and
+the deployment_profile's shape (small: no interface endpoints or NAT gateway, IPv6 out
+through an egress-only internet gateway, Single-AZ, worker 256 MB, tracing PassThrough;
+production: interface endpoints, Multi-AZ, worker 1024 MB, tracing Active).
 The functions' environment is unknown until apply (it holds queue URLs), so what the
 API function is told to trust is checked by `terraform test` (infra/tests/auth.tftest.hcl).
 
-    python scripts/plan_check.py PLAN.json --mode jwt --arch arm64 --package PATH
+    python scripts/plan_check.py PLAN.json --mode jwt --arch arm64 --package PATH [--profile small]
 """
 
 from __future__ import annotations
@@ -34,12 +37,16 @@ MODE_VARS: dict[str, dict[str, str]] = {
 }
 
 
+PROFILES = ("production", "small")
+
+
 @dataclass
 class Expected:
     mode: str
     arch: str
     package: str
     runtime: str = RUNTIME
+    profile: str = "production"
 
 
 @dataclass
@@ -162,15 +169,88 @@ def _check_authorizers(plan: dict[str, Any], want: Expected, report: Report) -> 
         report.problems.append(f"aws_lambda_permission.authorizer in mode {want.mode}")
 
 
+# What each profile deploys (infra/locals.tf local.profiles; app/cost/profiles.py prices it).
+SHAPES: dict[str, dict[str, Any]] = {
+    "small": {
+        "interface_endpoints": 0,
+        "egress_only_gateways": 1,
+        "multi_az": False,
+        "worker_memory": 256,
+        "tracing": "PassThrough",
+        "ipv6": True,
+    },
+    "production": {
+        "interface_endpoints": 2,
+        "egress_only_gateways": 0,
+        "multi_az": True,
+        "worker_memory": 1024,
+        "tracing": "Active",
+        "ipv6": False,
+    },
+}
+
+
+def _check_profile(plan: dict[str, Any], want: Expected, report: Report) -> None:
+    shape = SHAPES[want.profile]
+    where = f"profile {want.profile}"
+    endpoints = [
+        a for a in _changes(plan, "aws_vpc_endpoint") if a.startswith("aws_vpc_endpoint.interface")
+    ]
+    if len(endpoints) != shape["interface_endpoints"]:
+        report.problems.append(
+            f"{where}: {len(endpoints)} interface endpoints, not {shape['interface_endpoints']}"
+        )
+    eigw = _changes(plan, "aws_egress_only_internet_gateway")
+    if len(eigw) != shape["egress_only_gateways"]:
+        report.problems.append(
+            f"{where}: {len(eigw)} egress-only internet gateways, not {shape['egress_only_gateways']}"
+        )
+    ipv6_routes = [
+        rc
+        for rc in _changes(plan, "aws_route").values()
+        if _after(rc).get("destination_ipv6_cidr_block") == "::/0"
+    ]
+    if shape["ipv6"] and len(ipv6_routes) < 2:
+        report.problems.append(f"{where}: {len(ipv6_routes)} IPv6 default routes, not one per zone")
+    if not shape["ipv6"] and ipv6_routes:
+        report.problems.append(f"{where}: an IPv6 default route")
+    if nat := _changes(plan, "aws_nat_gateway"):
+        report.problems.append(f"{where}: NAT gateways without enable_nat_gateway: {sorted(nat)}")
+    db = _changes(plan, "aws_db_instance").get("aws_db_instance.main")
+    if db is None or _after(db).get("multi_az") is not shape["multi_az"]:
+        got = None if db is None else _after(db).get("multi_az")
+        report.problems.append(
+            f"{where}: the database's multi_az is {got!r}, not {shape['multi_az']}"
+        )
+    for address, rc in _changes(plan, "aws_lambda_function").items():
+        after = _after(rc)
+        mode = (after.get("tracing_config") or [{}])[0].get("mode")
+        if mode != shape["tracing"]:
+            report.problems.append(f"{where}: {address} traces {mode!r}, not {shape['tracing']!r}")
+        vpc = (after.get("vpc_config") or [{}])[0]
+        if bool(vpc.get("ipv6_allowed_for_dual_stack")) != shape["ipv6"]:
+            report.problems.append(
+                f"{where}: {address} ipv6_allowed_for_dual_stack is {vpc.get('ipv6_allowed_for_dual_stack')!r}"
+            )
+    worker = _changes(plan, "aws_lambda_function").get('aws_lambda_function.fn["worker"]')
+    if worker is not None and _after(worker).get("memory_size") != shape["worker_memory"]:
+        report.problems.append(
+            f"{where}: the worker has {_after(worker).get('memory_size')} MB, not {shape['worker_memory']}"
+        )
+
+
 def check_plan(plan: dict[str, Any], want: Expected) -> Report:
     """Everything the plan gets wrong for this case (an empty `problems`: it is right)."""
     if want.mode not in ROUTE_AUTH:
         raise ValueError(f"unknown api_auth_mode {want.mode!r}: one of {', '.join(ROUTE_AUTH)}")
+    if want.profile not in SHAPES:
+        raise ValueError(f"unknown deployment_profile {want.profile!r}: one of {', '.join(SHAPES)}")
     report = Report()
     _check_actions(plan, report)
     _check_functions(plan, want, report)
     _check_routes(plan, want, report)
     _check_authorizers(plan, want, report)
+    _check_profile(plan, want, report)
     return report
 
 
@@ -183,10 +263,11 @@ def main(argv: list[str] | None = None) -> int:
         "--package", required=True, help="the lambda_package_path the plan was given"
     )
     parser.add_argument("--runtime", default=RUNTIME)
+    parser.add_argument("--profile", default="production", choices=PROFILES)
     args = parser.parse_args(argv)
     report = check_plan(
         json.loads(args.plan_json.read_text()),
-        Expected(args.mode, args.arch, args.package, args.runtime),
+        Expected(args.mode, args.arch, args.package, args.runtime, args.profile),
     )
     for problem in report.problems:
         print(f"plan_check: {args.plan_json}: {problem}", file=sys.stderr)

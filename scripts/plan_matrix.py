@@ -1,4 +1,5 @@
-"""`make plan-all`: plan the Terraform against LocalStack for every auth mode and architecture.
+"""`make plan-all`: plan the Terraform against LocalStack for every auth mode and architecture,
+and each deployment_profile on both architectures.
 
 One LocalStack (host mode; started and stopped here unless one already answers), one
 `terraform init` (TF_PLUGIN_DIR: a provider mirror), tflocal's endpoint override
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml  # type: ignore[import-untyped]
-from plan_check import MODE_VARS, RUNTIME, Expected, Report, check_plan
+from plan_check import MODE_VARS, PROFILES, RUNTIME, Expected, Report, check_plan
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -69,6 +70,7 @@ def workflow_runs_plan(workflow: Path) -> bool:
 class Case:
     mode: str
     arch: str
+    profile: str = "production"
     status: str = "not run"
     plan_s: float = 0.0
     show_s: float = 0.0
@@ -76,7 +78,16 @@ class Case:
 
     @property
     def name(self) -> str:
-        return f"{self.mode}-{self.arch}"
+        return f"{self.mode}-{self.arch}-{self.profile}"
+
+
+def cases_for(modes: list[str], archs: list[str], profiles: list[str]) -> list[Case]:
+    """Every mode on each architecture in production (the default profile); every other
+    profile on each architecture in the first mode: the profile changes the network, the
+    database and the functions' settings, not the routes."""
+    cases = [Case(m, a, "production") for m in modes for a in archs if "production" in profiles]
+    cases += [Case(modes[0], a, p) for p in profiles if p != "production" for a in archs]
+    return cases
 
 
 def exit_on_signals() -> None:
@@ -200,6 +211,7 @@ def plan_case(case: Case, terraform: str, zip_path: Path, out_dir: Path) -> Case
         "lambda_architecture": case.arch,
         "lambda_runtime": RUNTIME,
         "lambda_package_path": str(zip_path),
+        "deployment_profile": case.profile,
         **MODE_VARS[case.mode],
     }
     cmd = [
@@ -235,7 +247,8 @@ def plan_case(case: Case, terraform: str, zip_path: Path, out_dir: Path) -> Case
         return case
     (out_dir / f"{case.name}.json").write_text(shown.stdout)
     case.report = check_plan(
-        json.loads(shown.stdout), Expected(case.mode, case.arch, str(zip_path))
+        json.loads(shown.stdout),
+        Expected(case.mode, case.arch, str(zip_path), profile=case.profile),
     )
     case.status = "check failed" if case.report.problems else "ok"
     return case
@@ -284,7 +297,7 @@ def _run_cases(pool: ThreadPoolExecutor, cases: list[Case], terraform: str, out_
 
 def summary(cases: list[Case], wall_s: float) -> Table:
     table = Table(title=f"make plan-all: {len(cases)} plans against LocalStack in {wall_s:.0f} s")
-    for column in ("api_auth_mode", "architecture", "result", "$default route"):
+    for column in ("api_auth_mode", "architecture", "profile", "result", "$default route"):
         table.add_column(column)
     for column in ("plan s", "show s", "to add", "functions"):
         table.add_column(column, justify="right")
@@ -292,6 +305,7 @@ def summary(cases: list[Case], wall_s: float) -> Table:
         table.add_row(
             escape(c.mode),
             escape(c.arch),
+            escape(c.profile),
             escape(c.status),
             escape(c.report.route_auth),
             f"{c.plan_s:.1f}",
@@ -310,6 +324,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--archs", default=",".join(ARCHS), help="architectures to plan (default: both)"
     )
+    parser.add_argument(
+        "--profiles",
+        default=",".join(PROFILES),
+        help="deployment_profiles to plan (default: both; the others in the first mode)",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="plans at a time (default: 2)")
     parser.add_argument("--workflow", type=Path, default=WORKFLOW, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -320,7 +339,12 @@ def main(argv: list[str] | None = None) -> int:
         ensure_tflocal(os.environ.get("UV", "uv"))
         return 0
     modes, archs = args.modes.split(","), args.archs.split(",")
-    for value, allowed, what in ((modes, MODE_VARS, "--modes"), (archs, ARCHS, "--archs")):
+    profiles = args.profiles.split(",")
+    for value, allowed, what in (
+        (modes, MODE_VARS, "--modes"),
+        (archs, ARCHS, "--archs"),
+        (profiles, PROFILES, "--profiles"),
+    ):
         if bad := [v for v in value if v not in allowed]:
             parser.error(f"{what}: unknown {', '.join(bad)} (one of {', '.join(allowed)})")
     if args.jobs < 1:
@@ -338,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     out_dir = INFRA / "build" / "plans"
     out_dir.mkdir(parents=True, exist_ok=True)
-    cases = [Case(m, a) for m in modes for a in archs]
+    cases = cases_for(modes, archs, profiles)
     tflocal = ensure_tflocal(os.environ.get("UV", "uv"))
     with ExitStack() as stack:
         endpoint = start_localstack(stack, ci)

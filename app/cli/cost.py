@@ -18,6 +18,8 @@ from app.cost import base as cost_base
 from app.cost import figures as cost_figures
 from app.cost import model as cost_model
 from app.cost import prices as cost_prices
+from app.cost import profiles as cost_profiles
+from app.cost import sides as cost_sides
 
 HOURS = 730
 FIGURES = Path(__file__).resolve().parents[2] / "bench" / "results" / "cost.json"
@@ -102,7 +104,9 @@ def durable_table(doc: dict[str, Any]) -> Table:
     return t
 
 
-def _xray_header(sampled: float | None) -> str:
+def _xray_header(sampled: float | None, mode: str = "Active") -> str:
+    if mode == "PassThrough":
+        return f"tracing PassThrough: X-Ray {sampled or 0:.0%} traced"
     if sampled is None:
         return "X-Ray: tables 100% traced, break-evens at the default rule's share at their rate"
     return f"X-Ray {sampled:.0%} traced (--xray-sampled)"
@@ -151,24 +155,103 @@ def price_notes(doc: dict[str, Any]) -> list[str]:
     return notes + [f"not found: {name}: {why}" for name, why in p["not_found"].items()]
 
 
-def render(doc: dict[str, Any]) -> None:
+def profiles_table(doc: dict[str, Any]) -> Table:
+    """The profiles side by side: each fixed line, the per-million totals by kind and
+    traffic shape, the break-evens."""
+    names = list(doc["profiles"])
+    t = Table(
+        title="Profiles (Terraform deployment_profile) side by side: USD",
+        title_justify="left",
+    )
+    t.add_column("")
+    for name in names:
+        t.add_column(escape(name), justify="right")
+    reports = [doc["profiles"][n]["report"] for n in names]
+    lines: list[str] = []
+    for r in reports:
+        lines += [x["name"] for x in r["fixed_per_month"]["lines"] if x["name"] not in lines]
+    for line in lines:
+        cells = []
+        for r in reports:
+            hit = [x["usd"] for x in r["fixed_per_month"]["lines"] if x["name"] == line]
+            cells.append(_usd(hit[0]) if hit else "-")
+        t.add_row(escape(f"fixed: {line}"), *cells)
+    t.add_section()
+    t.add_row(
+        "[bold]fixed, per month[/]",
+        *(f"[bold]{_usd(doc['profiles'][n]['fixed_monthly_usd'])}[/]" for n in names),
+    )
+    t.add_section()
+    first = doc["profiles"][names[0]]
+    for kind, shapes in first["per_million_usd"].items():
+        for shape in shapes:
+            label = SHORT.get(dict(cost_model.MODES)[shape], shape)
+            t.add_row(
+                escape(f"{kind}, {label}: per 1M jobs"),
+                *(_usd(doc["profiles"][n]["per_million_usd"][kind][shape]) for n in names),
+            )
+        t.add_row(
+            escape(f"{kind}: durable functions per 1M jobs (same memory, same tracing)"),
+            *(_usd(doc["profiles"][n]["durable_per_million_usd"][kind]) for n in names),
+        )
+        t.add_row(
+            escape(f"{kind}: cheaper than durable functions above"),
+            *(_break(doc["profiles"][n]["break_even_jobs_per_month"][kind]) for n in names),
+        )
+    return t
+
+
+def _break(b: int | None) -> str:
+    return "never" if b is None else f"{_jobs(b)} jobs/month"
+
+
+def targets_lines(doc: dict[str, Any]) -> list[str]:
+    small = doc["profiles"].get("small", {})
+    out_lines = []
+    for x in small.get("targets", []):
+        v = x["value"]
+        shown = (
+            "not measured" if v is None else (_jobs(round(v)) if x["at_most"] >= 1000 else _usd(v))
+        )
+        limit = _jobs(x["at_most"]) if x["at_most"] >= 1000 else _usd(x["at_most"])
+        verdict = "[green]met[/]" if x["met"] else "[red]NOT met[/]"
+        out_lines.append(
+            f"- small profile: {escape(x['what'])}: {shown} (target at most {limit}): {verdict}"
+        )
+    return out_lines
+
+
+def render_profile(doc: dict[str, Any]) -> None:
     o = doc["options"]
+    out.print(f"[bold]Profile {escape(o['profile'])}[/]")
     out.print(
         escape(
             f"Lambda {o['arch']}: API {o['api_memory_mb']} MB, worker {o['worker_memory_mb']} MB, "
             f"sweeper {o['sweeper_memory_mb']} MB; model {o['model_seconds']:g} s per call; "
             f"NAT gateway {'counted' if o['nat_gateway'] else 'not counted'}; "
-            f"{_xray_header(o['xray_sampled'])}; "
+            f"{_xray_header(o['xray_sampled'], o['tracing_mode'])}; "
             f"figures measured {doc['figures']['measured_at']}"
         ),
         highlight=False,
     )
-    for table in [*per_job_tables(doc), fixed_table(doc), durable_table(doc), prices_table(doc)]:
+    for table in [*per_job_tables(doc), fixed_table(doc), durable_table(doc)]:
         out.print(table)
+    out.print("[bold]Assumptions[/]")
+    for a in doc["assumptions"]:
+        out.print(f"- {escape(a)}", highlight=False)
+
+
+def render(doc: dict[str, Any]) -> None:
+    out.print(profiles_table(doc))
+    for line in targets_lines(doc):
+        out.print(line, highlight=False)
+    for name in doc["profiles"]:
+        render_profile(doc["profiles"][name]["report"])
+    out.print(prices_table(doc))
     for note in price_notes(doc):
         out.print(f"- {escape(note)}", highlight=False)
-    out.print("[bold]Assumptions[/]")
-    for a in doc["assumptions"] + doc["figures"]["notes"]:
+    out.print("[bold]The measured figures' notes[/]")
+    for a in doc["figures"]["notes"]:
         out.print(f"- {escape(a)}", highlight=False)
 
 
@@ -178,6 +261,13 @@ def cost(
         Path | None,
         typer.Option(help=f"a price file like app/cost/aws_prices.json (or {PRICES_ENV})"),
     ] = None,
+    profile: Annotated[
+        str,
+        typer.Option(
+            help="the profile whose whole report is the top of --json (both are printed "
+            "and under --json's profiles): small or production (Terraform's deployment_profile)"
+        ),
+    ] = cost_profiles.DEFAULT_PROFILE,
     arch: Annotated[
         str, typer.Option(help="arm64 or x86_64 (Terraform's lambda_architecture)")
     ] = cost_base.TERRAFORM_DEFAULTS["lambda_architecture"],
@@ -185,8 +275,12 @@ def cost(
         int, typer.Option(help="the API function's memory")
     ] = cost_base.TERRAFORM_DEFAULTS["api_memory_mb"],
     worker_memory_mb: Annotated[
-        int, typer.Option(help="the worker function's memory")
-    ] = cost_base.TERRAFORM_DEFAULTS["worker_memory_mb"],
+        int | None,
+        typer.Option(
+            help="the worker function's memory, in both profiles (default: each profile's)",
+            show_default=False,
+        ),
+    ] = None,
     sweeper_memory_mb: Annotated[
         int, typer.Option(help="the sweeper function's memory")
     ] = cost_base.TERRAFORM_DEFAULTS["sweeper_memory_mb"],
@@ -221,7 +315,11 @@ def cost(
     with errors_exit():
         env_prices = os.environ.get(PRICES_ENV)
         table = cost_prices.load_prices(prices or (Path(env_prices) if env_prices else None))
-        opts = cost_base.Options(
+        cost_profiles.profile(profile)
+        doc = cost_sides.price_profiles(
+            cost_figures.load_figures(figures),
+            table,
+            profile,
             arch=arch,
             api_memory_mb=api_memory_mb,
             worker_memory_mb=worker_memory_mb,
@@ -231,7 +329,6 @@ def cost(
             xray_sampled=xray_sampled,
             db_storage_gb=db_storage_gb,
         )
-        doc = cost_model.price(cost_figures.load_figures(figures), table, opts)
     if as_json:
         render_json.emit(doc)
         return

@@ -11,29 +11,32 @@ from typing import Any
 
 from app import errors
 from app.cost.prices import PriceTable
+from app.cost.profiles import DEFAULT_PROFILE, Profile, profile
 from app.settings.shared import SHARED
 
 HOURS_PER_MONTH = 730  # AWS's own convention on its pricing pages
 GB = 1024**3
 
-# infra/variables.tf's defaults (tests/infra/test_cost_defaults.py fails on drift).
+# infra/variables.tf's defaults (tests/infra/test_cost_defaults.py fails on drift); the
+# worker's memory and the database's Multi-AZ are the profile's (app/cost/profiles.py).
 TERRAFORM_DEFAULTS: dict[str, Any] = {
+    "deployment_profile": DEFAULT_PROFILE,
     "lambda_architecture": "arm64",
     "api_memory_mb": 512,
-    "worker_memory_mb": 1024,
+    "worker_memory_mb": None,
     "sweeper_memory_mb": 256,
     "db_instance_class": "db.t4g.micro",
     "db_allocated_storage_gb": 20,
-    "db_multi_az": False,
+    "db_multi_az": None,
     "enable_nat_gateway": False,
     "sweeper_schedule_expression": "rate(1 minute)",
     "log_retention_days": 365,
 }
 # infra/network.tf's VPC flow log: rejected traffic only, to a CloudWatch Logs group.
 FLOW_LOG_TRAFFIC = "REJECT"
-# infra/network.tf: interface endpoints for sqs and secretsmanager, in each of the two
-# default availability zones; with enable_nat_gateway, one NAT gateway and its Elastic
-# IP; infra/locals.tf: one source queue (and event source mapping) per priority;
+# infra/network.tf: interface endpoints for sqs and secretsmanager (production
+# profile), in each of the two default availability zones; with enable_nat_gateway, a
+# NAT gateway and its Elastic IP (per zone in production, one in small); infra/locals.tf: one source queue (and event source mapping) per priority;
 # infra/monitoring.tf: two alarms per priority.
 INTERFACE_ENDPOINTS = 2
 AVAILABILITY_ZONES = 2
@@ -74,9 +77,11 @@ ACCESS_LOG_BYTES = len(json.dumps(ACCESS_LOG_SAMPLE, separators=(",", ":")).enco
 
 @dataclass(frozen=True)
 class Options:
+    profile: str = DEFAULT_PROFILE
     arch: str = TERRAFORM_DEFAULTS["lambda_architecture"]
     api_memory_mb: int = TERRAFORM_DEFAULTS["api_memory_mb"]
-    worker_memory_mb: int = TERRAFORM_DEFAULTS["worker_memory_mb"]
+    # None: the profile's (Terraform's worker_memory_mb left at null); an int once built.
+    worker_memory_mb: int = None  # type: ignore[assignment]
     sweeper_memory_mb: int = TERRAFORM_DEFAULTS["sweeper_memory_mb"]
     model_seconds: float = 2.0  # per model call, billed while the worker waits for it
     esm_pollers: int = 5  # per event source mapping while the queue is empty
@@ -85,12 +90,19 @@ class Options:
     db_storage_gb: int = TERRAFORM_DEFAULTS["db_allocated_storage_gb"]
     # None: deployed when the model has a latency (a real provider needs the way out).
     nat_gateway: bool | None = None
-    # The share of invocations X-Ray records, or None: the default rule's, which takes
-    # every one below a second's worth (the per-million tables) and, at the break-even,
-    # the share at the rate there (default_rule_share).
+    # The share of invocations X-Ray records, or None: the profile's tracing mode's.
+    # Active: the default rule's, which takes every one below a second's worth (the
+    # per-million tables) and, at the break-even, the share at the rate there
+    # (default_rule_share); PassThrough: none (nothing upstream of the functions sends a
+    # sampled trace header: API Gateway HTTP APIs and EventBridge Scheduler do not trace).
     xray_sampled: float | None = None
 
     def __post_init__(self) -> None:
+        p = profile(self.profile)
+        if self.worker_memory_mb is None:
+            object.__setattr__(self, "worker_memory_mb", p.worker_memory_mb)
+        if self.xray_sampled is None and p.tracing_mode == "PassThrough":
+            object.__setattr__(self, "xray_sampled", 0.0)
         if self.arch not in ("arm64", "x86_64"):
             raise errors.ConfigError(f"arch: arm64 or x86_64, got {self.arch!r}")
         for name in ("api_memory_mb", "worker_memory_mb", "sweeper_memory_mb"):
@@ -110,13 +122,21 @@ class Options:
             )
 
     @property
+    def shape(self) -> Profile:
+        return profile(self.profile)
+
+    @property
     def traced(self) -> float:
         """The share the per-million tables trace: as given, or every invocation."""
         return 1.0 if self.xray_sampled is None else self.xray_sampled
 
     @property
     def with_nat(self) -> bool:
-        return self.model_seconds > 0 if self.nat_gateway is None else self.nat_gateway
+        # A real model (a latency) needs a way out: over IPv6 where the profile has one,
+        # else through a NAT gateway.
+        if self.nat_gateway is None:
+            return self.model_seconds > 0 and not self.shape.ipv6_egress
+        return self.nat_gateway
 
 
 @dataclass

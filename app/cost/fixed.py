@@ -22,6 +22,7 @@ from app.cost.base import (
     gb_seconds,
 )
 from app.cost.prices import PriceTable
+from app.cost.profiles import custom_metrics
 
 _SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
 
@@ -47,17 +48,31 @@ def billed_requests(calls: dict[str, int]) -> int:
 
 
 def nat_lines(opts: Options, prices: PriceTable) -> list[Line]:
-    nat = HOURS_PER_MONTH * prices["nat_gateway_hour"]
-    ip = HOURS_PER_MONTH * prices["public_ipv4_address_hour"]
+    shape = opts.shape
+    gateways = AVAILABILITY_ZONES if shape.nat_gateway_per_az else 1
+    nat = gateways * HOURS_PER_MONTH * prices["nat_gateway_hour"]
+    ip = gateways * HOURS_PER_MONTH * prices["public_ipv4_address_hour"]
+    where = f"{gateways} gateway(s), one per AZ" if gateways > 1 else "1 gateway"
     if opts.with_nat:
         why = (
             "enable_nat_gateway: a real model provider or webhook needs it"
             if opts.nat_gateway is None
             else "enable_nat_gateway (--nat-gateway)"
         )
+        if shape.ipv6_egress:
+            why = "enable_nat_gateway (--nat-gateway): for an IPv4-only provider or webhook"
         return [
-            Line("NAT gateway", nat, f"1 gateway, {HOURS_PER_MONTH} h; {why}; + $/GB processed"),
-            Line("NAT gateway: Elastic IP", ip, "its public IPv4 address"),
+            Line("NAT gateway", nat, f"{where}, {HOURS_PER_MONTH} h; {why}; + $/GB processed"),
+            Line("NAT gateway: Elastic IP", ip, f"{gateways} public IPv4 address(es)"),
+        ]
+    if shape.ipv6_egress:
+        return [
+            Line(
+                "Egress-only internet gateway (IPv6)",
+                HOURS_PER_MONTH * prices["egress_only_internet_gateway_hour"],
+                "no hourly charge: SQS, Secrets Manager and an IPv6 model provider or "
+                f"webhook over IPv6 (an IPv4-only one needs --nat-gateway: +${nat + ip:,.2f})",
+            )
         ]
     return [
         Line(
@@ -102,35 +117,70 @@ def _sweeper_lines(figures: dict[str, Any], opts: Options, prices: PriceTable) -
         ),
         Line(
             "Sweeper: X-Ray traces",
-            SWEEPS_PER_MONTH * prices["xray_trace_recorded"],
-            "every pass traced (one a minute: within the 1 a second the default rule takes)",
+            SWEEPS_PER_MONTH * prices["xray_trace_recorded"] * _sweeper_traced(opts),
+            "every pass traced (one a minute: within the 1 a second the default rule takes)"
+            if _sweeper_traced(opts)
+            else "none traced (PassThrough: the scheduler sends no sampled trace header)",
         ),
     ]
+
+
+def _sweeper_traced(opts: Options) -> float:
+    """Active: every pass (one a minute, within the rule's one a second); PassThrough:
+    none (EventBridge Scheduler sends no sampled trace header)."""
+    return 0.0 if opts.shape.tracing_mode == "PassThrough" else 1.0
+
+
+def _db_lines(opts: Options, prices: PriceTable) -> list[Line]:
+    multi = opts.shape.db_multi_az
+    suffix = "_multi_az" if multi else ""
+    return [
+        Line(
+            "RDS instance",
+            HOURS_PER_MONTH * prices[f"rds_instance_hour{suffix}"],
+            f"{TERRAFORM_DEFAULTS['db_instance_class']}, "
+            f"{'Multi-AZ' if multi else 'Single-AZ'}, {HOURS_PER_MONTH} h",
+        ),
+        Line(
+            "RDS storage",
+            opts.db_storage_gb * prices[f"rds_gp3_gb_month{suffix}"],
+            f"{opts.db_storage_gb} GB gp3{', Multi-AZ' if multi else ''}",
+        ),
+    ]
+
+
+def _endpoint_line(opts: Options, prices: PriceTable) -> Line:
+    if not opts.shape.interface_endpoints:
+        return Line(
+            "VPC interface endpoints",
+            0.0,
+            "none: SQS and Secrets Manager over IPv6 (their dual-stack public endpoints)",
+        )
+    return Line(
+        "VPC interface endpoints",
+        INTERFACE_ENDPOINTS
+        * AVAILABILITY_ZONES
+        * HOURS_PER_MONTH
+        * prices["vpc_interface_endpoint_hour"],
+        f"sqs + secretsmanager in {AVAILABILITY_ZONES} AZs",
+    )
 
 
 def fixed_lines(figures: dict[str, Any], opts: Options, prices: PriceTable) -> list[Line]:
     """What the deployment costs a month with no jobs at all."""
     polls = PRIORITY_QUEUES * opts.esm_pollers * 3600 / opts.long_poll_seconds * HOURS_PER_MONTH
-    metrics = len(figures["emf_metrics"])
+    measured = figures["emf_metrics"]
+    metrics = len(custom_metrics(measured, opts.shape))
+    policy = (
+        "every metric under every label (failures, retries and other kinds add more)"
+        if opts.shape.emf_metrics is None
+        else f"{len(opts.shape.emf_metrics)} metrics kept, dimensions "
+        f"{', '.join(opts.shape.emf_dimensions or ()) or 'none'} (TASKLEASE_EMF_*): at most "
+        "one per kept metric and outcome"
+    )
     return [
-        Line(
-            "RDS instance",
-            HOURS_PER_MONTH * prices["rds_instance_hour"],
-            f"{TERRAFORM_DEFAULTS['db_instance_class']}, Single-AZ, {HOURS_PER_MONTH} h",
-        ),
-        Line(
-            "RDS storage",
-            opts.db_storage_gb * prices["rds_gp3_gb_month"],
-            f"{opts.db_storage_gb} GB gp3",
-        ),
-        Line(
-            "VPC interface endpoints",
-            INTERFACE_ENDPOINTS
-            * AVAILABILITY_ZONES
-            * HOURS_PER_MONTH
-            * prices["vpc_interface_endpoint_hour"],
-            f"sqs + secretsmanager in {AVAILABILITY_ZONES} AZs",
-        ),
+        *_db_lines(opts, prices),
+        _endpoint_line(opts, prices),
         Line(
             "Secrets Manager",
             prices["secrets_manager_secret_month"],
@@ -146,8 +196,8 @@ def fixed_lines(figures: dict[str, Any], opts: Options, prices: PriceTable) -> l
         Line(
             "CloudWatch custom metrics",
             metrics * prices["cloudwatch_custom_metric_month"],
-            f"{metrics} metric+dimension combinations in the measured run's EMF lines "
-            "(failures, retries and other kinds add more)",
+            f"{metrics} metric+dimension combinations of the measured run's {len(measured)} "
+            f"EMF ones; {policy}",
         ),
         Line(
             "CloudWatch alarms",

@@ -203,7 +203,11 @@ def price(figures: dict[str, Any], prices: PriceTable, opts: Options) -> dict[st
     fixed_total = sum(line.usd for line in fixed)
     nat = sum(x.usd for x in fixed if x.name.startswith("NAT gateway"))
     doc = {
-        "options": {**opts.__dict__, "nat_gateway": opts.with_nat},
+        "options": {
+            **opts.__dict__,
+            "nat_gateway": opts.with_nat,
+            "tracing_mode": opts.shape.tracing_mode,
+        },
         "prices": {
             "path": prices.path,
             "region": prices.region,
@@ -248,14 +252,28 @@ def _scenario_doc(s: Scenario) -> dict[str, Any]:
 
 
 def assumptions(opts: Options) -> list[str]:
+    shape = opts.shape
     nat = (
-        "a NAT gateway and its Elastic IP are counted: a model with a latency is a real "
+        f"profile {shape.name}: no NAT gateway counted: the functions reach SQS, Secrets "
+        "Manager and the model provider over IPv6 (dual-stack subnets, an egress-only "
+        "internet gateway); a provider or webhook reachable only over IPv4 needs "
+        "enable_nat_gateway (--nat-gateway)"
+        if shape.ipv6_egress and not opts.with_nat
+        else "a NAT gateway and its Elastic IP are counted: a model with a latency is a real "
         "provider, which needs enable_nat_gateway (--no-nat-gateway leaves them out)"
         if opts.with_nat
         else "no NAT gateway (the Terraform default): only right for the fake model and no "
         "webhook; a real model provider or webhook needs one (--nat-gateway)"
     )
     return [
+        f"profile {shape.name} (Terraform deployment_profile): worker {opts.worker_memory_mb} "
+        f"MB, tracing {shape.tracing_mode}, database "
+        f"{'Multi-AZ' if shape.db_multi_az else 'Single-AZ'}, "
+        f"{'interface endpoints' if shape.interface_endpoints else 'no interface endpoints'}; "
+        "each invocation's measured handler time is taken at every memory size: below "
+        "1,769 MB a function gets a share of a vCPU in proportion to its memory, so a "
+        "CPU-bound handler at 256 MB may take up to 4x its 1,024 MB time (the model's wait "
+        "does not change); the worker's peak memory per kind is not measured by make cost",
         f"model latency {opts.model_seconds:g} s per model call, billed as worker (and durable "
         "function) duration; the jobs of one worker batch wait for their models at once; "
         "model tokens are not counted (the same on every platform)",
@@ -294,6 +312,15 @@ def _xray_assumption(opts: Options) -> str:
         "X-Ray (tracing Active on every function), each invocation its own trace; the "
         "default rule records the first request each second and 5% of the rest"
     )
+    if opts.shape.tracing_mode == "PassThrough":
+        return (
+            f"X-Ray: tracing PassThrough (profile {opts.shape.name}): a function records a "
+            "trace only when its caller passes a sampled trace header; API Gateway HTTP "
+            "APIs and EventBridge Scheduler pass none, and the worker follows the API's "
+            f"(SQS's AWSTraceHeader), so {opts.traced:.0%} of invocations are priced as "
+            "traced (--xray-sampled S prices S); a failed or dead-lettered job is kept in "
+            "its history (GET /v1/jobs/{id}) and the logs, not in a trace"
+        )
     if opts.xray_sampled is not None:
         return (
             f"{rule}; here {opts.xray_sampled:.0%} of invocations traced (--xray-sampled), in "

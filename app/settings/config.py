@@ -233,6 +233,19 @@ class Settings(
         description="the address the worker's metrics listen on (0.0.0.0 for a Prometheus on another machine)",
     )
 
+    # On Lambda (handlers/emf.py): which counters and histograms become CloudWatch custom
+    # metrics, and under which labels; Terraform sets both per deployment_profile.
+    emf_metrics: str = Field(
+        "all",
+        description="on Lambda, the metric names written as CloudWatch EMF metrics, "
+        "comma-separated; all: every one",
+    )
+    emf_dimensions: str = Field(
+        "all",
+        description="on Lambda, the labels kept as EMF dimensions, comma-separated; all: "
+        "every label; none: no dimension (figures summed over the labels dropped)",
+    )
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="the least severe log lines written"
     )

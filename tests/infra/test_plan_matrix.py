@@ -44,15 +44,40 @@ def _rc(
     }
 
 
-def good_plan(mode: str, arch: str = "arm64") -> dict[str, Any]:
+def _profile_parts(profile: str) -> list[dict[str, Any]]:
+    small = profile == "small"
+    changes = [_rc("aws_db_instance.main", {"multi_az": not small})]
+    if small:
+        changes.append(_rc("aws_egress_only_internet_gateway.main[0]", {}))
+        changes += [
+            _rc(f"aws_route.private_ipv6[{i}]", {"destination_ipv6_cidr_block": "::/0"})
+            for i in range(2)
+        ]
+    else:
+        changes += [
+            _rc(f'aws_vpc_endpoint.interface["{s}"]', {}) for s in ("sqs", "secretsmanager")
+        ]
+    return changes
+
+
+def good_plan(mode: str, arch: str = "arm64", profile: str = "production") -> dict[str, Any]:
     """The parts of a plan the checker reads, as Terraform writes them for this mode."""
+    small = profile == "small"
     changes = [
         _rc(
             f'aws_lambda_function.fn["{fn}"]',
-            {"runtime": "python3.13", "architectures": [arch], "filename": PACKAGE},
+            {
+                "runtime": "python3.13",
+                "architectures": [arch],
+                "filename": PACKAGE,
+                "memory_size": (256 if small else 1024) if fn == "worker" else 512,
+                "tracing_config": [{"mode": "PassThrough" if small else "Active"}],
+                "vpc_config": [{"ipv6_allowed_for_dual_stack": small}],
+            },
         )
         for fn in ("api", "worker", "sweeper", "migrate")
     ]
+    changes += _profile_parts(profile)
     route_auth = plan_check.ROUTE_AUTH[mode]
     changes.append(
         _rc(
@@ -189,6 +214,49 @@ def test_a_wrong_plan_is_named(name: str) -> None:
 def test_an_api_key_plan_is_not_a_jwt_plan() -> None:
     found = problems(good_plan("api_key"), "jwt")
     assert any("authorizer" in p for p in found) and any("'JWT'" in p for p in found), found
+
+
+def test_each_profiles_right_plan_passes_and_the_other_profiles_shape_is_named() -> None:
+    for profile, other in (("small", "production"), ("production", "small")):
+        plan = good_plan("api_key", profile=profile)
+        right = plan_check.check_plan(
+            plan, plan_check.Expected("api_key", "arm64", PACKAGE, profile=profile)
+        )
+        assert right.problems == []
+        wrong = plan_check.check_plan(
+            plan, plan_check.Expected("api_key", "arm64", PACKAGE, profile=other)
+        )
+        found = " | ".join(wrong.problems)
+        for words in ("interface endpoints", "egress-only", "multi_az", "traces", "MB"):
+            assert words in found, (other, found)
+
+
+def test_a_nat_gateway_or_a_lost_ipv6_route_in_small_is_named() -> None:
+    plan = good_plan("api_key", profile="small")
+    plan["resource_changes"].append(_rc("aws_nat_gateway.main[0]", {}))
+    plan["resource_changes"] = [
+        rc for rc in plan["resource_changes"] if rc["address"] != "aws_route.private_ipv6[1]"
+    ]
+    found = problems_for(plan, "small")
+    assert any("NAT gateways" in p for p in found) and any(
+        "IPv6 default routes" in p for p in found
+    )
+
+
+def problems_for(plan: dict[str, Any], profile: str) -> list[str]:
+    want = plan_check.Expected("api_key", "arm64", PACKAGE, profile=profile)
+    return plan_check.check_plan(plan, want).problems
+
+
+def test_the_matrix_plans_each_profile_on_both_architectures() -> None:
+    cases = plan_matrix.cases_for(
+        list(plan_check.MODE_VARS), list(plan_matrix.ARCHS), list(plan_check.PROFILES)
+    )
+    assert {(c.profile, c.arch) for c in cases} == {
+        (p, a) for p in plan_check.PROFILES for a in plan_matrix.ARCHS
+    }
+    assert {c.mode for c in cases if c.profile == "production"} == set(plan_check.MODE_VARS)
+    assert len({c.name for c in cases}) == len(cases)
 
 
 def test_an_unknown_mode_is_refused() -> None:

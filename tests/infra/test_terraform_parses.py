@@ -445,6 +445,7 @@ def test_the_terraform_test_plans_every_mode() -> None:
         "package.tftest.hcl",
         "alerts.tftest.hcl",
         "drain.tftest.hcl",
+        "profiles.tftest.hcl",
     }
     text = files["auth.tftest.hcl"].read_text()
     assert 'mock_provider "aws"' in text

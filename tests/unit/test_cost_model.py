@@ -30,6 +30,10 @@ ROUND_PRICES = {
     "cloudwatch_logs_ingested_gb": (1.0, 1),
     "rds_instance_hour": (0.02, 1),
     "rds_gp3_gb_month": (0.1, 1),
+    "rds_instance_hour_multi_az": (0.04, 1),
+    "rds_gp3_gb_month_multi_az": (0.2, 1),
+    # Free on AWS; a price here so that a line not read from the table shows.
+    "egress_only_internet_gateway_hour": (0.001, 1),
     "vpc_interface_endpoint_hour": (0.01, 1),
     "nat_gateway_hour": (0.05, 1),
     "public_ipv4_address_hour": (0.01, 1),
@@ -169,8 +173,9 @@ def test_the_fixed_monthly_lines() -> None:
     no_nat = cb.Options(**{**OPTS.__dict__, "nat_gateway": False})
     got = {line.name: line.usd for line in cf.fixed_lines(FIGURES, no_nat, prices())}
     sweeps = 60 * MONTH_H
-    assert got["RDS instance"] == pytest.approx(0.02 * MONTH_H)
-    assert got["RDS storage"] == pytest.approx(20 * 0.1)
+    # the default profile, production: Multi-AZ
+    assert got["RDS instance"] == pytest.approx(0.04 * MONTH_H)
+    assert got["RDS storage"] == pytest.approx(20 * 0.2)
     assert got["VPC interface endpoints"] == pytest.approx(2 * 2 * MONTH_H * 0.01)
     assert got["Secrets Manager"] == pytest.approx(0.4)
     assert got["NAT gateway"] == 0.0
@@ -200,8 +205,9 @@ def test_the_sweeps_a_month_are_the_schedules() -> None:
 def test_a_nat_gateway_and_its_address_are_fixed_lines_when_deployed() -> None:
     with_nat = cb.Options(**{**OPTS.__dict__, "nat_gateway": True})
     got = {line.name: line.usd for line in cf.fixed_lines(FIGURES, with_nat, prices())}
-    assert got["NAT gateway"] == pytest.approx(0.05 * MONTH_H)
-    assert got["NAT gateway: Elastic IP"] == pytest.approx(0.01 * MONTH_H)
+    # production: one per availability zone
+    assert got["NAT gateway"] == pytest.approx(2 * 0.05 * MONTH_H)
+    assert got["NAT gateway: Elastic IP"] == pytest.approx(2 * 0.01 * MONTH_H)
 
 
 def test_a_model_with_a_latency_brings_the_nat_gateway_unless_told_not_to() -> None:
@@ -211,7 +217,7 @@ def test_a_model_with_a_latency_brings_the_nat_gateway_unless_told_not_to() -> N
     assert cb.Options(model_seconds=0.0, nat_gateway=True).with_nat
     doc = cm.price(FIGURES, prices(), OPTS)  # model 1 s: counted
     fixed = doc["fixed_per_month"]
-    nat = 0.05 * MONTH_H + 0.01 * MONTH_H
+    nat = 2 * (0.05 * MONTH_H + 0.01 * MONTH_H)
     assert fixed["total_usd"] - fixed["total_without_nat_gateway_usd"] == pytest.approx(nat)
     assert any("enable_nat_gateway" in a for a in doc["assumptions"])
 
@@ -309,7 +315,9 @@ def _low_and_backlog() -> tuple[cm.Scenario, cm.Scenario, cm.Scenario, float]:
     low = cm.scenario("k", "low", fig, fig["one_per_invocation"], OPTS, prices())
     backlog = cm.scenario("k", "backlog", fig, fig["single"], OPTS, prices())
     d = cd.durable("k", fig, OPTS, prices())
-    return low, backlog, d, sum(x.usd for x in cf.fixed_lines(FIGURES, OPTS, prices()))
+    # no NAT gateways: a fixed bill low enough for a break-even below a job a second
+    no_nat = cb.Options(**{**OPTS.__dict__, "nat_gateway": False})
+    return low, backlog, d, sum(x.usd for x in cf.fixed_lines(FIGURES, no_nat, prices()))
 
 
 def test_the_break_even_prices_xray_at_the_rate_of_the_break_even() -> None:
@@ -342,7 +350,7 @@ def test_a_given_xray_share_is_used_at_the_break_even_as_given() -> None:
     low, _, d, fixed = _low_and_backlog()
     label = dict(cm.MODES)[cm.LOW_TRAFFIC]
     for share in (1.0, 0.05):
-        given = cb.Options(**{**OPTS.__dict__, "xray_sampled": share})
+        given = cb.Options(**{**OPTS.__dict__, "xray_sampled": share, "nat_gateway": False})
         got = cm.price(FIGURES, prices(), given)["durable_functions"][0]["tasklease"][label]
         # every table and the break-even at the share given: 2 traces a job against 1
         low_at, d_at = low.total - 10.0 * (1 - share), d.total - 5.0 * (1 - share)
