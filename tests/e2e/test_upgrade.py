@@ -64,13 +64,13 @@ LONG = 3600  # a wait nothing ends but the test
 CLIENTS: list[httpx.Client] = []  # closed when the test ends
 
 
-@pytest.fixture
-
 def this_release(openapi: dict[str, Any]) -> bool:
     """The API serving ``openapi`` runs this release's code, not the previous one's: a
     submission takes a flow-control key (issue 35, after 0.2.0)."""
     return "key" in openapi["components"]["schemas"]["JobCreate"]["properties"]
 
+
+@pytest.fixture
 def empty_database(pg_admin_url: str) -> Iterator[str]:
     """A database with no schema: the previous release migrates it itself."""
     name = f"tasklease_up_{uuid.uuid4().hex[:12]}"
