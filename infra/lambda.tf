@@ -106,6 +106,10 @@ locals {
     },
     var.openai_base_url == null ? {} : { TASKLEASE_OPENAI_BASE_URL = var.openai_base_url },
     var.webhook_url == null ? {} : { TASKLEASE_WEBHOOK_URL = var.webhook_url },
+    # small: IPv6 is the only way out without enable_nat_gateway, and the AWS SDKs use a
+    # service's IPv4-only endpoint unless told to take its dual-stack one (SQS's and
+    # Secrets Manager's answer over IPv6): the SDKs' own setting, read by botocore.
+    local.profile.ipv6_egress ? { AWS_USE_DUALSTACK_ENDPOINT = "true" } : {},
   )
 }
 

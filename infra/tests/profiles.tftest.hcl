@@ -24,6 +24,10 @@ run "production_by_default" {
     error_message = "production: a Multi-AZ database and the worker at 1024 MB."
   }
   assert {
+    condition     = alltrue([for f in aws_lambda_function.fn : !contains(keys(f.environment[0].variables), "AWS_USE_DUALSTACK_ENDPOINT")])
+    error_message = "production reaches SQS and Secrets Manager through endpoints: the SDKs' default endpoints."
+  }
+  assert {
     condition     = alltrue([for f in aws_lambda_function.fn : f.tracing_config[0].mode == "Active" && !f.vpc_config[0].ipv6_allowed_for_dual_stack])
     error_message = "production: every function traced Active, no IPv6."
   }
@@ -56,6 +60,10 @@ run "small" {
   assert {
     condition     = length(aws_vpc_endpoint.interface) == 0 && length(aws_nat_gateway.main) == 0
     error_message = "small: no interface endpoints and no NAT gateway."
+  }
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.fn : f.environment[0].variables["AWS_USE_DUALSTACK_ENDPOINT"] == "true"])
+    error_message = "small: over IPv6 alone every function's SDK must take the services' dual-stack endpoints (AWS_USE_DUALSTACK_ENDPOINT)."
   }
   assert {
     condition     = length(aws_egress_only_internet_gateway.main) == 1 && length(aws_route.private_ipv6) == 2 && aws_route.private_ipv6[0].destination_ipv6_cidr_block == "::/0"
