@@ -129,7 +129,8 @@ async def create_jobs(
         raise
     return JobBatchPublic(
         jobs=[JobPublic.of(s.job) for s in submitted],
-        replayed=[i for i, s in enumerate(submitted) if not s.created],
+        replayed=[i for i, s in enumerate(submitted) if not s.created and not s.dropped],
+        dropped=[i for i, s in enumerate(submitted) if s.dropped],
     )
 
 
@@ -153,6 +154,15 @@ async def list_jobs(
         str | None, Query(max_length=36, description="a job id, or its first hex digits")
     ] = None,
     idempotency_key: Annotated[str | None, Query(max_length=200), Storable] = None,
+    key: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="the jobs of this flow-control key (docs/howto/flow-control.md), of "
+            "any kind unless kind is given",
+        ),
+        Storable,
+    ] = None,
     created_after: dt.datetime | None = None,
     created_before: dt.datetime | None = None,
     finished_after: dt.datetime | None = None,
@@ -166,18 +176,19 @@ async def list_jobs(
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> JobPage:
     """The caller's jobs, newest first (an admin key: every tenant's, or ``tenant``'s),
-    found by any of: id or id prefix, idempotency key, kind, states, created and finished
-    time ranges, text in the last error, and payload fields: ``payload.user_id=u-42``
-    (equal to that text) or ``payload_json.n=3`` (equal to that JSON value). A tenant key
-    naming another tenant is 403. A cursor this API did not return for this search is
-    422, as is any other bad parameter (naming it); an empty parameter (``kind=``) is
-    ignored."""
+    found by any of: id or id prefix, idempotency key, flow-control ``key``, kind,
+    states, created and finished time ranges, text in the last error, and payload fields:
+    ``payload.user_id=u-42`` (equal to that text) or ``payload_json.n=3`` (equal to that
+    JSON value). A tenant key naming another tenant is 403. A cursor this API did not
+    return for this search is 422, as is any other bad parameter (naming it); an empty
+    parameter (``kind=``) is ignored."""
     flt = filters.parse(
         {
             "states": state or None,
             "kind": kind or None,
             "id_prefix": id or None,
             "idempotency_key": idempotency_key or None,
+            "key": key or None,
             "created_after": created_after,
             "created_before": created_before,
             "finished_after": finished_after,
