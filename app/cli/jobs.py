@@ -248,8 +248,8 @@ def usage_line(usage: dict[str, Any]) -> str:
 
 def _view_json(view: JobView) -> dict[str, Any]:
     """``jobs show --json``: each part as the API answers it (GET /v1/jobs/{id} and its
-    /events, /effects, /callbacks, /state and /messages), and where a keyed job stands on
-    its key (``key``: null without one)."""
+    /events, /effects, /callbacks, /state and /messages), and for a keyed job where it
+    stands on its key (``key``; a job without a key has none, its document is the API's)."""
     from app.api.callback_schemas import CallbackPublic
     from app.api.message_schemas import MessagePublic
     from app.api.routes.state import StatePage, StatePublic
@@ -264,7 +264,7 @@ def _view_json(view: JobView) -> dict[str, Any]:
         "callbacks": [CallbackPublic.model_validate(c) for c in view.callbacks],
         "state": StatePage(items=[StatePublic.model_validate(r) for r in view.state]),
         "messages": [MessagePublic.of(m) for m in view.messages],
-        "key": view.key,
+        **({"key": view.key} if view.key is not None else {}),
     }
 
 
@@ -278,8 +278,8 @@ def show(
     state it published, its children, its messages and its re-runs and forks; a keyed
     job's key, its limits and whether it waits for its key. With --json: an object of the
     API's answers, {"job", "events", "effects", "callbacks", "state", "messages"}, and
-    "key": {"key", "concurrency", "rate", "holding", "queued_ahead", "open",
-    "waits_for_key", "waits_for_rate"} (null for a job without a key)."""
+    for a keyed job "key": {"key", "concurrency", "rate", "holding", "queued_ahead",
+    "open", "waits_for_key", "waits_for_rate"}."""
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
     view = runner.on_database(s, lambda database: _view(s, database, jid))
