@@ -7,7 +7,7 @@ import contextlib
 import datetime as dt
 import uuid
 from contextlib import AbstractContextManager
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from opentelemetry.trace import Span
@@ -37,7 +37,29 @@ from app.states import JobState
 router = APIRouter()
 
 
-@router.post("/v1/jobs", status_code=202, response_model=JobPublic, responses=SUBMIT)
+# A single submission's answers beside 202: flow control by key (docs/howto/flow-control.md).
+SUBMIT_ONE: dict[int | str, dict[str, Any]] = {
+    **SUBMIT,
+    200: {
+        "model": JobPublic,
+        "description": "if_active drop_new with a job of the key active: nothing written, the "
+        "answer is the active job, with the header Tasklease-Key-Decision: dropped",
+        "headers": {
+            "Tasklease-Key-Decision": {
+                "description": "dropped: the key's active job answered instead of a new one",
+                "schema": {"type": "string", "enum": ["dropped"]},
+            }
+        },
+    },
+    409: {
+        "model": Problem,
+        "description": "the Idempotency-Key used before with another body; or if_active "
+        "reject with a job of the key active (the detail names it)",
+    },
+}
+
+
+@router.post("/v1/jobs", status_code=202, response_model=JobPublic, responses=SUBMIT_ONE)
 async def create_job(
     body: JobCreate,
     submitting: Submitter,
