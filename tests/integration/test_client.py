@@ -342,6 +342,7 @@ def test_a_stream_of_another_tenants_job_is_not_found(
 
 @pytest.mark.asyncio
 async def test_the_async_client(api_url: str, key: str, proxy: Proxy, tl: client.Client) -> None:
+    nap_key = uuid.uuid4().hex[:8]
     async with client.AsyncClient(api_url, key, timeout=10) as atl:
         job = await atl.submit("demo.sleep", SLOW, max_attempts=3, timeout_seconds=60)
         assert job.max_attempts == 3 and job.timeout_seconds == 60
@@ -364,7 +365,11 @@ async def test_the_async_client(api_url: str, key: str, proxy: Proxy, tl: client
         with pytest.raises(client.NotFound) as nf:
             await atl.get(uuid.uuid4())
         assert nf.value.status == 404
-        nap = await atl.submit("demo.nap", {"seconds": 3600})
+        nap = await atl.submit("demo.nap", {"seconds": 3600}, key=f"k-{nap_key}")
+        assert nap.key == f"k-{nap_key}" and not nap.dropped
+        # Its key's active job answers a drop_new submission (nothing new is written).
+        same = await atl.submit("demo.nap", {"seconds": 1}, key=nap.key, if_active="drop_new")
+        assert same.dropped and same.id == nap.id
         with pytest.raises(client.Timeout, match=str(nap.id)):
             await atl.wait(nap.id, timeout=1)
         await atl.cancel(nap.id)
