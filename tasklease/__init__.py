@@ -66,6 +66,8 @@ if TYPE_CHECKING:
         Throttled as Throttled,
     )
     from app.kinds.context import JobContext as JobContext
+    from app.kinds.flow import IfActive as IfActive
+    from app.kinds.flow import Rate as Rate
     from app.kinds.generate import Usage as Usage
     from app.kinds.kind import Kind as Kind
     from app.kinds.kind import kind as kind
@@ -80,6 +82,8 @@ _EXPORTS = {
     "JobContext": "app.kinds.context",
     "Settings": "app.settings.config",
     "Usage": "app.kinds.generate",
+    "Rate": "app.kinds.flow",
+    "IfActive": "app.kinds.flow",
     "Gathered": "app.kinds.waits",
     "Message": "app.kinds.messages",
     "TaskleaseError": "app.errors",
@@ -101,11 +105,13 @@ __all__ = [
     "ConfigError",
     "GatherFailed",
     "Gathered",
+    "IfActive",
     "JobContext",
     "JobError",
     "Kind",
     "Message",
     "PermanentError",
+    "Rate",
     "ReceiveTimedOut",
     "ReplayDiverged",
     "Retry",

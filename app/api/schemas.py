@@ -297,6 +297,11 @@ class JobBatchPublic(BaseModel):
         description="the positions answered by the job an earlier request made with the "
         "same idempotency_key"
     )
+    dropped: list[int] = Field(
+        default_factory=list,
+        description="the positions answered by their key's active job, nothing written "
+        "(if_active drop_new: docs/howto/flow-control.md)",
+    )
 
 
 class JobPage(BaseModel):

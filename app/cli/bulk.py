@@ -32,6 +32,12 @@ POLL_SECONDS = 0.5
 IdOpt = Annotated[str | None, typer.Option("--id", help="a job id, or its first hex digits")]
 KeyOpt = Annotated[str | None, typer.Option(help="the job submitted with this Idempotency-Key")]
 KindOpt = Annotated[str | None, typer.Option(help="only jobs of this kind")]
+FlowKeyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--key", help="only the jobs of this flow-control key (of any kind unless --kind)"
+    ),
+]
 StateOpt = Annotated[list[JobState] | None, typer.Option(help="only jobs in this state (repeat)")]
 TenantOpt = Annotated[str | None, typer.Option(help="only this tenant's jobs")]
 TimeOpt = Annotated[str | None, typer.Option(help="ISO 8601 with a time zone")]
@@ -75,6 +81,7 @@ FILTER_OPTIONS: dict[str, tuple[str, Any]] = {
     "id_": ("id_prefix", IdOpt),
     "idempotency_key": ("idempotency_key", KeyOpt),
     "kind": ("kind", KindOpt),
+    "key": ("key", FlowKeyOpt),
     "state": ("states", StateOpt),
     "tenant": ("tenant", TenantOpt),
     "created_after": ("created_after", TimeOpt),
@@ -117,8 +124,8 @@ def search(
     limit: Annotated[int, typer.Option(min=1, max=bounds.MAX_PAGE)] = 50,
     as_json: JsonOpt = False,
 ) -> None:
-    """Find jobs by id or prefix, idempotency key, kind, states, times, error text and
-    payload fields (newest first), as a table or --json."""
+    """Find jobs by id or prefix, idempotency key, flow-control key, kind, states, times,
+    error text and payload fields (newest first), as a table or --json."""
     s = runner.settings_or_exit()
     rows, cursor = runner.on_database(
         s, lambda database: jobs.search(database, flt, limit=limit, scope=None)

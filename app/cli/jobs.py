@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from app.cli import remote, render, render_json, render_reruns, runner
+from app.cli import bulk, remote, render, render_flow, render_json, render_reruns, runner
 from app.cli.render import err, out
 from app.priorities import Priority
 from app.services import auth, costs, jobs, messages, reruns
@@ -210,13 +210,15 @@ class JobView(NamedTuple):
     messages: list[Message]
     state: list[dict[str, Any]]
     reruns: list[dict[str, Any]]
+    key: dict[str, Any] | None  # where a keyed job stands on its key (None: no key)
 
 
 async def _view(s: Settings, database: Database, job_id: uuid.UUID) -> JobView:
     # The operator's view: every tenant.
     children, count = await jobs.children(database, job_id, scope=None)
+    job = await jobs.get_job(database, job_id, scope=None)
     return JobView(
-        await jobs.get_job(database, job_id, scope=None),
+        job,
         await jobs.events(database, job_id, scope=None),
         await jobs.effects(database, job_id, scope=None),
         children,
@@ -226,6 +228,7 @@ async def _view(s: Settings, database: Database, job_id: uuid.UUID) -> JobView:
         await messages.of_job(database, job_id, scope=None),
         await published.of_job(database, job_id, scope=None),
         await reruns.reruns_of(database, job_id, scope=None),
+        await jobs.key_status(database, job),
     )
 
 
@@ -245,7 +248,8 @@ def usage_line(usage: dict[str, Any]) -> str:
 
 def _view_json(view: JobView) -> dict[str, Any]:
     """``jobs show --json``: each part as the API answers it (GET /v1/jobs/{id} and its
-    /events, /effects, /callbacks, /state and /messages)."""
+    /events, /effects, /callbacks, /state and /messages), and for a keyed job where it
+    stands on its key (``key``; a job without a key has none, its document is the API's)."""
     from app.api.callback_schemas import CallbackPublic
     from app.api.message_schemas import MessagePublic
     from app.api.routes.state import StatePage, StatePublic
@@ -260,6 +264,7 @@ def _view_json(view: JobView) -> dict[str, Any]:
         "callbacks": [CallbackPublic.model_validate(c) for c in view.callbacks],
         "state": StatePage(items=[StatePublic.model_validate(r) for r in view.state]),
         "messages": [MessagePublic.of(m) for m in view.messages],
+        **({"key": view.key} if view.key is not None else {}),
     }
 
 
@@ -270,9 +275,11 @@ def show(
 ) -> None:
     """A job (what it waits for, its parent, the job it re-runs or was forked from), its
     timeline, its recorded effects (a fork's inherited ones marked), its callbacks, the
-    state it published, its children, its messages and its re-runs and forks. With
-    --json: an object of the API's answers, {"job", "events", "effects", "callbacks",
-    "state", "messages"}."""
+    state it published, its children, its messages and its re-runs and forks; a keyed
+    job's key, its limits and whether it waits for its key. With --json: an object of the
+    API's answers, {"job", "events", "effects", "callbacks", "state", "messages"}, and
+    for a keyed job "key": {"key", "concurrency", "rate", "holding", "queued_ahead",
+    "open", "waits_for_key", "waits_for_rate"}."""
     s = runner.settings_or_exit()
     jid = job_id_or_exit(job_id)
     view = runner.on_database(s, lambda database: _view(s, database, jid))
@@ -283,6 +290,8 @@ def show(
     came_from = render_reruns.origin(view.job)
     if came_from is not None:
         out.print(came_from)
+    if view.key is not None:
+        out.print(render_flow.key_table(view.key))
     out.print(render.timeline(view.events))
     out.print(render.effects(view.effects))
     if view.usage["models"]:
@@ -304,17 +313,21 @@ def list_(
     state: Annotated[JobState | None, typer.Option(help="only jobs in this state")] = None,
     kind: Annotated[str | None, typer.Option(help="only jobs of this kind")] = None,
     tenant: Annotated[str | None, typer.Option(help="only this tenant's jobs")] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(help="only the jobs of this flow-control key (of any kind unless --kind)"),
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, max=bounds.MAX_PAGE)] = 50,
     as_json: render_json.JsonFlag = False,
 ) -> None:
     """The newest jobs of every tenant (or one), as a table; with --json, as GET /v1/jobs
     answers them ({"items", "next_cursor"})."""
     s = runner.settings_or_exit()
+    flt = bulk.filter_or_exit(
+        payload=None, payload_json=None, states=[state] if state else None, kind=kind, key=key
+    )
     rows, cursor = runner.on_database(
-        s,
-        lambda database: jobs.list_jobs(
-            database, state=state, kind=kind, limit=limit, scope=tenant
-        ),
+        s, lambda database: jobs.search(database, flt, limit=limit, scope=tenant)
     )
     if as_json:
         from app.api.schemas import JobPage, JobPublic

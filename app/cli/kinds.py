@@ -1,8 +1,9 @@
 """``tasklease kinds``: the job kinds the running API serves (GET /v1/kinds), each with
-its timeout, its attempt budget, the fields of its payload and its jobs by state (the
-key's tenant's; an admin key's every tenant's); ``--json`` gives each payload's whole JSON
-schema, for scripts. It asks the API, not this process: what the
-deployment's TASKLEASE_KINDS loaded is what it may be sent."""
+its timeout, its attempt budget, the fields of its payload, its flow control by key
+(docs/howto/flow-control.md) and its jobs by state (the key's tenant's; an admin key's
+every tenant's); ``--json`` gives each payload's whole JSON schema, for scripts. It asks
+the API, not this process: what the deployment's TASKLEASE_KINDS loaded is what it may be
+sent."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli import remote, render_json
+from app.cli import remote, render_flow, render_json
 from app.cli.render import err, out
 
 
@@ -38,7 +39,8 @@ def kinds(
     api_url: remote.ApiUrl = None,
     api_key: remote.ApiKey = None,
 ) -> None:
-    """The job kinds the API serves: name, timeout, attempts, payload fields and jobs by state."""
+    """The job kinds the API serves: name, timeout, attempts, payload fields, jobs by state
+    and flow control by key (a key from the payload, limits per key, if_active, debounce)."""
     url, found = remote.ask(api_url, api_key, "tasklease kinds asks the API", lambda c: c.kinds())
     if as_json:
         render_json.emit({"kinds": found})  # GET /v1/kinds' shape, schemas whole
@@ -54,6 +56,7 @@ def kinds(
         "attempts",
         "payload (* required)",
         "jobs",
+        "flow control by key",
         "description",
     ):
         table.add_column(column, overflow="fold")
@@ -65,6 +68,7 @@ def kinds(
             str(k.max_attempts),
             escape(_fields(k.payload_schema)),
             escape(_counts(k.counts)),
+            escape(render_flow.kind_flow(k.flow)),
             escape(k.description),
         )
     out.print(table)

@@ -70,7 +70,9 @@ class AsyncClient:
         priority: models.Priority | str | None = None,
         deadline: dt.datetime | None = None,
         deadline_seconds: float | None = None,
-    ) -> models.Job:
+        key: str | None = None,
+        if_active: models.IfActive | None = None,
+    ) -> models.Submitted:
         return await self.send(
             calls.submit(
                 kind,
@@ -83,12 +85,14 @@ class AsyncClient:
                 priority=priority,
                 deadline=deadline,
                 deadline_seconds=deadline_seconds,
+                key=key,
+                if_active=if_active,
             )
         )
 
     async def submit_many(
         self, items: Iterable[models.JobRequest | Mapping[str, Any]]
-    ) -> list[models.Job]:
+    ) -> list[models.Submitted]:
         return await self.send(calls.submit_many(items))
 
     async def kinds(self) -> list[models.KindInfo]:

@@ -35,6 +35,8 @@ class Call(Generic[T]):
     params: Mapping[str, str] | None = None
     headers: Mapping[str, str] | None = None
     timeout: float | None = None  # None: the client's
+    # Instead of ``parse``, for an answer whose headers say something too: (body, headers).
+    parse_answer: Callable[[Any, httpx.Headers], T] | None = None
 
 
 def request_args(call: Call[Any], timeout: float) -> dict[str, Any]:
@@ -86,7 +88,9 @@ def submit(
     priority: models.Priority | str | None = None,
     deadline: dt.datetime | None = None,
     deadline_seconds: float | None = None,
-) -> Call[models.Job]:
+    key: str | None = None,
+    if_active: models.IfActive | None = None,
+) -> Call[models.Submitted]:
     body = {
         "kind": kind,
         "payload": dict(payload),
@@ -96,19 +100,49 @@ def submit(
         body["deadline"] = deadline.isoformat()
     if deadline_seconds is not None:
         body["deadline_seconds"] = deadline_seconds
-    return Call("POST", "/v1/jobs", _model(models.Job), json=body, headers=_keyed(idempotency_key))
+    if key is not None:
+        body["key"] = key
+    if if_active is not None:
+        body["if_active"] = if_active
+    return Call(
+        "POST",
+        "/v1/jobs",
+        models.Submitted.model_validate,
+        json=body,
+        headers=_keyed(idempotency_key),
+        parse_answer=_submitted,
+    )
+
+
+# The headers of a submission's answer: a replay of its Idempotency-Key, or (flow control
+# by key, if_active drop_new) the key's active job answered instead of a new one.
+REPLAYED = "Idempotent-Replayed"
+KEY_DECISION = "Tasklease-Key-Decision"
+
+
+def _submitted(doc: Any, headers: httpx.Headers) -> models.Submitted:
+    return models.Submitted.model_validate(
+        {
+            **doc,
+            "replayed": headers.get(REPLAYED) == "true",
+            "dropped": headers.get(KEY_DECISION) == "dropped",
+        }
+    )
 
 
 def submit_many(
     items: Iterable[models.JobRequest | Mapping[str, Any]],
-) -> Call[list[models.Job]]:
+) -> Call[list[models.Submitted]]:
     jobs = [
         (i if isinstance(i, models.JobRequest) else models.JobRequest.model_validate(i))
         for i in items
     ]
     body = {"jobs": [j.model_dump(mode="json", exclude_none=True) for j in jobs]}
     return Call(
-        "POST", "/v1/jobs/batch", lambda doc: models.JobBatch.model_validate(doc).jobs, json=body
+        "POST",
+        "/v1/jobs/batch",
+        lambda doc: models.JobBatch.model_validate(doc).submitted(),
+        json=body,
     )
 
 
@@ -256,6 +290,8 @@ def _retry_after(response: httpx.Response) -> float | None:
 def result(call: Call[T], response: httpx.Response) -> T:
     if response.is_error:
         raise error_of(response)
+    if call.parse_answer is not None:
+        return call.parse_answer(response.json(), response.headers)
     return call.parse(response.json())
 
 

@@ -77,10 +77,16 @@ class Client:
         priority: models.Priority | str | None = None,
         deadline: dt.datetime | None = None,
         deadline_seconds: float | None = None,
-    ) -> models.Job:
+        key: str | None = None,
+        if_active: models.IfActive | None = None,
+    ) -> models.Submitted:
         """Submit a job; it is durable when this returns. ``priority``: high, normal
         (the default) or low. ``deadline`` (an aware time) or ``deadline_seconds``: the
-        whole run's; past it the job ends dead-lettered, "deadline passed"."""
+        whole run's; past it the job ends dead-lettered, "deadline passed". ``key``: the
+        job's flow-control key (default: its kind's, from the payload) and ``if_active``
+        what it does while a job of its key is active (default: its kind's). The answer's
+        ``replayed`` says an earlier request with this idempotency key made the job;
+        ``dropped``, that it is the key's active job and nothing was written (drop_new)."""
         return self.send(
             calls.submit(
                 kind,
@@ -93,13 +99,16 @@ class Client:
                 priority=priority,
                 deadline=deadline,
                 deadline_seconds=deadline_seconds,
+                key=key,
+                if_active=if_active,
             )
         )
 
     def submit_many(
         self, items: Iterable[models.JobRequest | Mapping[str, Any]]
-    ) -> list[models.Job]:
-        """Submit up to 100 jobs, all or none; the jobs in the same order."""
+    ) -> list[models.Submitted]:
+        """Submit up to 100 jobs, all or none; the jobs in the same order, each with its
+        ``replayed`` and ``dropped`` as ``submit`` answers them."""
         return self.send(calls.submit_many(items))
 
     def kinds(self) -> list[models.KindInfo]:

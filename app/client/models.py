@@ -42,8 +42,29 @@ class Priority(enum.StrEnum):
     LOW = "low"
 
 
+# What a new job of a key does while one of the key's jobs is active.
+IfActive = Literal["enqueue", "reject", "cancel_active", "drop_new"]
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class KindRate(_Model):
+    """RatePublic: at most ``limit`` of a key's jobs start in any ``per_seconds``."""
+
+    limit: int
+    per_seconds: float
+
+
+class KindFlow(_Model):
+    """FlowPublic: a kind's limits per key."""
+
+    keyed: bool
+    concurrency: int | None
+    if_active: IfActive
+    debounce_seconds: float | None
+    rate: KindRate | None
 
 
 class KindInfo(_Model):
@@ -63,6 +84,8 @@ class KindInfo(_Model):
     version: str = "1"
     versions: list[str] = Field(default_factory=lambda: ["1"])
     on_version_change: str = "resume"
+    # Its flow control by key (docs/howto/flow-control.md); an API older than keys: none.
+    flow: KindFlow | None = None
 
 
 class WorkerInfo(_Model):
@@ -135,10 +158,21 @@ class Job(_Model):
     forked_from: uuid.UUID | None = None  # the job whose steps before fork_step it inherited
     fork_step: str | None = None
     kind_version: str | None = None  # the kind's version it first started on (None: not yet)
+    key: str | None = None  # its flow-control key (docs/howto/flow-control.md); None: none
 
     @property
     def finished(self) -> bool:
         return self.state.finished
+
+
+class Submitted(Job):
+    """What ``submit`` and ``submit_many`` answer: the job, and how the API answered.
+    ``replayed``: an earlier request with the same idempotency key made it (nothing new);
+    ``dropped``: its key's active job, answered instead of a new one, nothing written
+    (the kind's or the submission's ``if_active="drop_new"``)."""
+
+    replayed: bool = False
+    dropped: bool = False
 
 
 class Child(_Model):
@@ -208,13 +242,27 @@ class JobRequest(_Model):
     idempotency_key: str | None = None
     deadline: dt.datetime | None = None
     deadline_seconds: float | None = None
+    key: str | None = None  # its flow-control key (default: its kind's, from the payload)
+    if_active: IfActive | None = None  # default: its kind's
 
 
 class JobBatch(_Model):
-    """JobBatchPublic: the jobs of a batch, in order, and which were replayed."""
+    """JobBatchPublic: the jobs of a batch, in order, which were replayed and which were
+    answered by their key's active job (dropped)."""
 
     jobs: list[Job]
     replayed: list[int]
+    dropped: list[int] = Field(default_factory=list)  # an API older than keys: none
+
+    def submitted(self) -> list[Submitted]:
+        """Each job with how it was answered."""
+        replayed, dropped = set(self.replayed), set(self.dropped)
+        return [
+            Submitted.model_validate(
+                {**job.model_dump(), "replayed": i in replayed, "dropped": i in dropped}
+            )
+            for i, job in enumerate(self.jobs)
+        ]
 
 
 class StreamEvent(_Model):

@@ -21,11 +21,12 @@ from typing import Any, Literal, get_args
 
 from app import errors
 
-# What a new job of a key does when one of the key's jobs is active (not finished:
-# queued, running, waiting, retrying), as LangGraph and Inngest name them: enqueue
-# (wait its turn), reject (409 naming the active job), cancel_active (cancel the active
-# ones, run the new one once they stopped), drop_new (answer with the active job).
 IfActive = Literal["enqueue", "reject", "cancel_active", "drop_new"]
+"""What a new job of a key does when one of the key's jobs is active (not finished:
+queued, running, waiting, retrying), as LangGraph and Inngest name them: ``enqueue``
+(wait its turn, the default), ``reject`` (409 naming the active job), ``cancel_active``
+(cancel the active ones, run the new one once they stopped), ``drop_new`` (write nothing,
+answer with the active job)."""
 IF_ACTIVE: tuple[IfActive, ...] = get_args(IfActive)
 MAX_KEY_CHARS = 200
 MAX_CONCURRENCY = 10_000

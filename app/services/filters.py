@@ -49,6 +49,11 @@ class JobFilter(BaseModel):
         description="a job id or its first hex digits (dashes optional)",
     )
     idempotency_key: Text | None = None
+    key: Text | None = Field(
+        None,
+        description="the jobs of this flow-control key (docs/howto/flow-control.md), "
+        "of any kind unless kind is given",
+    )
     kind: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = None
     states: list[JobState] | None = Field(None, max_length=len(JobState))
     tenant: str | None = Field(None, pattern=f"^(?:{bounds.TENANT_PATTERN})$")
@@ -66,7 +71,7 @@ class JobFilter(BaseModel):
         """The checks pydantic's types do not make; BadRequest naming the field."""
         if self.id_prefix is not None:
             _id_range(self.id_prefix)
-        for name in ("idempotency_key", "kind", "error"):
+        for name in ("idempotency_key", "key", "kind", "error"):
             value = getattr(self, name)
             if value is not None and (bad := unstorable(value)):
                 raise errors.BadRequest(f"{name} {bad}")
@@ -98,6 +103,7 @@ class JobFilter(BaseModel):
             "id_low": low,
             "id_high": high,
             "idempotency_key": self.idempotency_key,
+            "flow_key": self.key,
             "kind": self.kind,
             "states": [str(s) for s in self.states] if self.states else None,
             "created_after": self.created_after,

@@ -250,3 +250,35 @@ async def cancel(db: store.Database, job_id: uuid.UUID, *, scope: str | None) ->
     if job.state == JobState.SUCCEEDED:
         raise errors.Conflict(f"job {job_id} succeeded before it could be cancelled")
     return job.to_dict()
+
+
+async def key_status(db: store.Database, job: dict[str, Any]) -> dict[str, Any] | None:
+    """Where a keyed job stands on its key, as `jobs show` shows it (None: no key): its
+    key's limits (written on the job at its submission), the key's other jobs holding it
+    and queued before it, and whether it waits for its key: queued with its key's
+    concurrency of jobs ahead of it (the claim parks it until one of them ends), or with
+    the key's rate used up in the period (the claim hands it back until a claim leaves)."""
+    if job.get("flow_key") is None:
+        return None
+    at = await store.key_view.position(db, job["id"])
+    if at is None:  # pragma: no cover - the job was just read; a prune in between
+        return None
+    queued = job["state"] == JobState.QUEUED
+    concurrency, limit = job.get("key_concurrency"), job.get("key_rate")
+    return {
+        "key": job["flow_key"],
+        "concurrency": concurrency,
+        "rate": None
+        if limit is None
+        else {"limit": limit, "per_seconds": job.get("key_rate_seconds")},
+        "holding": at.holding,
+        "queued_ahead": at.queued_ahead,
+        "open": at.open,
+        "waits_for_key": queued
+        and concurrency is not None
+        and at.holding + at.queued_ahead >= concurrency,
+        "waits_for_rate": queued
+        and limit is not None
+        and at.recent_claims is not None
+        and at.recent_claims >= limit,
+    }

@@ -1,7 +1,7 @@
 """The store: the only package that runs SQL or imports psycopg.
 
 Callers write ``store.jobs.get(db, job_id)``: one module per aggregate (jobs, leases, alerts,
-cancels, charts, effects, flow, outbox, keys, tenants, model_limits, dead_letters, deadlines, sweeper_marks,
+cancels, charts, effects, flow, key_view, outbox, keys, tenants, model_limits, dead_letters, deadlines, sweeper_marks,
 waits, messages, schedules, streams, state, gauges, retention, search, bulk, workers), each a set of small typed functions taking the
 ``Database`` (or, with the ``_txn`` suffix, a connection inside the caller's transaction) and answering the records of
 ``store.records``.
@@ -18,6 +18,7 @@ from app.store import (
     flow,
     gauges,
     jobs,
+    key_view,
     keys,
     leases,
     messages,
@@ -51,6 +52,7 @@ __all__ = [
     "flow",
     "gauges",
     "jobs",
+    "key_view",
     "keys",
     "leases",
     "messages",

@@ -342,6 +342,7 @@ def test_a_stream_of_another_tenants_job_is_not_found(
 
 @pytest.mark.asyncio
 async def test_the_async_client(api_url: str, key: str, proxy: Proxy, tl: client.Client) -> None:
+    nap_key = uuid.uuid4().hex[:8]
     async with client.AsyncClient(api_url, key, timeout=10) as atl:
         job = await atl.submit("demo.sleep", SLOW, max_attempts=3, timeout_seconds=60)
         assert job.max_attempts == 3 and job.timeout_seconds == 60
@@ -364,7 +365,11 @@ async def test_the_async_client(api_url: str, key: str, proxy: Proxy, tl: client
         with pytest.raises(client.NotFound) as nf:
             await atl.get(uuid.uuid4())
         assert nf.value.status == 404
-        nap = await atl.submit("demo.nap", {"seconds": 3600})
+        nap = await atl.submit("demo.nap", {"seconds": 3600}, key=f"k-{nap_key}")
+        assert nap.key == f"k-{nap_key}" and not nap.dropped
+        # Its key's active job answers a drop_new submission (nothing new is written).
+        same = await atl.submit("demo.nap", {"seconds": 1}, key=nap.key, if_active="drop_new")
+        assert same.dropped and same.id == nap.id
         with pytest.raises(client.Timeout, match=str(nap.id)):
             await atl.wait(nap.id, timeout=1)
         await atl.cancel(nap.id)
@@ -526,3 +531,44 @@ def test_submit_wait_names_what_is_missing(module_stack: Stack, api_url: str) ->
     done = cli(module_stack, "demo.noop", "--wait", TASKLEASE_API_URL=api_url)
     assert done.returncode == 2
     assert "TASKLEASE_API_KEY" in done.stderr and "TASKLEASE_API_URL" not in done.stderr
+
+
+def test_a_key_and_if_active_are_submitted_and_a_drop_or_replay_is_said(
+    tl: client.Client,
+) -> None:
+    conversation = f"c-{uuid.uuid4().hex[:8]}"
+    payload = {"conversation": conversation, "text": "hi"}
+    # An hour from now: the first job stays active (waiting on its timer) for the test.
+    first = tl.submit("demo.converse", payload, delay_seconds=3600)
+    assert first.key == conversation and not first.dropped and not first.replayed
+    try:
+        again = tl.submit("demo.converse", payload, if_active="drop_new")
+        assert again.dropped and not again.replayed
+        assert again.id == first.id, "answered with the key's active job"
+        given = tl.submit("demo.noop", {}, key="k-given", delay_seconds=3600)
+        assert given.key == "k-given" and tl.get(given.id).key == "k-given"
+        tl.cancel(given.id)
+        same = f"once-{uuid.uuid4().hex[:8]}"
+        made = tl.submit("demo.noop", {}, idempotency_key=same)
+        replay = tl.submit("demo.noop", {}, idempotency_key=same)
+        assert (made.replayed, replay.replayed, replay.id) == (False, True, made.id)
+        assert not replay.dropped
+        batch = tl.submit_many(
+            [
+                client.JobRequest(kind="demo.converse", payload=payload, if_active="drop_new"),
+                {"kind": "demo.noop", "payload": {}, "idempotency_key": same},
+            ]
+        )
+        assert [(j.dropped, j.replayed) for j in batch] == [(True, False), (False, True)]
+        assert batch[0].id == first.id and batch[1].id == made.id
+        with pytest.raises(client.Conflict, match=str(first.id)):
+            tl.submit("demo.converse", payload, if_active="reject")
+    finally:
+        tl.cancel(first.id)
+
+    flows = {k.name: k.flow for k in tl.kinds()}
+    converse = flows["demo.converse"]
+    assert converse is not None and converse.keyed and converse.concurrency == 1
+    sync = flows["demo.sync"]
+    assert sync is not None and sync.rate is not None
+    assert (sync.rate.limit, sync.rate.per_seconds) == (2, 1.0)

@@ -107,3 +107,46 @@ def test_the_kinds_page_counts_jobs_by_state_and_links_to_them(
     shown = {page.locator("#jobs tr[data-job]").nth(i).get_attribute("data-job") for i in range(3)}
     assert shown == set(mine)
     assert page.errors == []
+
+
+def test_keys_show_on_the_kinds_page_and_the_job_page_and_filter_the_jobs_list(
+    browser: Any, stack: Stack, request: pytest.FixtureRequest
+) -> None:
+    """Flow control by key: each kind's limits per key on the Kinds page; a job's key on
+    its page as text (a key holding markup stays text), a link to the key's jobs, which
+    the jobs list's key field filters (any kind of the key, the tenant's only)."""
+    url = stack.api()
+    client = api_client(url, stack.key("acme"))
+    request.addfinalizer(client.close)
+    key = '<img src=x onerror="window.__xss=1">c-1'
+    mine = [submit(client, "demo.converse", {"conversation": key, "text": t}) for t in "ab"]
+    submit(client, "demo.converse", {"conversation": "c-2", "text": "c"})  # another key
+    submit(client, "demo.noop", {})  # no key
+
+    page = open_page(browser, url, stack.key("acme"), viewport={"width": 1400, "height": 900})
+    page.click('#nav a[href="#/kinds"]')
+    page.wait_for_selector("#kinds tr[data-kind]")
+
+    def flow_of(kind: str) -> str:
+        cell = page.locator(f'#kinds tr[data-kind="{kind}"] td.flow-control')
+        return cell.text_content() or ""
+
+    assert flow_of("demo.converse") == "key from payload; 1 at a time"
+    assert flow_of("demo.reindex") == "key from payload; debounce 2 s"
+    assert flow_of("demo.sync") == "key from payload; 2 starts per 1 s"
+    assert flow_of("demo.noop") == "none"
+
+    page.goto(f"{url}/ui/#/jobs/{mine[0]}")
+    fact = page.wait_for_selector('[data-fact="key"]')
+    assert fact.text_content() == key
+    assert page.locator('[data-fact="key"] img').count() == 0
+    page.click("#job-key")
+    page.wait_for_selector("#flow[data-loaded]")
+    assert page.input_value("#f-key") == key
+    wait_for(
+        lambda: page.locator("#jobs tr[data-job]").count() == 2, what="the key's two jobs only"
+    )
+    shown = {page.locator("#jobs tr[data-job]").nth(i).get_attribute("data-job") for i in range(2)}
+    assert shown == set(mine)
+    assert page.evaluate("window.__xss") is None
+    assert page.errors == []

@@ -37,6 +37,8 @@ PAIRS: list[tuple[type[BaseModel], str]] = [
     (models.Message, "MessagePublic"),
     (models.MessageSent, "MessageSent"),
     (models.WorkerInfo, "WorkerPublic"),
+    (models.KindFlow, "FlowPublic"),
+    (models.KindRate, "RatePublic"),
 ]
 
 

@@ -7,7 +7,7 @@ import contextlib
 import datetime as dt
 import uuid
 from contextlib import AbstractContextManager
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from opentelemetry.trace import Span
@@ -37,7 +37,29 @@ from app.states import JobState
 router = APIRouter()
 
 
-@router.post("/v1/jobs", status_code=202, response_model=JobPublic, responses=SUBMIT)
+# A single submission's answers beside 202: flow control by key (docs/howto/flow-control.md).
+SUBMIT_ONE: dict[int | str, dict[str, Any]] = {
+    **SUBMIT,
+    200: {
+        "model": JobPublic,
+        "description": "if_active drop_new with a job of the key active: nothing written, the "
+        "answer is the active job, with the header Tasklease-Key-Decision: dropped",
+        "headers": {
+            "Tasklease-Key-Decision": {
+                "description": "dropped: the key's active job answered instead of a new one",
+                "schema": {"type": "string", "enum": ["dropped"]},
+            }
+        },
+    },
+    409: {
+        "model": Problem,
+        "description": "the Idempotency-Key used before with another body; or if_active "
+        "reject with a job of the key active (the detail names it)",
+    },
+}
+
+
+@router.post("/v1/jobs", status_code=202, response_model=JobPublic, responses=SUBMIT_ONE)
 async def create_job(
     body: JobCreate,
     submitting: Submitter,
@@ -129,7 +151,8 @@ async def create_jobs(
         raise
     return JobBatchPublic(
         jobs=[JobPublic.of(s.job) for s in submitted],
-        replayed=[i for i, s in enumerate(submitted) if not s.created],
+        replayed=[i for i, s in enumerate(submitted) if not s.created and not s.dropped],
+        dropped=[i for i, s in enumerate(submitted) if s.dropped],
     )
 
 
@@ -153,6 +176,15 @@ async def list_jobs(
         str | None, Query(max_length=36, description="a job id, or its first hex digits")
     ] = None,
     idempotency_key: Annotated[str | None, Query(max_length=200), Storable] = None,
+    key: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="the jobs of this flow-control key (docs/howto/flow-control.md), of "
+            "any kind unless kind is given",
+        ),
+        Storable,
+    ] = None,
     created_after: dt.datetime | None = None,
     created_before: dt.datetime | None = None,
     finished_after: dt.datetime | None = None,
@@ -166,18 +198,19 @@ async def list_jobs(
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> JobPage:
     """The caller's jobs, newest first (an admin key: every tenant's, or ``tenant``'s),
-    found by any of: id or id prefix, idempotency key, kind, states, created and finished
-    time ranges, text in the last error, and payload fields: ``payload.user_id=u-42``
-    (equal to that text) or ``payload_json.n=3`` (equal to that JSON value). A tenant key
-    naming another tenant is 403. A cursor this API did not return for this search is
-    422, as is any other bad parameter (naming it); an empty parameter (``kind=``) is
-    ignored."""
+    found by any of: id or id prefix, idempotency key, flow-control ``key``, kind,
+    states, created and finished time ranges, text in the last error, and payload fields:
+    ``payload.user_id=u-42`` (equal to that text) or ``payload_json.n=3`` (equal to that
+    JSON value). A tenant key naming another tenant is 403. A cursor this API did not
+    return for this search is 422, as is any other bad parameter (naming it); an empty
+    parameter (``kind=``) is ignored."""
     flt = filters.parse(
         {
             "states": state or None,
             "kind": kind or None,
             "id_prefix": id or None,
             "idempotency_key": idempotency_key or None,
+            "key": key or None,
             "created_after": created_after,
             "created_before": created_before,
             "finished_after": finished_after,

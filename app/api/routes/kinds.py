@@ -1,12 +1,12 @@
 """GET /v1/kinds: the job kinds this deployment runs (TASKLEASE_KINDS), each with its
-payload's JSON schema, its result's, its timeout and its attempt budget, so a caller can
-see what it may submit; and each kind's jobs by state, from the maintained counts (never a
-scan of jobs). Any valid key may read it: a tenant key's counts are its own tenant's, an
-admin key's every tenant's (or ``?tenant=``'s)."""
+payload's JSON schema, its result's, its timeout, its attempt budget and its flow control
+by key, so a caller can see what it may submit; and each kind's jobs by state, from the
+maintained counts (never a scan of jobs). Any valid key may read it: a tenant key's counts
+are its own tenant's, an admin key's every tenant's (or ``?tenant=``'s)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -33,6 +33,36 @@ def _schemas_of(k: kinds.Kind[Any, Any, Any]) -> tuple[dict[str, Any], dict[str,
     return made[1], made[2]
 
 
+class RatePublic(BaseModel):
+    limit: int = Field(description="at most this many of a key's jobs start")
+    per_seconds: float = Field(description="in any period of this many seconds")
+
+
+class FlowPublic(BaseModel):
+    """A kind's flow control by key (docs/howto/flow-control.md): the limits that apply
+    to the jobs of one key (same tenant and kind). A submission may give its own key and
+    ``if_active``; the limits are the kind's."""
+
+    keyed: bool = Field(
+        description="the kind computes a job's key from its payload (a submission may give "
+        "one anyway)"
+    )
+    concurrency: int | None = Field(
+        description="at most this many jobs of a key hold it at once (from their first claim "
+        "until they end); null: no limit"
+    )
+    if_active: Literal["enqueue", "reject", "cancel_active", "drop_new"] = Field(
+        description="what a new job of a key does while one of the key's jobs is active: "
+        "enqueue (wait its turn), reject (409), cancel_active (cancel it), drop_new "
+        "(answered with the active job)"
+    )
+    debounce_seconds: float | None = Field(
+        description="only the last job of a key submitted within this window runs, this long "
+        "after it; null: no debounce"
+    )
+    rate: RatePublic | None = Field(description="starts per period per key; null: no limit")
+
+
 class KindPublic(BaseModel):
     name: str
     description: str
@@ -53,6 +83,7 @@ class KindPublic(BaseModel):
     on_version_change: str = Field(
         description='"resume" or "pin": what a job started on another version does'
     )
+    flow: FlowPublic = Field(description="its flow control by key (its limits per key)")
 
 
 class KindList(BaseModel):
@@ -83,6 +114,7 @@ async def list_kinds(scope: TenantScope, settings: Settings, db: Db) -> KindList
                 version=k.version,
                 versions=kinds.REGISTRY.versions(name),
                 on_version_change=k.on_version_change,
+                flow=FlowPublic.model_validate(k.flow.to_json()),
             )
             for name, k in sorted(kinds.REGISTRY.items())
             for payload, result in [_schemas_of(k)]

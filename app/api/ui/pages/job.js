@@ -6,6 +6,7 @@ import {
 } from "../core.js";
 import { renderTree, renderWaterfall, usageFacts } from "./steps.js";
 import { madeFrom, origin, rerunEditor, source } from "./rerun.js";
+import { showJobs } from "./overview.js";
 
 // --- a job ---------------------------------------------------------------------------------
 export async function jobPage(view, id) {
@@ -131,7 +132,10 @@ function renderHead(head, job, editor, recorded) {
     // The version of its kind it first started on (docs/howto/kind-versions.md).
     ["kind version", job.kind_version ? `version ${job.kind_version}`
       : job.runs ? "not recorded (started before versions were)" : "not started yet"],
-    ["parked", job.parked ? "yes: queued past its tenant's window, sent when a lease ends" : "no"],
+    // Its flow-control key (docs/howto/flow-control.md), a link to the key's jobs; as text, never markup.
+    ["key", job.key ? el("a", { href: "#/", id: "job-key", on: { click: (e) => { e.preventDefault(); showJobs({ key: job.key }); } } }, job.key) : "none"],
+    ["parked", !job.parked ? "no" : job.key ? "yes: waits its turn (behind its key's jobs or its tenant's window), sent when a slot frees"
+      : "yes: queued past its tenant's window, sent when a lease ends"],
     ["runs", job.runs], ["attempts used", attempts(job, " of ")], ...usageFacts(job.usage),
     ["created", when(job.created_at)], ["finished", when(job.finished_at) || "not yet"],
     // The whole run's deadline: past it the job ends dead_lettered, "deadline passed" (its last error).

@@ -6,13 +6,13 @@ import {
 import { bulkBar, listQuery, searchFields } from "./search.js";
 
 // --- the overview ------------------------------------------------------------------------
-const filters = { state: "", kind: "", tenant: "", search: "", createdAfter: "", error: "" };
+const filters = { state: "", kind: "", tenant: "", key: "", search: "", createdAfter: "", error: "" };
 // The list is the API's order, newest created first (its cursor pages by creation): the
 // time shown is that one, so the rows read in order.
 const JOB_COLUMNS = ["", "job", "kind", "state", "runs", "attempts used", "waiting for", "until", "tenant", "created"];
-// The jobs list filtered ({ kind, state }): the kinds page's links land here.
+// The jobs list filtered ({ kind, state } or { key }): the kinds page's and a job's key links land here.
 export function showJobs(filter) {
-  Object.assign(filters, { state: "", kind: "", search: "", createdAfter: "", error: "" }, filter);
+  Object.assign(filters, { state: "", kind: "", key: "", search: "", createdAfter: "", error: "" }, filter);
   if (location.hash === "#/") session.route(); else location.hash = "#/";
 }
 export async function overview(view) {

@@ -1,5 +1,5 @@
 // The overview's search and bulk actions: one filter (the search box, the state, kind,
-// tenant, created-after and error fields) read by GET /v1/jobs as query parameters and
+// tenant, flow-control key, created-after and error fields) read by GET /v1/jobs as query parameters and
 // by POST /v1/bulk as the same filter in JSON; row checkboxes, "all matching", and a bulk
 // bar that shows the dry run's count before it acts and the operation's progress after.
 import { $, api, el, query, toast } from "../core.js";
@@ -28,7 +28,7 @@ export function parseSearch(text) {
 export function listQuery(f, extra) {
   const s = parseSearch(f.search);
   const params = {
-    state: f.state, kind: f.kind, tenant: f.tenant, id: s.id_prefix, idempotency_key: s.idempotency_key,
+    state: f.state, kind: f.kind, tenant: f.tenant, key: f.key, id: s.id_prefix, idempotency_key: s.idempotency_key,
     created_after: f.createdAfter ? new Date(f.createdAfter).toISOString() : "", error: f.error, ...extra,
   };
   for (const [field, value] of Object.entries(s.payload || {})) {
@@ -45,6 +45,7 @@ export function bulkFilter(f) {
   if (f.state) out.states = [f.state];
   if (f.kind) out.kind = f.kind;
   if (f.tenant) out.tenant = f.tenant;
+  if (f.key) out.key = f.key;
   if (f.createdAfter) out.created_after = new Date(f.createdAfter).toISOString();
   if (f.error) out.error = f.error;
   return out;
@@ -57,6 +58,8 @@ export function searchFields(f, onChange) {
   });
   return [
     input("f-search", { placeholder: "id, idempotency key or field=value", class: "search" }, "search"),
+    // A flow-control key (docs/howto/flow-control.md): the jobs of that key, any kind unless one is given.
+    input("f-key", { placeholder: "flow key", title: "the jobs of this flow-control key" }, "key"),
     input("f-created", { type: "datetime-local", title: "created after", placeholder: "created after" }, "createdAfter"),
     input("f-error", { placeholder: "error contains" }, "error"),
   ];

@@ -12,6 +12,7 @@ AND (%(id_low)s::uuid IS NULL OR j.id BETWEEN %(id_low)s::uuid AND %(id_high)s::
 AND (%(ids)s::uuid[] IS NULL OR j.id = ANY(%(ids)s::uuid[]))
 AND (%(idempotency_key)s::text IS NULL OR j.idempotency_key = %(idempotency_key)s::text)
 AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+AND (%(flow_key)s::text IS NULL OR j.flow_key = %(flow_key)s::text)
 AND (%(states)s::job_state[] IS NULL OR j.state = ANY(%(states)s::job_state[]))
 AND (%(created_after)s::timestamptz IS NULL OR j.created_at >= %(created_after)s::timestamptz)
 AND (%(created_before)s::timestamptz IS NULL OR j.created_at < %(created_before)s::timestamptz)
