@@ -112,6 +112,8 @@ SEARCH_INDEXES = {
     "search: id prefix, all": "jobs_pkey",
     "search: idempotency key": "jobs_idempotency",
     "search: idempotency key, all": "jobs_idempotency",
+    "search: flow key": "jobs_flow_key",
+    "search: flow key, all": "jobs_flow_key",
 }
 
 

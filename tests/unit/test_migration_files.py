@@ -19,7 +19,7 @@ def test_every_migration_file_reads_and_builds_its_jobs_indexes_online() -> None
     assert online == {
         "0024_reruns": ["jobs_rerun_of", "jobs_forked_from"],
         "0025_search_and_bulk": ["jobs_payload_path"],
-        "0030_flow_keys": ["jobs_flow_key_open", "jobs_flow_key_claimed"],
+        "0030_flow_keys": ["jobs_flow_key_open", "jobs_flow_key", "jobs_flow_key_claimed"],
     }
 
 

@@ -442,6 +442,7 @@ CREATE INDEX jobs_dead_letters ON public.jobs USING btree (finished_at, id) WHER
 CREATE INDEX jobs_deadline ON public.jobs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND (state = ANY (ARRAY['queued'::job_state, 'leased'::job_state, 'running'::job_state, 'retrying'::job_state, 'stalled'::job_state, 'waiting'::job_state])));
 CREATE INDEX jobs_expiring ON public.jobs USING btree (lease_expires_at) WHERE (state = ANY (ARRAY['leased'::job_state, 'running'::job_state]));
 CREATE INDEX jobs_finished ON public.jobs USING btree (state, finished_at) WHERE (finished_at IS NOT NULL);
+CREATE INDEX jobs_flow_key ON public.jobs USING btree (tenant, flow_key, created_at) WHERE (flow_key IS NOT NULL);
 CREATE INDEX jobs_flow_key_claimed ON public.jobs USING btree (tenant, kind, flow_key, key_claimed_at) WHERE ((flow_key IS NOT NULL) AND (key_rate IS NOT NULL));
 CREATE INDEX jobs_flow_key_open ON public.jobs USING btree (tenant, kind, flow_key, created_at) WHERE ((flow_key IS NOT NULL) AND (state = ANY (ARRAY['queued'::job_state, 'leased'::job_state, 'running'::job_state, 'waiting'::job_state, 'retrying'::job_state, 'stalled'::job_state])));
 CREATE INDEX jobs_forked_from ON public.jobs USING btree (forked_from, created_at) WHERE (forked_from IS NOT NULL);

@@ -26,13 +26,18 @@ ALTER TABLE jobs ADD CONSTRAINT jobs_key_rate_positive
 ALTER TABLE jobs ADD COLUMN key_claimed_at timestamptz;
 
 -- The key's jobs that are not finished, in order (the claim's and the release's count of
--- the jobs ahead of one), and the key's recent claims (the rate). Only keyed rows are
+-- the jobs ahead of one), a key's jobs by tenant (search), and the key's recent claims
+-- (the rate). Only keyed rows are
 -- indexed. Built CONCURRENTLY, outside the transaction: jobs takes writes while they build.
 -- tasklease: no-transaction
 CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_flow_key_open
     ON jobs (tenant, kind, flow_key, created_at)
     WHERE flow_key IS NOT NULL
       AND state IN ('queued', 'leased', 'running', 'waiting', 'retrying', 'stalled');
+-- Search by key (GET /v1/jobs?key=): every keyed job, finished ones included.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_flow_key
+    ON jobs (tenant, flow_key, created_at)
+    WHERE flow_key IS NOT NULL;
 CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_flow_key_claimed
     ON jobs (tenant, kind, flow_key, key_claimed_at)
     WHERE flow_key IS NOT NULL AND key_rate IS NOT NULL;

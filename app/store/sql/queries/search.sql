@@ -26,7 +26,7 @@ AND (%(error)s::text IS NULL OR j.last_error ILIKE %(error)s::text)
 -- only the branch asked for, each from its index: a payload field (jobs_payload_path,
 -- GIN), an id prefix (a range of the primary key), explicit ids, an idempotency key (the
 -- jobs_idempotency index, tenant by tenant for an admin: the tenants are read from the
--- counts, a few rows), else a walk of the tenant's (or everyone's) newest jobs. Every
+-- counts, a few rows), a flow key (jobs_flow_key, the same way), else a walk of the tenant's (or everyone's) newest jobs. Every
 -- other filter is applied on the rows of that branch (a walk stops at the page).
 SELECT j.* FROM (
     SELECT j.* FROM jobs j
@@ -48,12 +48,19 @@ SELECT j.* FROM (
     UNION ALL
     SELECT j.* FROM jobs j
     WHERE %(payload)s::jsonb IS NULL AND %(id_low)s::uuid IS NULL AND %(ids)s::uuid[] IS NULL
-      AND %(idempotency_key)s::text IS NULL
+      AND %(idempotency_key)s::text IS NULL AND %(flow_key)s::text IS NOT NULL
+      AND j.tenant IN (SELECT tenant FROM job_counts UNION SELECT tenant FROM job_count_deltas)
+      AND j.flow_key = %(flow_key)s::text
+    UNION ALL
+    SELECT j.* FROM jobs j
+    WHERE %(payload)s::jsonb IS NULL AND %(id_low)s::uuid IS NULL AND %(ids)s::uuid[] IS NULL
+      AND %(idempotency_key)s::text IS NULL AND %(flow_key)s::text IS NULL
       AND %(tenant)s::text IS NOT NULL AND j.tenant = %(tenant)s::text
     UNION ALL
     SELECT j.* FROM jobs j
     WHERE %(payload)s::jsonb IS NULL AND %(id_low)s::uuid IS NULL AND %(ids)s::uuid[] IS NULL
-      AND %(idempotency_key)s::text IS NULL AND %(tenant)s::text IS NULL
+      AND %(idempotency_key)s::text IS NULL AND %(flow_key)s::text IS NULL
+      AND %(tenant)s::text IS NULL
 ) AS j
 WHERE (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
   -- use: job_filter
