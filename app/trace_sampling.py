@@ -17,7 +17,8 @@ open here (an API request's, a wake-up's outside an attempt) are never held.
 
 What a kept failure's trace lacks: the spans other processes recorded and let go (the
 API's request and submit spans, earlier attempts' on other workers or invocations that
-succeeded or waited). The failing attempt itself, its lease and its effects are whole.
+succeeded or waited), and an attempt killed in an unsampled trace (its process died
+holding it). The failing attempt itself, its lease and its effects are whole.
 """
 
 from __future__ import annotations
