@@ -36,11 +36,15 @@ TRACEPARENT = "traceparent"
 SERVICES = ("tasklease-api", "tasklease-worker", "tasklease-sweeper")
 # The variables that turn the SDK on (either names where spans go).
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+# Head-based sampling with every failed or dead-lettered attempt kept (app/trace_sampling.py).
+SAMPLE_RATIO_VAR = "TASKLEASE_TRACE_SAMPLE_RATIO"
 # How long a flush (the end of a Lambda invocation, a claim's lease span) may take.
 FLUSH_MILLIS = 2000
 
 _propagator = TraceContextTextMapPropagator()
 _sdk: Any = None  # the SDK TracerProvider configure installed, when tracing is on
+# TraceIdRatioBased's bound under TASKLEASE_TRACE_SAMPLE_RATIO; None: every trace sampled.
+_sample_bound: int | None = None
 
 
 def configure(service: str, environ: Mapping[str, str] | None = None) -> bool:
@@ -52,6 +56,7 @@ def configure(service: str, environ: Mapping[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
     if service not in SERVICES:
         raise ValueError(f"unknown service {service!r}")
+    ratio = sample_ratio(env)  # a bad value stops start-up, tracing on or off
     if _sdk is not None or not any(env.get(v) for v in ENDPOINT_VARS):
         return _sdk is not None
     _check(env)
@@ -64,12 +69,54 @@ def configure(service: str, environ: Mapping[str, str] | None = None) -> bool:
     resource = Resource.create(
         {"service.name": env.get("OTEL_SERVICE_NAME") or service, "service.version": __version__}
     )
-    provider = TracerProvider(resource=resource)
     # Batched: spans are exported from a thread every OTEL_BSP_SCHEDULE_DELAY ms.
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    batched = BatchSpanProcessor(OTLPSpanExporter())
+    if ratio is None:
+        provider = TracerProvider(resource=resource)  # OTEL_TRACES_SAMPLER's, if set
+        provider.add_span_processor(batched)
+    else:
+        provider, _ = sampled_provider(ratio, batched, resource=resource)
     trace.set_tracer_provider(provider)
     _sdk = provider
     return True
+
+
+def sample_ratio(env: Mapping[str, str]) -> float | None:
+    """``TASKLEASE_TRACE_SAMPLE_RATIO``, the share of traces sampled at their head, or
+    None when unset; not a number from 0 to 1, or set beside ``OTEL_TRACES_SAMPLER``: a
+    ConfigError naming the variable."""
+    text = env.get(SAMPLE_RATIO_VAR, "").strip()
+    if not text:
+        return None
+    try:
+        ratio = float(text)
+    except ValueError:
+        ratio = float("nan")
+    if not 0 <= ratio <= 1:  # False for nan
+        raise errors.ConfigError(f"{SAMPLE_RATIO_VAR}: a share of traces from 0 to 1, got {text!r}")
+    if env.get("OTEL_TRACES_SAMPLER"):
+        raise errors.ConfigError(
+            f"{SAMPLE_RATIO_VAR}: set beside OTEL_TRACES_SAMPLER "
+            f"({env['OTEL_TRACES_SAMPLER']!r}): set one of the two"
+        )
+    return ratio
+
+
+def sampled_provider(ratio: float, out: Any, **provider_args: Any) -> tuple[Any, Any]:
+    """An SDK TracerProvider that samples ``ratio`` of traces at their head and keeps
+    every failed or dead-lettered attempt's spans (app/trace_sampling.py), exporting
+    through the span processor ``out``, and its KeepFailed processor; from now on jobs
+    that kept no trace context (``of_job``) are sampled by the same rule, on their id."""
+    global _sample_bound
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from app import trace_sampling
+
+    provider = TracerProvider(sampler=trace_sampling.HeadSampler(ratio), **provider_args)
+    keeper = trace_sampling.KeepFailed(out)
+    provider.add_span_processor(keeper)
+    _sample_bound = trace_sampling.bound_of(ratio)
+    return provider, keeper
 
 
 def _check(env: Mapping[str, str]) -> None:
@@ -92,9 +139,12 @@ def _check(env: Mapping[str, str]) -> None:
 def use(provider: Any | None) -> None:
     """Tests: the process's global provider is now ``provider`` (set by the caller: a test's
     SDK provider with an in-memory exporter), flushed and reported on as configure's;
-    None: tracing is off again (the caller's provider gives no-op spans)."""
-    global _sdk
+    None: tracing is off again (the caller's provider gives no-op spans), and every
+    trace sampled again."""
+    global _sdk, _sample_bound
     _sdk = provider
+    if provider is None:
+        _sample_bound = None
 
 
 def usage_attributes(model: str, input_tokens: int | None, output_tokens: int | None) -> None:
@@ -139,12 +189,15 @@ def of_job(job_id: uuid.UUID) -> otel_context.Context:
     """The trace of a job that kept no context (written outside any span, or with tracing
     off): its id is the trace id, so every attempt still shares one trace, found by the
     job's id. The parent span id, derived from the id too, is never exported itself."""
-    span_id = (job_id.int & 0xFFFF_FFFF_FFFF_FFFF) or 1
+    low = job_id.int & 0xFFFF_FFFF_FFFF_FFFF
+    # Sampled, or under TASKLEASE_TRACE_SAMPLE_RATIO as TraceIdRatioBased decides on this
+    # trace id: the same decision in every process.
+    sampled = _sample_bound is None or low < _sample_bound
     parent = trace.SpanContext(
         trace_id=job_id.int,
-        span_id=span_id,
+        span_id=low or 1,
         is_remote=True,
-        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED if sampled else 0),
     )
     return trace.set_span_in_context(trace.NonRecordingSpan(parent))
 

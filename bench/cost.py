@@ -35,8 +35,9 @@ from typing import Any
 import psycopg
 from rich.console import Console
 
-from bench import report
-from bench.cost_lambda import Context, EventSource, Timings, api_event, cold_start, timed
+from bench import cost_memory, report
+from bench.cost_lambda import EventSource, Timings, api_event, cold_start, timed
+from bench.cost_memory import Context
 from bench.phases import PgStats
 from bench.stack import BenchStack, Unavailable
 
@@ -120,6 +121,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--rounds", type=int, default=3, help="rounds of each measurement (default 3)")
     p.add_argument("--sweeps", type=int, default=10, help="idle sweeper passes timed (default 10)")
+    p.add_argument(
+        "--memory-jobs",
+        type=int,
+        default=100,
+        help="jobs per kind run through a fresh worker process for its peak memory (default 100)",
+    )
+    p.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="measure only the worker's peak memory per kind, into the existing --out file "
+        "(its other figures kept)",
+    )
     p.add_argument("--out", type=Path, default=Path("bench/results/cost.json"))
     p.add_argument("--data-dir", type=Path, default=Path(".tasklease/cost"))
     return p.parse_args(argv)
@@ -235,6 +248,13 @@ class Run:
             },
         }
 
+    def worker_memory(self, kind: str, jobs: int, max_messages: int) -> dict[str, Any]:
+        """The peak memory of a fresh worker process running ``jobs`` jobs of ``kind`` in
+        backlog batches (bench/cost_memory.py)."""
+        self.submit(kind, jobs, 10)
+        self.reset()
+        return cost_memory.measure(self.source, jobs, max_messages)
+
     def idle_sweeps(self, n: int) -> dict[str, Any]:
         self.invoke(self.sweeper.handler, SCHEDULER_INPUT)  # the first pass may find work
         self.reset()
@@ -316,7 +336,37 @@ def measure_all(run: Run, args: argparse.Namespace, batch: int) -> dict[str, Any
             "one_per_invocation": combine(trickle),
             **run.sizes(kind),
         }
+    for kind in PAYLOADS:
+        err.print(f"[bold]{kind}[/]: the worker's peak memory…")
+        kinds[kind]["worker_memory"] = run.worker_memory(kind, args.memory_jobs, batch)
     return kinds
+
+
+MEMORY_NOTE = "worker_memory: "
+
+
+def memory_note(args: argparse.Namespace, batch: int) -> str:
+    return (
+        f"{MEMORY_NOTE}per kind, {args.memory_jobs} jobs in batches of {batch} through a "
+        "fresh process that imports only handlers.worker (bench/cost_memory.py); its peak "
+        "resident set (VmHWM): what Lambda reports as Max Memory Used, less the runtime's "
+        "own share"
+    )
+
+
+def memory_only(run: Run, args: argparse.Namespace, batch: int) -> dict[str, Any]:
+    """The figures file at --out with each kind's worker memory measured again."""
+    figures: dict[str, Any] = json.loads(args.out.read_text())
+    for kind in figures["kinds"]:
+        if kind not in PAYLOADS:
+            raise Unavailable(f"{args.out}: kind {kind!r} has no payload in bench/cost.py")
+        err.print(f"[bold]{kind}[/]: the worker's peak memory…")
+        figures["kinds"][kind]["worker_memory"] = run.worker_memory(kind, args.memory_jobs, batch)
+    figures["worker_memory_measured_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    figures["worker_memory_machine"] = report.machine()
+    notes = [n for n in figures.get("notes", []) if not n.startswith(MEMORY_NOTE)]
+    figures["notes"] = [*notes, memory_note(args, batch)]
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -338,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
         key = stack.create_key("cost", "make cost")
         os.environ.update(lambda_env(stack, batch))  # read by the handlers at cold start
         run = Run(stack, key)
+        if args.memory_only:
+            figures = memory_only(run, args, batch)
+            return write(args, figures)
         kinds = measure_all(run, args, batch)
         err.print(f"sweeper: {args.sweeps} idle passes…")
         idle = run.idle_sweeps(args.sweeps)
@@ -360,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                 "the event source mapping does when jobs arrive a second or more apart",
                 f"each figure: {args.rounds} rounds, counts summed, handler times the "
                 "median of the rounds'; every kind warmed first",
+                memory_note(args, batch),
             ],
             "kinds": kinds,
             "sweeper_idle": idle,
@@ -374,9 +428,13 @@ def main(argv: list[str] | None = None) -> int:
             run.close()
         with err.status("stopping every process this started…"):
             stack.stop()
+    return write(args, figures)
+
+
+def write(args: argparse.Namespace, figures: dict[str, Any]) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(figures, indent=2) + "\n")
-    err.print(f"[green]✓[/] {args.out} in {figures['total_s']} s")
+    err.print(f"[green]✓[/] {args.out}")
     print(args.out)  # the only line on stdout: where the figures are, for `make cost`
     return 0
 

@@ -17,26 +17,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
-
-
-class Context:
-    """What Lambda passes as ``context``: the parts the engine and Mangum read."""
-
-    function_name = "tasklease-cost"
-    function_version = "$LATEST"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:tasklease-cost"
-    memory_limit_in_mb = 1024
-    log_group_name = "/aws/lambda/tasklease-cost"
-    log_stream_name = "2026/01/01/[$LATEST]cost"
-
-    def __init__(self, timeout_seconds: float = 300) -> None:
-        self.aws_request_id = str(uuid.uuid4())
-        self.deadline = time.monotonic() + timeout_seconds
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self.deadline - time.monotonic()) * 1000))
-
 
 @dataclass
 class Timings:
@@ -140,6 +120,8 @@ class EventSource:
     the code's. It counts them."""
 
     def __init__(self, endpoint: str, queue_url: str) -> None:
+        import boto3  # here: bench/cost_memory.py's worker process imports Context only
+
         self.sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
         self.url = queue_url
         attrs = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])

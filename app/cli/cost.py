@@ -221,6 +221,17 @@ def targets_lines(doc: dict[str, Any]) -> list[str]:
     return out_lines
 
 
+def memory_line(name: str, m: dict[str, Any]) -> str:
+    """Whether a profile's worker memory covers what make cost measured."""
+    peaks = ", ".join(f"{k} {v:g} MB" for k, v in m["peak_rss_mb_by_kind"].items())
+    verdict = "[green]enough[/]" if m["enough"] else "[red]NOT enough[/]"
+    return (
+        f"- {escape(name)} profile: worker {m['worker_memory_mb']} MB; measured peak "
+        f"resident memory {escape(peaks)}; needs {m['needed_mb']} MB "
+        f"({escape(m['rule'])}): {verdict}"
+    )
+
+
 def render_profile(doc: dict[str, Any]) -> None:
     o = doc["options"]
     out.print(f"[bold]Profile {escape(o['profile'])}[/]")
@@ -245,6 +256,8 @@ def render(doc: dict[str, Any]) -> None:
     out.print(profiles_table(doc))
     for line in targets_lines(doc):
         out.print(line, highlight=False)
+    for name, entry in doc["profiles"].items():
+        out.print(memory_line(name, entry["worker_memory"]), highlight=False)
     for name in doc["profiles"]:
         render_profile(doc["profiles"][name]["report"])
     out.print(prices_table(doc))

@@ -1,6 +1,7 @@
 """`make cost`'s measured figures (bench/results/cost.json), checked before anything is
 priced: a pydantic model of the file, so a missing run, a count that is not a count, zero
-jobs or invocations, an empty ``kinds``, a low-traffic run whose worker calls are not one
+jobs or invocations, an empty ``kinds``, a kind without the worker's measured peak
+memory, a low-traffic run whose worker calls are not one
 per job, a metric listed twice or no ``measured_at`` is an error naming the field rather
 than a traceback or a wrong price."""
 
@@ -52,6 +53,13 @@ class Run(_Doc):
     worker: Worker
 
 
+class WorkerMemory(_Doc):
+    # bench/cost_memory.py: the peak resident memory of a fresh worker process running
+    # this kind's jobs. Not zero (a process has memory), not above Lambda's largest.
+    jobs: Annotated[int, Field(gt=0, le=10**9)]
+    peak_rss_mb: Annotated[float, Field(gt=0, le=10240)]
+
+
 class Kind(_Doc):
     model_calls_per_job: Annotated[int, Field(ge=0, le=100)]
     effects_per_job: Annotated[int, Field(ge=0, le=100)]
@@ -61,6 +69,7 @@ class Kind(_Doc):
     single: Run
     batch: Run
     one_per_invocation: Run
+    worker_memory: WorkerMemory
 
 
 class Figures(_Doc):

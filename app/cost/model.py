@@ -35,6 +35,7 @@ from app.cost.base import (
 )
 from app.cost.durable import break_even, break_even_sampled, durable
 from app.cost.fixed import SCHEDULE, fixed_lines
+from app.cost.memory import worker_memory
 from app.cost.prices import PriceTable
 
 
@@ -227,6 +228,7 @@ def price(figures: dict[str, Any], prices: PriceTable, opts: Options) -> dict[st
             "total_without_nat_gateway_usd": round(fixed_total - nat, 4),
         },
         "durable_functions": _comparisons(figures, runs, fixed_total, opts, prices),
+        "worker_memory": worker_memory(figures, opts.worker_memory_mb),
         "assumptions": assumptions(opts),
     }
     check_finite(doc, "report")
@@ -273,7 +275,8 @@ def assumptions(opts: Options) -> list[str]:
         "each invocation's measured handler time is taken at every memory size: below "
         "1,769 MB a function gets a share of a vCPU in proportion to its memory, so a "
         "CPU-bound handler at 256 MB may take up to 4x its 1,024 MB time (the model's wait "
-        "does not change); the worker's peak memory per kind is not measured by make cost",
+        "does not change); the worker's memory is checked against each kind's measured peak "
+        "(the worker memory line)",
         f"model latency {opts.model_seconds:g} s per model call, billed as worker (and durable "
         "function) duration; the jobs of one worker batch wait for their models at once; "
         "model tokens are not counted (the same on every platform)",

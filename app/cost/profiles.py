@@ -5,7 +5,8 @@ values; tests/infra/test_cost_defaults.py fails when the two disagree.
 small: the cheapest deployment the guarantees allow. No interface endpoints and no NAT
 gateway: the subnets are dual-stack and the functions reach SQS, Secrets Manager and a
 model provider over IPv6 through an egress-only internet gateway (no hourly charge);
-Single-AZ database; the worker at 256 MB; traces only where an upstream service asks
+Single-AZ database; the worker at 256 MB (covering make cost's measured peak per kind:
+app/cost/memory.py); traces only where an upstream service asks
 (tracing PassThrough); EMF metrics restricted to a fixed list, with ``outcome`` the only
 dimension, so their count does not grow with kinds.
 

@@ -16,7 +16,8 @@ HEADLINE_KIND = "support.triage"
 
 def profile_summary(doc: dict[str, Any]) -> dict[str, Any]:
     """One profile's figures for scripts: the fixed monthly total, USD per million jobs by
-    kind and traffic shape (the figures' run keys), the break-even by kind."""
+    kind and traffic shape (the figures' run keys), the break-even by kind, the worker's
+    memory against each kind's measured peak."""
     keys = {label: key for key, label in MODES}
     per_million: dict[str, dict[str, float]] = {}
     for s in doc["per_million_jobs"]:
@@ -30,6 +31,7 @@ def profile_summary(doc: dict[str, Any]) -> dict[str, Any]:
         "durable_per_million_usd": {
             c["kind"]: c["durable"]["total_usd"] for c in doc["durable_functions"]
         },
+        "worker_memory": doc["worker_memory"],
     }
 
 

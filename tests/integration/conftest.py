@@ -10,6 +10,7 @@ import pytest
 
 from app.api import create_app
 from tests.conftest import Stack, bearer
+from tests.traced import spans  # noqa: F401 (the trace tests' fixture)
 
 with warnings.catch_warnings():
     # starlette >= 1.10 warns at import that it found httpx rather than httpx2 (see test_api.py).

@@ -35,6 +35,8 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         "2",
         "--sweeps",
         "2",
+        "--memory-jobs",
+        "10",
         "--out",
         str(out),
         "--data-dir",
@@ -53,6 +55,20 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 
 
 ROUNDS, JOBS, TRICKLE = 2, 10, 2
+
+
+def test_each_kinds_worker_memory_is_a_fresh_worker_process_peak(figures: dict) -> None:
+    """The peak is the worker process's own: it starts at a bare interpreter's (not the
+    bench's, as getrusage's ru_maxrss would carry across exec), grows with the handler's
+    import and again with the jobs, and every job of the run went through it."""
+    for kind in ("demo.noop", "support.triage"):
+        m = figures["kinds"][kind]["worker_memory"]
+        assert m["jobs"] == 10
+        assert m["invocations"] >= 1
+        assert 0 < m["interpreter_mb"] < m["after_import_mb"] <= m["peak_rss_mb"]
+        # the bench process (API, moto's client, the stack's tools) is over 100 MB: a
+        # bare interpreter is a fraction of what importing the worker adds
+        assert m["interpreter_mb"] < m["after_import_mb"] - m["interpreter_mb"]
 
 
 def test_every_job_was_submitted_and_handed_to_the_worker(figures: dict) -> None:

@@ -2,21 +2,16 @@
 the ``traceparent`` message attribute, an attempt span per attempt (a retry and a wake-up
 are two attempts of one trace), effect spans as their children, waits as events.
 
-Spans are collected by the SDK's InMemorySpanExporter. The SDK's provider is installed
-once per process (OpenTelemetry allows one) behind a switch, and switched off after each
-test, so the other tests in the session run with tracing off as they expect."""
+Spans are collected by the SDK's InMemorySpanExporter behind tests/traced.py's switch."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from app import tracing
@@ -25,95 +20,19 @@ from examples import research_agent
 from tasklease.fakemodel import serve_in_thread
 from tasklease.testing import run_kind
 from tests.conftest import Stack, job_row
-from tests.helpers import drain, engine_for, handle_and_ack, receive_records, submit
+from tests.helpers import engine_for, handle_and_ack, receive_records
 from tests.integration.test_api_waits import token_of
+from tests.traced import (
+    CALLER_PARENT,
+    CALLER_TRACE,
+    children_of,
+    named,
+    run_to_the_end,
+    trace_id,
+)
 from tests.unit.test_pydantic_ai import QUESTION, STEPS, deps_for
 
 pytestmark = pytest.mark.integration
-
-CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
-CALLER_PARENT = f"00-{CALLER_TRACE}-b7ad6b7169203331-01"
-
-
-class _Switched(trace.Tracer):
-    """The SDK's tracer while the switch is on, the no-op one while it is off."""
-
-    def __init__(self, switch: _Switch, real: trace.Tracer) -> None:
-        self._switch, self._real = switch, real
-
-    def _now(self) -> trace.Tracer:
-        return self._real if self._switch.on else trace.NoOpTracer()
-
-    def start_span(self, *args: Any, **kwargs: Any) -> trace.Span:
-        return self._now().start_span(*args, **kwargs)
-
-    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
-        return self._now().start_as_current_span(*args, **kwargs)
-
-
-class _Switch(trace.TracerProvider):
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.sdk = TracerProvider()
-        self.sdk.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.on = False
-
-    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
-        return _Switched(self, self.sdk.get_tracer(*args, **kwargs))
-
-    def force_flush(self, timeout_millis: int = 0) -> bool:
-        return self.sdk.force_flush(timeout_millis)
-
-
-_SWITCH = _Switch()
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    if not isinstance(trace.get_tracer_provider(), _Switch):
-        trace.set_tracer_provider(_SWITCH)
-    _SWITCH.on = True
-    tracing.use(_SWITCH)
-    try:
-        yield _SWITCH.exporter
-    finally:
-        _SWITCH.on = False
-        tracing.use(None)
-        _SWITCH.exporter.clear()
-
-
-def named(spans: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
-    found = [s for s in spans.get_finished_spans() if s.name.startswith(prefix)]
-    return sorted(found, key=lambda s: s.start_time or 0)
-
-
-def trace_id(span: ReadableSpan) -> str:
-    assert span.context is not None
-    return f"{span.context.trace_id:032x}"
-
-
-def children_of(spans: InMemorySpanExporter, parent: ReadableSpan) -> list[ReadableSpan]:
-    assert parent.context is not None
-    return [
-        s
-        for s in spans.get_finished_spans()
-        if s.parent is not None and s.parent.span_id == parent.context.span_id
-    ]
-
-
-def run_to_the_end(stack: Stack, sql: Any, kind: str, payload: dict[str, Any]) -> Any:
-    """Submit a job (outside any span: it keeps no trace context) and run it in this
-    process until it succeeds."""
-
-    async def run() -> Any:
-        async with engine_for(stack.settings) as engine:
-            job_id = await submit(engine, kind, payload)
-            await drain(engine, sql, [job_id])
-            return job_id
-
-    job_id = asyncio.run(run())
-    assert job_row(sql, job_id)["state"] == "succeeded"
-    return job_id
 
 
 def test_a_job_joins_the_callers_trace_and_its_message_carries_it(

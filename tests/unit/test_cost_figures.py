@@ -68,6 +68,11 @@ def test_the_hand_made_figures_pass() -> None:
             "kinds.k.one_per_invocation.worker.invocations",
         ),
         (lambda d: d["emf_metrics"].append(d["emf_metrics"][0]), "emf_metrics.3"),
+        (lambda d: d["kinds"]["k"].pop("worker_memory"), "kinds.k.worker_memory"),
+        (
+            lambda d: d["kinds"]["k"]["worker_memory"].update(peak_rss_mb=0),
+            "kinds.k.worker_memory.peak_rss_mb",
+        ),
         (lambda d: d.pop("measured_at"), "measured_at"),
         (lambda d: d.update(measured_at=""), "measured_at"),
     ],

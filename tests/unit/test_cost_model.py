@@ -104,6 +104,7 @@ FIGURES: dict[str, Any] = {
             "single": run(10, 10, 1, 50),
             "batch": run(1, 30, 1, 50),
             "one_per_invocation": run(1, 10, 1, 20, jobs=1),
+            "worker_memory": {"jobs": 10, "peak_rss_mb": 90.0},
         }
     },
     "sweeper_idle": {
