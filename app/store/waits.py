@@ -29,6 +29,7 @@ class Suspended:
     send_now: bool = False  # a timer due within the delay cap: send its wake-up now
     delay: float = 0.0  # seconds until the wake-up is due, by the database's clock
     cancelled: bool = False  # a cancel asked for while it ran: cancelled, not waiting
+    has_parked: bool = False  # its tenant has parked jobs: the freed lease may release one
 
 
 @retried
@@ -73,12 +74,13 @@ async def suspend(
             woken = await fetch_txn(conn, q("wake_if_met"), {"id": job_id, "why": detail})
     if ended is not None:
         endings.count(ended)
-        return Suspended(changed=True, cancelled=True)
+        return Suspended(changed=True, cancelled=True, has_parked=rows[0]["has_parked"])
     return Suspended(
         changed=True,
         woken=bool(woken and woken[0]["woken"]),
         send_now=rows[0]["send_now"],
         delay=float(rows[0]["delay"] or 0.0),
+        has_parked=rows[0]["has_parked"],
     )
 
 

@@ -21,13 +21,18 @@ WITH done AS (
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state IN ('leased', 'running')
     RETURNING j.id, j.attempt, j.lease_owner, j.wake_sent_at IS NOT NULL AS send_now,
-              j.cancel_requested,
+              j.cancel_requested, j.tenant,
               greatest(0, extract(epoch FROM j.wake_at - now()))::float8 AS delay
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
     SELECT id, 'running', 'waiting', attempt, lease_owner, %(detail)s FROM done
 )
-SELECT send_now, cancel_requested, delay FROM done;
+-- has_parked: the tenant has parked jobs, one of which the lease this wait frees may
+-- release now (a child spawned parked behind its waiting parent, say).
+SELECT send_now, cancel_requested, delay,
+       EXISTS (SELECT 1 FROM jobs p WHERE p.tenant = done.tenant AND p.parked
+               AND p.state = 'queued') AS has_parked
+FROM done;
 
 -- name: wake_if_met
 -- In the suspending transaction, after the row is locked by `suspend`: a condition met
