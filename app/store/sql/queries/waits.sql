@@ -154,24 +154,50 @@ WHERE c.token_hash = %(token_hash)s;
 
 -- name: spawn_child
 -- Fenced by the parent's lease; once per (parent, key). Same tenant and priority as the
--- parent (a high-priority job's children are served first too).
-WITH made AS (
-    INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
-                      request_hash, parent_id, spawn_key, trace_context, priority)
-    SELECT %(child)s, p.tenant, %(kind)s, %(payload)s, %(max_attempts)s, %(timeout)s,
-           %(request_hash)s, p.id, %(key)s, %(trace_context)s, p.priority
-    FROM jobs p
+-- parent (a high-priority job's children are served first too). The child counts
+-- against its tenant and its key as a submitted job does (issue 35): it carries its key
+-- and its kind's limits per key (the claim holds it to them), and past the tenant's
+-- window on the queue (its running cap x window_per_slot, as insert_jobs counts it) it is
+-- written parked, with no outbox row: a lease of the tenant that ends releases it.
+WITH parent AS (
+    SELECT p.id, p.tenant, p.priority FROM jobs p
     WHERE p.id = %(id)s AND p.lease_token = %(token)s AND p.state = 'running'
+), win AS (
+    SELECT coalesce(t.max_running, %(max_running)s::int) * %(window_per_slot)s::int AS queue_window
+    FROM parent LEFT JOIN tenant_limits t ON t.tenant = parent.tenant
+), on_queue AS (
+    -- Counted up to the window only, from its own partial index.
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM jobs j
+        WHERE j.tenant = (SELECT tenant FROM parent) AND NOT j.parked
+          AND j.state IN ('queued', 'retrying', 'stalled', 'leased', 'running')
+        LIMIT (SELECT queue_window FROM win)
+    ) AS sent
+), made AS (
+    INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
+                      request_hash, parent_id, spawn_key, trace_context, priority, parked,
+                      flow_key, key_concurrency, key_rate, key_rate_seconds)
+    SELECT %(child)s, p.tenant, %(kind)s, %(payload)s, %(max_attempts)s, %(timeout)s,
+           %(request_hash)s, p.id, %(key)s, %(trace_context)s, p.priority,
+           (SELECT n FROM on_queue) >= (SELECT queue_window FROM win),
+           %(flow_key)s, %(key_concurrency)s, %(key_rate)s, %(key_rate_seconds)s
+    FROM parent p
     ON CONFLICT (parent_id, spawn_key) DO NOTHING
-    RETURNING id, attempt, tenant, priority
+    RETURNING id, attempt, tenant, priority, parked
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
-    SELECT id, NULL, 'queued', 0, 'spawned by ' || %(id)s::text FROM made
+    SELECT id, NULL, 'queued', 0,
+           'spawned by ' || %(id)s::text
+           || CASE WHEN parked THEN ', parked: the tenant''s window on the queue is full '
+                                    '(its running cap x TASKLEASE_QUEUE_WINDOW_PER_SLOT), sent '
+                                    'when one of its leases ends'
+                   ELSE '' END
+    FROM made
 ), box AS (
-    INSERT INTO outbox (job_id) SELECT id FROM made RETURNING id, job_id
+    INSERT INTO outbox (job_id) SELECT id FROM made WHERE NOT parked RETURNING id, job_id
 )
-SELECT box.id, box.job_id, true AS made, made.tenant, made.priority
-FROM box JOIN made ON made.id = box.job_id
+SELECT box.id, made.id AS job_id, true AS made, made.tenant, made.priority
+FROM made LEFT JOIN box ON box.job_id = made.id
 UNION ALL
 SELECT NULL, id, false, tenant, priority FROM jobs WHERE parent_id = %(id)s AND spawn_key = %(key)s;
 
