@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -32,14 +32,33 @@ async def flow_parent(ctx: JobContext[None], p: Spawns) -> dict[str, Any]:
     return {"children": ids, "succeeded": len(got.results)}
 
 
+class Keyed(BaseModel):
+    how: Literal["ok", "raise", "list"]
+
+
+def _key(p: Keyed) -> Any:
+    if p.how == "raise":
+        raise ValueError("this payload has no conversation")
+    if p.how == "list":
+        return ["not", "a", "text"]
+    return "k"
+
+
+@kind("test.flow_bad_key", key=_key, concurrency=1)
+async def flow_bad_key(ctx: JobContext[None], p: Keyed) -> str:
+    """A key function that fails on some payloads (the submission is refused)."""
+    return p.how
+
+
 @contextlib.contextmanager
 def registered() -> Iterator[None]:
-    """This module's kind in this process's registry for one test, taken out after it."""
+    """This module's kinds in this process's registry for one test, taken out after it."""
     from app import kinds
 
     kinds.REGISTRY.load((MODULE,))
     try:
         yield
     finally:
-        kinds.REGISTRY.unregister(flow_parent.name)
+        for k in (flow_parent, flow_bad_key):
+            kinds.REGISTRY.unregister(k.name)
         kinds.REGISTRY._modules.discard(MODULE)
