@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,16 +17,10 @@ from app.services import jobs
 from app.states import JobState
 from tests.conftest import Stack, job_row
 from tests.helpers import drain, engine_for, handle_and_ack, receive_records, submit
+from tests.integration.test_cancel_notify import until
 from tests.invariants import describe
 
 pytestmark = pytest.mark.integration
-
-
-async def until(check: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    end = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < end, f"{what}: not within {timeout} s"
-        await asyncio.sleep(0.05)
 
 
 def released_and_sent(sql: Any, job_id: Any, rows: int) -> None:
