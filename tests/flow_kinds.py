@@ -32,6 +32,24 @@ async def flow_parent(ctx: JobContext[None], p: Spawns) -> dict[str, Any]:
     return {"children": ids, "succeeded": len(got.results)}
 
 
+class Nested(BaseModel):
+    conversation: str
+    depth: int = Field(0, ge=0, le=5)
+
+
+@kind("test.flow_nested", key=lambda p: p.conversation, concurrency=1, timeout_seconds=60)
+async def flow_nested(ctx: JobContext[None], p: Nested) -> dict[str, Any]:
+    """One at a time per conversation, and a child of its own kind and conversation,
+    waited on, down to ``depth``: the child runs within its parent's hold of the key."""
+    if p.depth == 0:
+        return {"depth": 0}
+    child = await ctx.spawn(
+        "inner", "test.flow_nested", {"conversation": p.conversation, "depth": p.depth - 1}
+    )
+    await ctx.gather("inner", [child])
+    return {"depth": p.depth}
+
+
 class Keyed(BaseModel):
     how: Literal["ok", "raise", "list"]
 
@@ -59,6 +77,6 @@ def registered() -> Iterator[None]:
     try:
         yield
     finally:
-        for k in (flow_parent, flow_bad_key):
+        for k in (flow_parent, flow_nested, flow_bad_key):
             kinds.REGISTRY.unregister(k.name)
         kinds.REGISTRY._modules.discard(MODULE)

@@ -120,3 +120,28 @@ async def test_a_childs_kind_debounce_does_not_replace_a_child(stack: Stack, sql
     kids = children_of(sql, parent)
     assert [(k["state"], k["flow_key"]) for k in kids] == [(JobState.SUCCEEDED, "doc")] * 2
     assert [k["result"]["indexed_revision"] for k in kids] == [0, 1]
+
+
+@pytest.mark.asyncio
+async def test_a_child_on_the_key_its_parent_holds_runs_within_the_parents_hold(
+    stack: Stack, sql: Any
+) -> None:
+    """test.flow_nested (one per conversation) spawns a child of its own kind and
+    conversation and waits on it: the child does not wait for the key its waiting
+    ancestors hold (it would wait forever); a later job of the key keeps its limit."""
+    async with engine_for(stack.settings) as engine:
+        top = await submit(engine, "test.flow_nested", {"conversation": "n", "depth": 2})
+        await drain(engine, sql, [top], deadline=60)
+        # A later job of the conversation, once the three finished, runs as usual.
+        later = await submit(engine, "test.flow_nested", {"conversation": "n"})
+        await drain(engine, sql, [later], deadline=30)
+    rows = sql.execute(
+        "SELECT * FROM jobs WHERE kind = 'test.flow_nested' ORDER BY created_at"
+    ).fetchall()
+    assert [r["state"] for r in rows] == [JobState.SUCCEEDED] * 4, describe(sql, top)
+    assert [(r["flow_key"], r["key_concurrency"]) for r in rows] == [
+        ("n", 1),
+        ("n", None),  # under its parent's hold
+        ("n", None),
+        ("n", 1),
+    ]

@@ -159,8 +159,20 @@ WHERE c.token_hash = %(token_hash)s;
 -- and its kind's limits per key (the claim holds it to them), and past the tenant's
 -- window on the queue (its running cap x window_per_slot, as insert_jobs counts it) it is
 -- written parked, with no outbox row: a lease of the tenant that ends releases it.
-WITH parent AS (
-    SELECT p.id, p.tenant, p.priority FROM jobs p
+-- A child on the key one of its ancestors holds (same kind and key) runs within that
+-- hold, with no key_concurrency of its own: the ancestor waits on it holding the key, so
+-- waiting for the key would wait forever. Later jobs of the key still count it ahead.
+WITH RECURSIVE above AS (
+    SELECT a.id, a.parent_id, a.kind, a.flow_key, 1 AS depth FROM jobs a WHERE a.id = %(id)s
+    UNION ALL
+    SELECT a.id, a.parent_id, a.kind, a.flow_key, above.depth + 1
+    FROM jobs a JOIN above ON a.id = above.parent_id
+    WHERE above.depth < 100
+), parent AS (
+    SELECT p.id, p.tenant, p.priority,
+           EXISTS (SELECT 1 FROM above WHERE above.kind = %(kind)s
+                   AND above.flow_key = %(flow_key)s::text) AS key_held_above
+    FROM jobs p
     WHERE p.id = %(id)s AND p.lease_token = %(token)s AND p.state = 'running'
 ), win AS (
     SELECT coalesce(t.max_running, %(max_running)s::int) * %(window_per_slot)s::int AS queue_window
@@ -180,7 +192,9 @@ WITH parent AS (
     SELECT %(child)s, p.tenant, %(kind)s, %(payload)s, %(max_attempts)s, %(timeout)s,
            %(request_hash)s, p.id, %(key)s, %(trace_context)s, p.priority,
            (SELECT n FROM on_queue) >= (SELECT queue_window FROM win),
-           %(flow_key)s, %(key_concurrency)s, %(key_rate)s, %(key_rate_seconds)s
+           %(flow_key)s,
+           CASE WHEN NOT p.key_held_above THEN %(key_concurrency)s::int END,
+           %(key_rate)s, %(key_rate_seconds)s
     FROM parent p
     ON CONFLICT (parent_id, spawn_key) DO NOTHING
     RETURNING id, attempt, tenant, priority, parked
