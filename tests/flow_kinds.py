@@ -50,6 +50,16 @@ async def flow_nested(ctx: JobContext[None], p: Nested) -> dict[str, Any]:
     return {"depth": p.depth}
 
 
+class Report(BaseModel):
+    account: str
+
+
+@kind("test.flow_reject", key=lambda p: p.account, if_active="reject")
+async def flow_reject(ctx: JobContext[None], p: Report) -> str:
+    """One report per account at a time: a second while one is active is refused."""
+    return p.account
+
+
 class Keyed(BaseModel):
     how: Literal["ok", "raise", "list"]
 
@@ -77,6 +87,6 @@ def registered() -> Iterator[None]:
     try:
         yield
     finally:
-        for k in (flow_parent, flow_nested, flow_bad_key):
+        for k in (flow_parent, flow_nested, flow_reject, flow_bad_key):
             kinds.REGISTRY.unregister(k.name)
         kinds.REGISTRY._modules.discard(MODULE)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from app.states import JobState
+from tests import flow_kinds
 from tests.conftest import Stack
 from tests.integration.test_schedules import YEARLY, created, make_due, schedule_row, sweep
 
@@ -62,3 +63,23 @@ async def test_a_debounced_kinds_slot_replaces_the_slot_still_waiting_its_window
     ).fetchone()["detail"]
     assert detail == f"debounced: replaced by job {second['id']}, a newer job of its key"
     assert schedule_row(sql, made["id"])["last_job_id"] == second["id"]
+
+
+@pytest.mark.asyncio
+async def test_a_rejecting_kinds_slot_makes_no_job_while_the_keys_job_is_active(
+    api: TestClient, stack: Stack, sql: Any
+) -> None:
+    """test.flow_reject (if_active reject): the slot after one whose job is still queued
+    makes no job, says why, and moves on to the next slot."""
+    with flow_kinds.registered():
+        made = created(api, {**YEARLY, "kind": "test.flow_reject", "payload": {"account": "a"}})
+        make_due(sql, made["id"])
+        await sweep(stack)
+        (first,) = slot_jobs(sql, made["id"])
+        make_due(sql, made["id"], minutes_late=5)
+        await sweep(stack)
+    assert [j["id"] for j in slot_jobs(sql, made["id"])] == [first["id"]]
+    row = schedule_row(sql, made["id"])
+    assert str(first["id"]) in row["last_error"], row["last_error"]
+    assert "if_active is 'reject'" in row["last_error"], row["last_error"]
+    assert row["last_job_id"] == first["id"]
