@@ -80,7 +80,7 @@ async def test_a_run_ended_by_its_deadline_releases_its_keys_next_job_at_once(
             sql,
             {"conversation": "d", "seconds": 60},
             {"conversation": "d", "seconds": 0},
-            deadline_seconds=3,
+            deadline_seconds=5,
         )
         await asyncio.wait_for(batch, 30)
         row = job_row(sql, a)
