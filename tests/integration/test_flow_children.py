@@ -145,3 +145,26 @@ async def test_a_child_on_the_key_its_parent_holds_runs_within_the_parents_hold(
         ("n", None),
         ("n", 1),
     ]
+
+
+@pytest.mark.asyncio
+async def test_a_parents_wait_releases_its_parked_child_at_once(stack: Stack, sql: Any) -> None:
+    """A window of one slot (cap 1 x 1): the running parent fills it, so both children are
+    written parked; the parent's wait frees the slot and releases the first at once (the
+    parent's claim saw no parked job: only the wait's own look can), no sweep needed."""
+    settings = stack.with_settings(queue_window_per_slot=1)
+    async with engine_for(settings) as engine:
+        await store.tenants.set_limits(engine.db, "acme", max_running=1)
+        parent = await submit(
+            engine, "test.flow_parent", parent_of([("demo.noop", {})] * 2), tenant="acme"
+        )
+        await handle_and_ack(engine, await receive_records(engine))
+        assert job_row(sql, parent)["state"] == JobState.WAITING, describe(sql, parent)
+        kids = children_of(sql, parent)
+        assert [k["parked"] for k in kids] == [False, True], "the first released by the wait"
+        sent = sql.execute(
+            "SELECT sent_at FROM outbox WHERE job_id = %s", (kids[0]["id"],)
+        ).fetchall()
+        assert [s["sent_at"] is not None for s in sent] == [True]
+        await drain(engine, sql, [parent], deadline=60)
+    assert job_row(sql, parent)["state"] == JobState.SUCCEEDED, describe(sql, parent)
