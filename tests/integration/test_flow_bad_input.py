@@ -24,7 +24,7 @@ def bad_key_kind() -> Iterator[None]:
 
 
 def written(sql: Any) -> tuple[int, int, int]:
-    return tuple(  # type: ignore[return-value]
+    return tuple(
         sql.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"]
         for table in ("jobs", "job_events", "outbox")
     )

@@ -30,7 +30,7 @@ def parent_kind() -> Iterator[None]:
 
 
 def children_of(sql: Any, parent: Any) -> list[dict[str, Any]]:
-    return sql.execute(
+    return sql.execute(  # type: ignore[no-any-return]
         "SELECT * FROM jobs WHERE parent_id = %s ORDER BY spawn_key", (parent,)
     ).fetchall()
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 
 def slot_jobs(sql: Any, schedule_id: Any) -> list[dict[str, Any]]:
-    return sql.execute(
+    return sql.execute(  # type: ignore[no-any-return]
         "SELECT * FROM jobs WHERE idempotency_key LIKE %s ORDER BY created_at",
         (f"schedule:{schedule_id}:%",),
     ).fetchall()
