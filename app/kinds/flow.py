@@ -93,14 +93,14 @@ def checked(
             + ", ".join(repr(p) for p in IF_ACTIVE)
         )
     if concurrency is not None and not (
-        isinstance(concurrency, int) and 1 <= concurrency <= MAX_CONCURRENCY
+        _is_int(concurrency) and 1 <= concurrency <= MAX_CONCURRENCY
     ):
         raise errors.ConfigError(
             f"{where}: concurrency={concurrency!r} must be an int from 1 to {MAX_CONCURRENCY}"
         )
     if debounce_seconds is not None:
         if not (
-            isinstance(debounce_seconds, int | float)
+            _is_number(debounce_seconds)
             and math.isfinite(debounce_seconds)
             and 0 < debounce_seconds <= MAX_DEBOUNCE_SECONDS
         ):
@@ -117,10 +117,14 @@ def checked(
         if len(rate) != 2:
             raise errors.ConfigError(f"{where}: rate={rate!r} must be (limit, per_seconds)")
         rate = Rate(*rate)
+    if rate is not None and not isinstance(rate, Rate):
+        raise errors.ConfigError(
+            f"{where}: rate={rate!r} must be (limit, per_seconds) or Rate(limit, per_seconds)"
+        )
     if rate is not None:
-        ok_limit = isinstance(rate.limit, int) and 1 <= rate.limit <= MAX_RATE
+        ok_limit = _is_int(rate.limit) and 1 <= rate.limit <= MAX_RATE
         ok_per = (
-            isinstance(rate.per_seconds, int | float)
+            _is_number(rate.per_seconds)
             and math.isfinite(rate.per_seconds)
             and 0 < rate.per_seconds <= MAX_RATE_PERIOD_SECONDS
         )
@@ -134,6 +138,15 @@ def checked(
         # stopping keeps its key until it has stopped, so the new one never overlaps it.
         concurrency = 1
     return Flow(key, concurrency, if_active, debounce_seconds, rate)
+
+
+def _is_int(value: object) -> bool:
+    """An int, not a bool (True is an int to Python, not a limit to a reader)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def key_of(name: str, flow: Flow, payload: Any, given: str | None) -> str | None:

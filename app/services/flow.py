@@ -67,34 +67,52 @@ async def insert(
 ) -> KeyedInsertion:
     """Lock the keys, apply each row's policy, write the rest and cancel what they replace,
     in one transaction (run again whole if it lost a deadlock)."""
-    check_batch(rows, batch)
-    keys = sorted({(r.kind, r.flow_key) for r in rows if decides(r) and r.flow_key is not None})
 
     async def work(conn: store.Conn) -> KeyedInsertion:
-        await store.flow.lock_keys(conn, tenant, keys)
-        open_jobs = await store.flow.open_jobs(conn, tenant, keys)
-        replays = await store.flow.used_idempotency_keys(
-            conn, tenant, [r.idempotency_key for r in rows if r.idempotency_key is not None]
+        return await insert_txn(
+            conn, rows, tenant=tenant, limits=limits, key_id=key_id, batch=batch
         )
-        out = KeyedInsertion(written=None)
-        kept: list[NewRow] = []
-        for i, row in enumerate(rows):
-            active = _active(open_jobs, row) if decides(row) else []
-            if active and row.idempotency_key not in replays:
-                if row.if_active == "reject":
-                    _reject(row, active[0], i, batch)
-                if row.if_active == "drop_new":
-                    out.answered[i] = active[0]
-                    continue
-            kept.append(row)
-        if kept:
-            out.written = await store.jobs.insert_txn(
-                conn, kept, tenant=tenant, limits=limits, key_id=key_id
-            )
-            await _replace(conn, out, kept, open_jobs)
-        return out
 
     return await db.transact(work)
+
+
+async def insert_txn(
+    conn: store.Conn,
+    rows: list[NewRow],
+    *,
+    tenant: str,
+    limits: Limits,
+    key_id: str | None,
+    batch: bool,
+) -> KeyedInsertion:
+    """As ``insert``, inside the caller's transaction (a schedule's slot: the job, what it
+    replaces and the schedule's next slot commit together). A refusal (errors.Conflict,
+    if_active reject) is raised before anything is written: the transaction is still
+    usable, and the caller decides whether it rolls back."""
+    check_batch(rows, batch)
+    keys = sorted({(r.kind, r.flow_key) for r in rows if decides(r) and r.flow_key is not None})
+    await store.flow.lock_keys(conn, tenant, keys)
+    open_jobs = await store.flow.open_jobs(conn, tenant, keys)
+    replays = await store.flow.used_idempotency_keys(
+        conn, tenant, [r.idempotency_key for r in rows if r.idempotency_key is not None]
+    )
+    out = KeyedInsertion(written=None)
+    kept: list[NewRow] = []
+    for i, row in enumerate(rows):
+        active = _active(open_jobs, row) if decides(row) else []
+        if active and row.idempotency_key not in replays:
+            if row.if_active == "reject":
+                _reject(row, active[0], i, batch)
+            if row.if_active == "drop_new":
+                out.answered[i] = active[0]
+                continue
+        kept.append(row)
+    if kept:
+        out.written = await store.jobs.insert_txn(
+            conn, kept, tenant=tenant, limits=limits, key_id=key_id
+        )
+        await _replace(conn, out, kept, open_jobs)
+    return out
 
 
 def _active(open_jobs: list[Job], row: NewRow) -> list[Job]:

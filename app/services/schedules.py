@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app import crashpoints, errors, storable, store
-from app.services import submit
+from app.services import flow, submit
 from app.services.cron import Cron
 from app.settings import bounds
 from app.settings.config import Settings
+from app.store.jobs import NewRow
 from app.store.records import OutboxRow, Schedule
 from app.transport import Transport
 
@@ -183,6 +184,9 @@ class _Slot:
 
     outbox: list[OutboxRow] = field(default_factory=list)  # the slot's new job's message
     deferred: bool = False  # left due: the tenant is over its limits
+    # Its kind decides per key (services/flow.py): what the policy did, counted (and
+    # its crash points hit) once the transaction committed.
+    keyed: tuple[flow.KeyedInsertion, NewRow] | None = None
 
 
 async def materialise_due(
@@ -217,6 +221,8 @@ async def materialise_due(
             skip.append(taken.id)
             continue
         skip.append(due.schedule.id)
+        if slot.keyed is not None:
+            flow.after_commit(slot.keyed[0], [slot.keyed[1]])
         if slot.deferred:
             over.append(due.schedule.tenant)
         for row in slot.outbox:
@@ -263,9 +269,41 @@ async def _make_slot_txn(settings: Settings, conn: store.Conn, due: store.schedu
         )
         log.warning("schedule slot made no job: %s", exc, extra={"schedule_id": s.id})
         return _Slot()
-    written = await store.jobs.insert_txn(
-        conn, [row], tenant=s.tenant, limits=submit.limits(settings), key_id=None
-    )
+    keyed: flow.KeyedInsertion | None = None
+    if flow.decides(row):
+        # Its kind decides per key at submission (if_active, debounce): the slot's job
+        # is one more submission of its key, the policy applied as the API applies it.
+        try:
+            keyed = await flow.insert_txn(
+                conn,
+                [row],
+                tenant=s.tenant,
+                limits=submit.limits(settings),
+                key_id=None,
+                batch=False,
+            )
+        except errors.Conflict as exc:  # if_active reject: nothing was written
+            await store.schedules.advance_txn(
+                conn, s.id, next_slot=following, slot=slot, job_id=None, error=f"{_at(slot)}: {exc}"
+            )
+            return _Slot()
+        if keyed.written is None:  # if_active drop_new: its key's active job stands
+            (active,) = keyed.answered.values()
+            await store.schedules.advance_txn(
+                conn,
+                s.id,
+                next_slot=following,
+                slot=slot,
+                job_id=None,
+                error=f"{_at(slot)}: dropped, its key's job {active.id} is active (if_active "
+                "drop_new)",
+            )
+            return _Slot(keyed=(keyed, row))
+        written = keyed.written
+    else:
+        written = await store.jobs.insert_txn(
+            conn, [row], tenant=s.tenant, limits=submit.limits(settings), key_id=None
+        )
     verdict = written.admission
     if written.jobs:
         (job,) = written.jobs
@@ -273,7 +311,7 @@ async def _make_slot_txn(settings: Settings, conn: store.Conn, due: store.schedu
             conn, s.id, next_slot=following, slot=slot, job_id=job.id, error=None
         )
         log.info("schedule slot made its job", extra={"schedule_id": s.id, "job_id": job.id})
-        return _Slot(outbox=written.outbox)
+        return _Slot(outbox=written.outbox, keyed=(keyed, row) if keyed is not None else None)
     if verdict.conflict_ord is not None:
         error: str | None = (
             f"{_at(slot)}: the tenant used the key {row.idempotency_key!r} for another job"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from app.states import JobState
 from app.store import endings
+from app.store.leases import Finished
 from app.store.pool import Database, q
 
 REASON = "deadline passed"
@@ -33,11 +34,12 @@ async def expire_unheld(db: Database, *, limit: int) -> list[Expired]:
 
 async def expire_held(
     db: Database, job_id: uuid.UUID, token: uuid.UUID, *, from_state: JobState
-) -> bool:
-    """End the job this lease token holds, its deadline passed; False when the token no
+) -> Finished | None:
+    """End the job this lease token holds, its deadline passed; None when the token no
     longer holds it (another writer ended it, or the lease moved on)."""
     params = {"id": job_id, "token": token, "reason": REASON, "from_state": from_state.value}
-    return bool(await endings.cancelling(db, q("expire_held"), params))
+    rows = await endings.cancelling(db, q("expire_held"), params)
+    return Finished(has_parked=bool(rows[0]["has_parked"])) if rows else None
 
 
 async def past(

@@ -165,6 +165,15 @@ class Change(TypedDict, total=False):
     detail: str  # the timeline event's text
 
 
+@dataclass(frozen=True)
+class Finished:
+    """A fenced transition that took."""
+
+    # The job ended (succeeded, dead-lettered, cancelled) and its tenant has parked jobs:
+    # the slot it freed (its tenant's, or its key's) may release one now.
+    has_parked: bool
+
+
 async def finish(
     db: Database,
     job_id: uuid.UUID,
@@ -173,8 +182,8 @@ async def finish(
     to_state: JobState,
     from_state: JobState = JobState.RUNNING,
     **change: Unpack[Change],
-) -> bool:
-    """Move the job out of its live lease; False when the token no longer holds it. An
+) -> Finished | None:
+    """Move the job out of its live lease; None when the token no longer holds it. An
     end is counted (store/endings.py), with the children a cancel cancelled."""
     result = change.get("result")
     params = {
@@ -190,10 +199,11 @@ async def finish(
         "detail": change.get("detail"),
     }
     if to_state == JobState.CANCELLED:
-        return bool(await endings.cancelling(db, q("finish"), params))
-    rows = await db.fetch(q("finish"), params)
-    endings.count(rows)
-    return bool(rows)
+        rows = await endings.cancelling(db, q("finish"), params)
+    else:
+        rows = await db.fetch(q("finish"), params)
+        endings.count(rows)
+    return Finished(has_parked=bool(rows[0]["has_parked"])) if rows else None
 
 
 async def succeed_batch(

@@ -29,6 +29,7 @@ class Suspended:
     send_now: bool = False  # a timer due within the delay cap: send its wake-up now
     delay: float = 0.0  # seconds until the wake-up is due, by the database's clock
     cancelled: bool = False  # a cancel asked for while it ran: cancelled, not waiting
+    has_parked: bool = False  # its tenant has parked jobs: the freed lease may release one
 
 
 @retried
@@ -73,12 +74,13 @@ async def suspend(
             woken = await fetch_txn(conn, q("wake_if_met"), {"id": job_id, "why": detail})
     if ended is not None:
         endings.count(ended)
-        return Suspended(changed=True, cancelled=True)
+        return Suspended(changed=True, cancelled=True, has_parked=rows[0]["has_parked"])
     return Suspended(
         changed=True,
         woken=bool(woken and woken[0]["woken"]),
         send_now=rows[0]["send_now"],
         delay=float(rows[0]["delay"] or 0.0),
+        has_parked=rows[0]["has_parked"],
     )
 
 
@@ -228,7 +230,8 @@ async def callback_by_token(db: Database, token_hash: bytes) -> tuple[Callback, 
 @dataclass(frozen=True)
 class Spawned:
     child_id: uuid.UUID
-    outbox: OutboxRow | None  # set when this call made the child: its message to send
+    # Set when this call made the child with a message to send (not parked).
+    outbox: OutboxRow | None
 
 
 async def spawn_child(
@@ -237,34 +240,41 @@ async def spawn_child(
     token: uuid.UUID,
     *,
     key: str,
-    child_id: uuid.UUID,
-    kind: str,
-    payload: Any,
-    max_attempts: int,
-    timeout_seconds: int,
-    request_hash: str,
+    row: jobs.NewRow,
+    limits: jobs.Limits,
     trace_context: str | None = None,
 ) -> Spawned | None:
-    """Create the child once per (parent, key), fenced by the parent's lease; None when
-    the lease moved on and no child exists under that key. ``trace_context``: the
-    traceparent the child's trace continues from (the parent's spawning span)."""
+    """Create the child (``row``, as the submit path validated it) once per (parent,
+    key), fenced by the parent's lease; None when the lease moved on and no child exists
+    under that key. The child carries its key and its limits per key; past its tenant's
+    window on the queue (``limits``' defaults unless tenant_limits says otherwise) it is
+    written parked, with no message to send. ``trace_context``: the traceparent the
+    child's trace continues from (the parent's spawning span)."""
     rows = await db.fetch(
         q("spawn_child"),
         {
             "id": parent_id,
             "token": token,
             "key": key,
-            "child": child_id,
-            "kind": kind,
-            "payload": Jsonb(payload),
-            "max_attempts": max_attempts,
-            "timeout": timeout_seconds,
-            "request_hash": request_hash,
+            "child": row.id,
+            "kind": row.kind,
+            "payload": Jsonb(row.payload),
+            "max_attempts": row.max_attempts,
+            "timeout": row.timeout_seconds,
+            "request_hash": row.request_hash,
             "trace_context": trace_context,
+            "flow_key": row.flow_key,
+            "key_concurrency": row.key_concurrency,
+            "key_rate": row.key_rate,
+            "key_rate_seconds": row.key_rate_seconds,
+            "max_running": limits.max_running,
+            "window_per_slot": limits.window_per_slot,
         },
     )
     made = [r for r in rows if r["made"]]
     if made:
+        if made[0]["id"] is None:  # parked: a lease's end releases it
+            return Spawned(made[0]["job_id"], None)
         box = OutboxRow(
             id=made[0]["id"],
             job_id=made[0]["job_id"],

@@ -170,17 +170,18 @@ class LeasedContext(JobContext[Any]):
             row = submit.validated(self._settings, submit.NewJob(kind, payload))
         except (errors.BadRequest, errors.NotFound) as exc:
             raise errors.PermanentError(f"spawn {key!r}: {exc}") from exc
+        # The child counts against its tenant's window and carries its key and its kind's
+        # limits per key (the claim holds it to them). Its kind's submit-time policies
+        # (if_active reject, drop_new, cancel_active; debounce) do not apply: the parent
+        # waits on this very child, and replacing it, refusing it or answering with
+        # another job of its key would break that wait (docs/howto/flow-control.md).
         spawned = await store.waits.spawn_child(
             self._db,
             self.job_id,
             self._token,
             key=key,
-            child_id=row.id,
-            kind=row.kind,
-            payload=row.payload,
-            max_attempts=row.max_attempts,
-            timeout_seconds=row.timeout_seconds,
-            request_hash=row.request_hash,
+            row=row,
+            limits=submit.limits(self._settings),
             # The child's trace continues from this spawn effect's span: one trace.
             trace_context=tracing.for_new_job(),
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 
 from app import crashpoints, metrics, store
 from app.states import JobState
@@ -31,16 +32,24 @@ def on_this_clock(job: Job, clock_offset: float) -> float | None:
 
 
 async def end(
-    db: store.Database, lease: Lease, job: Job, from_state: JobState, started: float | None
+    db: store.Database,
+    lease: Lease,
+    job: Job,
+    from_state: JobState,
+    started: float | None,
+    parked_behind: set[uuid.UUID],
 ) -> bool:
     """Write the job's end, dead-lettered "deadline passed" (its children cancelled in the
-    same statement), fenced by the lease token; whether it took."""
+    same statement), fenced by the lease token; whether it took. A job that ended with
+    parked jobs of its tenant behind it joins ``parked_behind`` (the engine releases)."""
     crashpoints.hit(crashpoints.Point.BEFORE_DEADLINE_END, **lease.fields)
     took = await store.deadlines.expire_held(db, lease.job_id, lease.token, from_state=from_state)
-    if not took:
+    if took is None:
         log.warning("deadline end refused: lease lost", extra=lease.fields)
         traces.outcome("lease_lost")
         return False
+    if took.has_parked:
+        parked_behind.add(lease.job_id)
     traces.outcome("dead_lettered")
     metrics.count(metrics.DEAD_LETTERS, by="deadline")
     log.warning(
@@ -48,4 +57,4 @@ async def end(
         "at the claim" if started is None else f"after {time.monotonic() - started:.1f} s",
         extra={**lease.fields, "state": JobState.DEAD_LETTERED},
     )
-    return counting.ended(job, "dead_lettered", took, started)
+    return counting.ended(job, "dead_lettered", True, started)

@@ -59,7 +59,10 @@ class Engine:
         self.keeper = leases.Keeper(settings, db, queue)
         # One LISTEN connection: a cancel reaches a running job at once (worker/cancels.py).
         self.cancels = cancels.Listener(db, self.keeper)
-        self.outcomes = outcomes.Outcomes(settings, db, queue)
+        # Leases that ended with parked jobs of their tenant behind them (a success, a
+        # failure's end, a cancel, a wait): each released as its record's handling ends.
+        self._parked_behind: set[uuid.UUID] = set()
+        self.outcomes = outcomes.Outcomes(settings, db, queue, self._parked_behind)
         self.claim_exports = traces.ClaimExports()  # the lease spans, exported at the claim
         # The records of a batch (and of concurrent batches) claim, start and succeed
         # together: one statement each instead of one per record.
@@ -73,7 +76,6 @@ class Engine:
         self._successes: batching.Batcher[tuple[uuid.UUID, uuid.UUID, Any], bool] = (
             batching.Batcher(self._succeed_many, max_size=BATCH_STATEMENT_ROWS)
         )
-        self._parked_behind: set[uuid.UUID] = set()  # succeeded with parked jobs behind
         self._releases: batching.Batcher[str, None] = batching.Batcher(
             self._release_many, max_size=BATCH_STATEMENT_ROWS
         )
@@ -223,7 +225,9 @@ class Engine:
             deadline=deadlines.on_this_clock(job, offset),
         )
         if deadlines.passed_at_claim(job):  # a delivery past the deadline ends it unrun
-            done = await deadlines.end(self.db, lease, job, JobState.LEASED, None)
+            done = await deadlines.end(
+                self.db, lease, job, JobState.LEASED, None, self._parked_behind
+            )
             if done:
                 await self.wake_parent(job)
             return done
@@ -296,7 +300,9 @@ class Engine:
                 lease, lambda: _execute(kind, ctx, payload), job.timeout_seconds, context
             )
         except errors.DeadlinePassed:
-            if done := await deadlines.end(self.db, lease, job, JobState.RUNNING, started):
+            if done := await deadlines.end(
+                self.db, lease, job, JobState.RUNNING, started, self._parked_behind
+            ):
                 await self.wake_parent(job)
             return done
         except errors.LeaseLost:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from typing import Unpack
 
 from app import crashpoints, errors, metrics, store
@@ -40,10 +41,20 @@ def retry_delay(exc: Exception, attempt: int, settings: Settings) -> float:
 
 
 class Outcomes:
-    def __init__(self, settings: Settings, db: store.Database, queue: Transport) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        db: store.Database,
+        queue: Transport,
+        parked_behind: set[uuid.UUID] | None = None,
+    ) -> None:
         self.settings = settings
         self.db = db
         self.queue = queue
+        # The jobs whose lease ended with parked jobs of their tenant behind them: the
+        # engine releases one as the lease ends (a failure or a cancel frees a slot, or
+        # its key, as a success does), not at the sweeper's next pass.
+        self.parked_behind = parked_behind if parked_behind is not None else set()
 
     async def finish(
         self,
@@ -54,9 +65,12 @@ class Outcomes:
         **change: Unpack[store.leases.Change],
     ) -> bool:
         """One fenced transition (store.leases.finish); whether it took."""
-        return await store.leases.finish(
+        done = await store.leases.finish(
             self.db, lease.job_id, lease.token, to_state=to_state, from_state=from_state, **change
         )
+        if done is not None and done.has_parked:
+            self.parked_behind.add(lease.job_id)
+        return done is not None
 
     async def cancelled(self, lease: Lease) -> bool:
         """The job stopped for a cancel asked for while it ran: end it cancelled. When the
@@ -216,6 +230,8 @@ class Outcomes:
         if not done.changed:
             log.warning("suspend refused: lease lost", extra=lease.fields)
             return False, False
+        if done.has_parked:
+            self.parked_behind.add(lease.job_id)
         if done.cancelled:  # counted by the store (app/store/endings.py)
             log.info("cancelled while running", extra={**lease.fields, "state": JobState.CANCELLED})
             return True, True

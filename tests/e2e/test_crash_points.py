@@ -122,9 +122,9 @@ WAIT_POINTS = frozenset(
 # (tests/e2e/test_state_crash.py), a fork's (tests/e2e/test_fork_crash.py), a bulk
 # action's batch (tests/e2e/test_bulk_crash.py), a deadline's, a worker's and the
 # sweeper's (tests/e2e/test_deadline_crash.py), an alert's delivery
-# (tests/e2e/test_alert_crash.py), a pinned job's hand-back (tests/e2e/test_version_crash.py)
-# and a migration's online part
-# (tests/e2e/test_migrate_crash.py).
+# (tests/e2e/test_alert_crash.py), a pinned job's hand-back (tests/e2e/test_version_crash.py),
+# a migration's online part (tests/e2e/test_migrate_crash.py) and flow control by key's
+# (tests/e2e/test_flow_crash.py).
 OWN_TESTS = frozenset(
     {
         Point.AFTER_MESSAGE_SENT,
@@ -144,6 +144,9 @@ OWN_TESTS = frozenset(
         Point.AFTER_ALERT_SENT,
         Point.DURING_ONLINE_MIGRATION,
         Point.AFTER_VERSION_HANDED_BACK,
+        Point.AFTER_KEY_RELEASE,
+        Point.AFTER_DEBOUNCE_REPLACED,
+        Point.AFTER_ACTIVE_CANCELLED,
     }
 )
 HERE = [p for p in Point if p not in WAIT_POINTS and p not in OWN_TESTS]

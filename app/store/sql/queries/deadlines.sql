@@ -45,14 +45,17 @@ WITH done AS (
         lease_token = NULL, lease_expires_at = NULL
     WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state IN ('leased', 'running')
       AND j.deadline IS NOT NULL
-    RETURNING j.id, j.attempt, j.lease_owner, j.kind, j.created_at
+    RETURNING j.id, j.attempt, j.lease_owner, j.kind, j.created_at, j.tenant
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
     SELECT id, %(from_state)s::job_state, 'dead_lettered', attempt, lease_owner,
            %(reason)s || ' (ended by its worker)' FROM done
 )
+-- has_parked: as leases.sql finish's (the worker releases one as the lease ends).
 SELECT id, kind, created_at, 'dead_lettered' AS to_state,
-       EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = done.id) AS cascade
+       EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = done.id) AS cascade,
+       EXISTS (SELECT 1 FROM jobs p WHERE p.tenant = done.tenant AND p.parked
+               AND p.state = 'queued') AS has_parked
 FROM done;
 
 -- name: past_deadline

@@ -230,7 +230,9 @@ RETURNING cancel_requested;
 
 -- name: finish
 -- Fenced transition out of a live lease: succeeded, retrying, dead_lettered, queued
--- (lease handed back, attempt returned) or cancelled.
+-- (lease handed back, attempt returned) or cancelled. has_parked: the job ended
+-- (succeeded, dead_lettered, cancelled) and its tenant has parked jobs, one of which
+-- the freed slot (the tenant's, or its key's) may release now, as succeed_batch says.
 WITH done AS (
     UPDATE jobs j
     SET state = %(to_state)s::job_state,
@@ -245,7 +247,7 @@ WITH done AS (
                            THEN now() END,
         updated_at = now()
     WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state IN ('leased', 'running')
-    RETURNING j.id, j.attempt, j.lease_owner, j.kind, j.created_at
+    RETURNING j.id, j.attempt, j.lease_owner, j.kind, j.created_at, j.tenant
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
     SELECT id, %(from_state)s::job_state, %(to_state)s::job_state, attempt, lease_owner, %(detail)s
@@ -254,7 +256,10 @@ WITH done AS (
 -- What app/store/endings.py counts; cascade: a cancelled parent's trigger cancelled children.
 SELECT id, kind, created_at, %(to_state)s::text AS to_state,
        %(to_state)s::text = 'cancelled' AND EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = done.id)
-           AS cascade
+           AS cascade,
+       %(to_state)s::text IN ('succeeded', 'dead_lettered', 'cancelled')
+       AND EXISTS (SELECT 1 FROM jobs p WHERE p.tenant = done.tenant AND p.parked
+                   AND p.state = 'queued') AS has_parked
 FROM done;
 
 -- name: succeed_batch

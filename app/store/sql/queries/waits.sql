@@ -21,13 +21,18 @@ WITH done AS (
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.state IN ('leased', 'running')
     RETURNING j.id, j.attempt, j.lease_owner, j.wake_sent_at IS NOT NULL AS send_now,
-              j.cancel_requested,
+              j.cancel_requested, j.tenant,
               greatest(0, extract(epoch FROM j.wake_at - now()))::float8 AS delay
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker, detail)
     SELECT id, 'running', 'waiting', attempt, lease_owner, %(detail)s FROM done
 )
-SELECT send_now, cancel_requested, delay FROM done;
+-- has_parked: the tenant has parked jobs, one of which the lease this wait frees may
+-- release now (a child spawned parked behind its waiting parent, say).
+SELECT send_now, cancel_requested, delay,
+       EXISTS (SELECT 1 FROM jobs p WHERE p.tenant = done.tenant AND p.parked
+               AND p.state = 'queued') AS has_parked
+FROM done;
 
 -- name: wake_if_met
 -- In the suspending transaction, after the row is locked by `suspend`: a condition met
@@ -149,24 +154,64 @@ WHERE c.token_hash = %(token_hash)s;
 
 -- name: spawn_child
 -- Fenced by the parent's lease; once per (parent, key). Same tenant and priority as the
--- parent (a high-priority job's children are served first too).
-WITH made AS (
-    INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
-                      request_hash, parent_id, spawn_key, trace_context, priority)
-    SELECT %(child)s, p.tenant, %(kind)s, %(payload)s, %(max_attempts)s, %(timeout)s,
-           %(request_hash)s, p.id, %(key)s, %(trace_context)s, p.priority
+-- parent (a high-priority job's children are served first too). The child counts
+-- against its tenant and its key as a submitted job does (issue 35): it carries its key
+-- and its kind's limits per key (the claim holds it to them), and past the tenant's
+-- window on the queue (its running cap x window_per_slot, as insert_jobs counts it) it is
+-- written parked, with no outbox row: a lease of the tenant that ends releases it.
+-- A child on the key one of its ancestors holds (same kind and key) runs within that
+-- hold, with no key_concurrency of its own: the ancestor waits on it holding the key, so
+-- waiting for the key would wait forever. Later jobs of the key still count it ahead.
+WITH RECURSIVE above AS (
+    SELECT a.id, a.parent_id, a.kind, a.flow_key, 1 AS depth FROM jobs a WHERE a.id = %(id)s
+    UNION ALL
+    SELECT a.id, a.parent_id, a.kind, a.flow_key, above.depth + 1
+    FROM jobs a JOIN above ON a.id = above.parent_id
+    WHERE above.depth < 100
+), parent AS (
+    SELECT p.id, p.tenant, p.priority,
+           EXISTS (SELECT 1 FROM above WHERE above.kind = %(kind)s
+                   AND above.flow_key = %(flow_key)s::text) AS key_held_above
     FROM jobs p
     WHERE p.id = %(id)s AND p.lease_token = %(token)s AND p.state = 'running'
+), win AS (
+    SELECT coalesce(t.max_running, %(max_running)s::int) * %(window_per_slot)s::int AS queue_window
+    FROM parent LEFT JOIN tenant_limits t ON t.tenant = parent.tenant
+), on_queue AS (
+    -- Counted up to the window only, from its own partial index.
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM jobs j
+        WHERE j.tenant = (SELECT tenant FROM parent) AND NOT j.parked
+          AND j.state IN ('queued', 'retrying', 'stalled', 'leased', 'running')
+        LIMIT (SELECT queue_window FROM win)
+    ) AS sent
+), made AS (
+    INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
+                      request_hash, parent_id, spawn_key, trace_context, priority, parked,
+                      flow_key, key_concurrency, key_rate, key_rate_seconds)
+    SELECT %(child)s, p.tenant, %(kind)s, %(payload)s, %(max_attempts)s, %(timeout)s,
+           %(request_hash)s, p.id, %(key)s, %(trace_context)s, p.priority,
+           (SELECT n FROM on_queue) >= (SELECT queue_window FROM win),
+           %(flow_key)s,
+           CASE WHEN NOT p.key_held_above THEN %(key_concurrency)s::int END,
+           %(key_rate)s, %(key_rate_seconds)s
+    FROM parent p
     ON CONFLICT (parent_id, spawn_key) DO NOTHING
-    RETURNING id, attempt, tenant, priority
+    RETURNING id, attempt, tenant, priority, parked
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, detail)
-    SELECT id, NULL, 'queued', 0, 'spawned by ' || %(id)s::text FROM made
+    SELECT id, NULL, 'queued', 0,
+           'spawned by ' || %(id)s::text
+           || CASE WHEN parked THEN ', parked: the tenant''s window on the queue is full '
+                                    '(its running cap x TASKLEASE_QUEUE_WINDOW_PER_SLOT), sent '
+                                    'when one of its leases ends'
+                   ELSE '' END
+    FROM made
 ), box AS (
-    INSERT INTO outbox (job_id) SELECT id FROM made RETURNING id, job_id
+    INSERT INTO outbox (job_id) SELECT id FROM made WHERE NOT parked RETURNING id, job_id
 )
-SELECT box.id, box.job_id, true AS made, made.tenant, made.priority
-FROM box JOIN made ON made.id = box.job_id
+SELECT box.id, made.id AS job_id, true AS made, made.tenant, made.priority
+FROM made LEFT JOIN box ON box.job_id = made.id
 UNION ALL
 SELECT NULL, id, false, tenant, priority FROM jobs WHERE parent_id = %(id)s AND spawn_key = %(key)s;
 
