@@ -17,6 +17,7 @@ from typing import Any
 
 from app.states import FINAL_FOR_NOW, TERMINAL, JobState
 from app.tools.chaos.per_agent import agent_check
+from app.tools.chaos.per_key import Outage, key_check
 from app.tools.chaos.per_kind import (
     FINAL,
     TRIAGE,
@@ -60,6 +61,10 @@ def check(
     views: Mapping[str, Mapping[str, Any]] | None = None,
     deadline_refs: Sequence[str] = (),
     past_deadline: Sequence[Any] = (),
+    running_cap: int | None = None,
+    key_bound: float = 5.0,
+    outages: Sequence[Outage] = (),
+    keyed_submitted: bool = False,
 ) -> dict[str, Any]:
     """Jepsen's queue checker, for tasklease's invariants. Pure: facts in, report out.
 
@@ -71,7 +76,9 @@ def check(
     what its answers met; ``agent_results``: ref -> what an uninterrupted run of an agent
     job gives, ``agent_requests``: the agent model's log, per_agent.py; the messages,
     published state and deadlines, per_message.py; the deployed kind's jobs,
-    per_version.py). Past a screen
+    per_version.py; the keyed jobs against ``running_cap``, ``key_bound`` and the run's
+    ``outages``, per_key.py: with ``keyed_submitted``, a run that never tested the key's
+    limit or the debounce fails). Past a screen
     on purpose: index, one pass and report read best as one."""
     plans, answers = plans or {}, answers or {}
     by_id = {j["id"]: j for j in jobs}
@@ -149,7 +156,16 @@ def check(
         jobs, acked, messages or {}, sent or {}, views or {}, deadline_refs, past_deadline
     )
     versions, version_findings = version_check(jobs, effects_of)
-    for job_id, why in [*agent_findings, *talk_findings, *version_findings]:
+    keys, key_findings = key_check(
+        jobs,
+        events_of,
+        all_events=events,
+        cap=running_cap,
+        bound=key_bound,
+        outages=outages,
+        require=keyed_submitted,
+    )
+    for job_id, why in [*agent_findings, *talk_findings, *version_findings, *key_findings]:
         odd(job_id, why)
 
     completions = Counter(e["job_id"] for e in events if e["to_state"] == JobState.SUCCEEDED)
@@ -184,6 +200,7 @@ def check(
         "agents": agents,
         "messages_and_deadlines": talk,
         "versions": versions,
+        "keys": keys,
         "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
         "model_calls": model_call_stats(model_calls, calls_of, succeeded, kills),
         "throttles": throttle_counts(model_calls, events),
@@ -203,9 +220,11 @@ def check(
 def violated(report: dict[str, Any]) -> bool:
     keys = ("lost", "duplicated_effects", "duplicated_completions", "stuck_waits", "unexpected")
     retention = (report.get("retention") or {}).get("problems")
+    untested = (report.get("keys") or {}).get("problems")
     return (
         any(report.get(k) for k in keys)
         or bool(retention)
+        or bool(untested)
         or report["acknowledged"] < report["submitted"]
     )
 
