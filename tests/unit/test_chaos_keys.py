@@ -95,6 +95,27 @@ def run_check(
     return key_check(jobs, of, all_events=events, **kw)
 
 
+def whole_check(
+    jobs: list[dict[str, Any]], events: list[dict[str, Any]], **kw: Any
+) -> dict[str, Any]:
+    """The chaos checker over these jobs alone, all acknowledged, keyed work submitted."""
+    return check(
+        submitted=len(jobs),
+        acked={f"r{i}": j["id"] for i, j in enumerate(jobs)},
+        tags={},
+        redriven=[],
+        jobs=jobs,
+        events=events,
+        effects=[],
+        duplicated_effect_rows=0,
+        model_calls=[],
+        deliveries=[],
+        kills=[],
+        keyed_submitted=True,
+        **kw,
+    )
+
+
 def test_a_run_where_the_keys_held_passes_and_says_what_it_met() -> None:
     counts, findings = run_check(*keyed_world(), cap=4, bound=0.5)
     assert findings == []
@@ -222,20 +243,7 @@ def test_a_run_that_never_met_a_held_key_or_a_debounce_fails_the_gate() -> None:
     counts, findings = run_check(jobs, events)
     assert findings == []
     assert len(counts["problems"]) == 2, counts["problems"]
-    report = check(
-        submitted=3,
-        acked={f"r{i}": j["id"] for i, j in enumerate(jobs)},
-        tags={},
-        redriven=[],
-        jobs=jobs,
-        events=events,
-        effects=[],
-        duplicated_effect_rows=0,
-        model_calls=[],
-        deliveries=[],
-        kills=[],
-        keyed_submitted=True,
-    )
+    report = whole_check(jobs, events)
     assert report["keys"]["problems"] and violated(report)
 
 
@@ -249,22 +257,6 @@ def test_the_wait_for_a_free_slot_runs_from_the_end_before_the_claim() -> None:
 
 
 def test_the_whole_checker_takes_a_debounced_job_replaced_for_no_finding() -> None:
-    jobs, events = keyed_world()
-    report = check(
-        submitted=len(jobs),
-        acked={f"r{i}": j["id"] for i, j in enumerate(jobs)},
-        tags={},
-        redriven=[],
-        jobs=jobs,
-        events=events,
-        effects=[],
-        duplicated_effect_rows=0,
-        model_calls=[],
-        deliveries=[],
-        kills=[],
-        running_cap=4,
-        key_bound=0.5,
-        keyed_submitted=True,
-    )
+    report = whole_check(*keyed_world(), running_cap=4, key_bound=0.5)
     assert report["unexpected_jobs"] == [] and not violated(report)
     assert report["keys"]["debounce"]["replaced"] == 2
