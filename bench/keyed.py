@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import random
 import signal
 import statistics
@@ -40,7 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app.tools.chaos.key_spans import hand_off_waits, lives, most_holding
-from bench.phases import progress
+from bench.phases import PgStats, progress
 from bench.stack import BenchStack, Unavailable
 
 err = Console(stderr=True)
@@ -102,6 +103,8 @@ async def one_run(
     for b in batches:
         todo.put_nowait(b)
     ids: list[str] = []
+    pg = PgStats(stack)
+    base_commits = pg.reset()
     t0 = time.time()
     with progress() as bar:
         sub = bar.add_task(f"{label}: submit", total=len(bodies), rate="")
@@ -149,7 +152,13 @@ async def one_run(
                     if any(p.poll() is not None for p in stack.workers):
                         raise RuntimeError(f"{label}: a worker exited (logs in {stack.logs})")
                 await submitting
-                return await figures(conn, label, ids, t0, keyed)
+                result = await figures(conn, label, ids, t0, keyed)
+    # The database's work per job (the API's and the workers'; pg_stat_statements counts
+    # at once, the commits lag: read without waiting, they are a floor).
+    stats = pg.read(base_commits, 0)
+    result["pg_statements_per_job"] = round(sum(c for _, c in stats["statements"]) / len(ids), 2)
+    result["pg_top_statements"] = [[q[:80], c] for q, c in stats["statements"][:6]]
+    return result
 
 
 async def figures(
@@ -234,6 +243,10 @@ def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "seconds": round(sum(r["seconds"] for r in runs), 2),
         "jobs_per_s": round(statistics.median(r["jobs_per_s"] for r in runs), 1),
         "rounds_jobs_per_s": [r["jobs_per_s"] for r in runs],
+        "pg_statements_per_job": round(
+            statistics.median(r["pg_statements_per_job"] for r in runs), 2
+        ),
+        "pg_top_statements": runs[-1]["pg_top_statements"],
         "wait_for_a_claim_ms": percentiles([c for r in runs for c in r["_claims"]]),
     }
     if "_waits" in runs[0]:
@@ -296,7 +309,8 @@ def verdict(
 def render(doc: dict[str, Any]) -> Table:
     k, u, v = doc["keyed"], doc["unkeyed"], doc["verdict"]
     t = Table(
-        title=f"bench keyed: {k['jobs']} {KIND} jobs over {k['keys']} keys, one running per key"
+        title=f"bench keyed: {doc['jobs_per_run']} {KIND} jobs over {k['keys']} keys, one "
+        f"running per key; {doc['rounds']} rounds of each"
     )
     t.add_column("measure")
     t.add_column("value", justify="right")
@@ -310,6 +324,8 @@ def render(doc: dict[str, Any]) -> Table:
         "ratio (median of the rounds'; target >= 0.8)",
         f"{v['ratio']} ({'met' if v['met'] else 'NOT met'}); {v.get('rounds', [])}",
     )
+    for name, r in (("without keys", u), ("one per key", k)):
+        t.add_row(f"{name}: PostgreSQL statements per job", str(r["pg_statements_per_job"]))
     for name, r in (("without keys", u), ("one per key", k)):
         c = r["wait_for_a_claim_ms"]
         t.add_row(f"{name}: accepted → claimed p50 / p95 (ms)", f"{c['p50']} / {c['p95']}")
@@ -373,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         "worker_concurrency": args.worker_concurrency,
         "rounds": args.rounds,
         "jobs_per_run": args.jobs,
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "unkeyed": unkeyed,
         "keyed": keyed,
         "verdict": {**verdict(unkeyed, keyed, ratios), "rounds": [round(x, 3) for x in ratios]},

@@ -50,6 +50,7 @@ __all__ = [
     "sync",
     "triage",
     "triage_kind",
+    "turn",
     "write",
     "writer",
 ]
