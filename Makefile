@@ -7,7 +7,7 @@ VENV := .venv
 export UV  # localstack/run.sh installs LocalStack's venv with it
 STAMP := $(VENV)/.synced
 
-.PHONY: help run test schema test-unit test-ui test-localstack test-redis test-runtime lint typecheck imports check docs docs-serve sweep clean localstack-start localstack-stop infra-check package plan plan-all bench bench-scale cost
+.PHONY: help run test schema test-unit test-ui test-localstack test-redis test-runtime lint typecheck imports check docs docs-serve sweep clean localstack-start localstack-stop infra-check package plan plan-all bench bench-keyed bench-scale cost
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -181,6 +181,9 @@ plan-all: $(STAMP) ## plan every api_auth_mode on both architectures against Loc
 # --- performance (issue 6): bench/run.py; ARGS="--sqs localstack --worker-counts 1,2,4" ---
 bench: $(STAMP) ## benchmark: tasklease vs the raw broker and DB cycles and Celery (ARGS="--sqs localstack")
 	@$(UV) run --no-sync python -m bench.run $(ARGS)
+
+bench-keyed: $(STAMP) ## flow control by key at volume: 10,000 jobs over 1,000 keys, one running per key, against the same jobs without keys (ARGS="--jobs N --keys K --transport sqs")
+	@$(UV) run --no-sync python -m bench.keyed $(ARGS)
 
 bench-scale: $(STAMP) ## the scale phase: the same measures on an empty and a 1,000,000-job database (ARGS="--jobs N")
 	@$(UV) run --no-sync python -m bench.scale $(ARGS)

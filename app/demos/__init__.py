@@ -11,7 +11,8 @@ them.
   waits for a person and a timer);
 - ``app.demos.writer``: demo.write (streamed model output, continued after a crash);
 - ``app.demos.flow``: demo.converse, demo.reindex, demo.sync (flow control by key: one
-  run per conversation, a debounce, a rate per key).
+  run per conversation, a debounce, a rate per key), demo.turn (one at a time per key, a
+  no-op: the bench's keyed phase).
 
 Not imported here: ``app.demos.revised_v1`` and ``app.demos.revised_v2``, demo.revised in
 two versions (a process names the one it serves; the chaos gate deploys the second
@@ -23,7 +24,7 @@ half-way through its faults).
 from app.demos import basic, chat, flow, research, triage, writer
 from app.demos.basic import approval, fanout, flaky, nap, noop, publish, sleep
 from app.demos.chat import chat as chat_kind
-from app.demos.flow import converse, reindex, sync
+from app.demos.flow import converse, reindex, sync, turn
 from app.demos.research import research as research_kind
 from app.demos.research import subquery
 from app.demos.triage import triage as triage_kind
@@ -49,6 +50,7 @@ __all__ = [
     "sync",
     "triage",
     "triage_kind",
+    "turn",
     "write",
     "writer",
 ]

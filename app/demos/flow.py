@@ -1,6 +1,7 @@
 """Kinds with flow control by key (docs/howto/flow-control.md): a conversation's replies
 one at a time and in order, a document's re-index debounced, an integration's syncs
-rate-limited."""
+rate-limited; and demo.turn, one at a time per key when given one (the bench's keyed
+phase: bench/keyed.py)."""
 
 from __future__ import annotations
 
@@ -78,3 +79,17 @@ async def sync(ctx: JobContext[None], p: Sync) -> dict[str, Any]:
         return ctx.now().isoformat()
 
     return {"n": p.n, "called_at": await ctx.effect("call", call)}
+
+
+class Turn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str | None = Field(None, min_length=1, max_length=200, description="None: no key")
+    n: int = 0
+
+
+@kind("demo.turn", key=lambda p: p.key, concurrency=1)
+async def turn(ctx: JobContext[None], p: Turn) -> dict[str, Any]:
+    """Do nothing, one job of a key at a time; with no key in its payload, a job of no key
+    (as demo.noop): the bench's keyed phase runs the same jobs both ways."""
+    return {"n": p.n}

@@ -3,7 +3,7 @@ waiting work: naps, approvals answered once, twice or never, fan-outs, and the c
 those spawn; a tenth agent runs: Pydantic AI and OpenAI Agents SDK agents against the
 fake model server; a few demo.chat jobs the harness sends messages, jobs given a
 deadline they cannot meet, demo.publish jobs, demo.revised jobs whose version 2 is
-deployed half-way) and 3 workers, SIGKILLs every few
+deployed half-way, keyed demo.converse and debounced demo.reindex jobs) and 3 workers, SIGKILLs every few
 seconds, the carrier's server and PostgreSQL restarted. The command starts its own stack (embedded PostgreSQL, moto or
 LocalStack, or an embedded Redis) and checks the invariants itself; this test checks
 that it says so, that the faults really happened and that every kind of wait really did.
@@ -179,5 +179,17 @@ def test_the_chaos_gate_loses_nothing_and_duplicates_nothing(target: str) -> Non
     assert versions["jobs"] == versions["succeeded"] == 6, versions
     assert versions["v1_to_v2"] >= 1, ("the deploy met no waiting job of version 1", versions)
     assert versions["deployed_at"] is not None, versions
+    # And the keyed work (issue 35): four conversations of three demo.converse messages
+    # sent at once (one run per conversation at a time), two documents edited in bursts
+    # of demo.reindex (debounced): never two jobs of a conversation holding it at once,
+    # jobs waited behind a held key, none waited on a free one past the bound, and every
+    # debounced burst ran exactly its last job (unexpected: 0)
+    keys = report["keys"]
+    assert keys["jobs"] == 24 and keys["most_holding"] == 1, keys
+    assert keys["behind_key"] > 0 and keys["hand_offs_checked"] > 0, keys
+    assert keys["longest_free_wait"] <= keys["bound"], keys
+    debounce = keys["debounce"]
+    assert debounce["replaced"] > 0 and debounce["ran"] == debounce["bursts"] > 0, debounce
+    assert keys["problems"] == [], keys
     assert proc.returncode == 0, logs
     shutil.rmtree(data_dir, ignore_errors=True)  # kept when the run fails, for its logs

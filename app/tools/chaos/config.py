@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,14 @@ class Config:
     # Of the jobs, this many are demo.revised, half submitted first to nap across the
     # deploy of its version 2, half last (workload.py).
     revisions: int = 6
+    # Keyed work (issue 35; keyed.py), within --jobs: this many conversations, each sent
+    # this many demo.converse messages at once (one run per conversation at a time), the
+    # last conversation once the faults are over; this many documents, each edited in two
+    # bursts of this many demo.reindex jobs (debounced 2 s: the last of a burst runs).
+    conversations: int = 4
+    messages: int = 3
+    documents: int = 2
+    edits: int = 3
     workers: int = 3
     # The tenant's running cap (TASKLEASE_MAX_RUNNING_PER_TENANT): below the workers'
     # slots (3 x 2), so claims are deferred all through the run.
@@ -76,6 +86,11 @@ class Config:
     # batches of PRUNE_BATCH while the faults run (retention, issue 18).
     history_jobs: int = 300
 
+    @property
+    def keyed_jobs(self) -> int:
+        """The keyed work's jobs: the conversations' messages and the documents' edits."""
+        return self.conversations * self.messages + self.documents * 2 * self.edits
+
 
 @dataclasses.dataclass
 class Run:
@@ -98,6 +113,9 @@ class Run:
     # Each carrier restart: what it lost and how long until the carrier held a message
     # again for every job waiting on one (recovery.py).
     carrier_restarts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # Each server restart, deploy and restart of the workers, wall clock (ISO) from and to:
+    # with the kills, the windows in which a wait for a free key is excused (keyed.py).
+    outages: list[dict[str, str]] = dataclasses.field(default_factory=list)
     pg_restarts: int = 0
     exits: list[str] = dataclasses.field(default_factory=list)  # processes that died unbidden
     last_fault: float | None = None
@@ -109,6 +127,16 @@ class Run:
         self.notes.append(f"{time.monotonic() - self.started:6.1f}s  {text}")
         # Under the live display rich prints this above it, so the fault log stays on screen.
         err.print(self.notes[-1], highlight=False)
+
+    @contextlib.contextmanager
+    def outage(self, what: str) -> Iterator[None]:
+        """Records the window of a restart or deploy done inside it (``outages``)."""
+        start = dt.datetime.now(dt.UTC).isoformat()
+        try:
+            yield
+        finally:
+            end = dt.datetime.now(dt.UTC).isoformat()
+            self.outages.append({"what": what, "from": start, "to": end})
 
     def elapsed(self) -> float:
         """Seconds since the run started, as its timings and notes count them."""

@@ -94,6 +94,13 @@ async def restart(
     name: str, cfg: Config, stack: ChaosStack, run: Run, database: Database
 ) -> asyncio.Task[None] | None:
     """One server restart (or the deploy); on Redis, the task that watches its recovery."""
+    with run.outage(name):
+        return await _restart(name, cfg, stack, run, database)
+
+
+async def _restart(
+    name: str, cfg: Config, stack: ChaosStack, run: Run, database: Database
+) -> asyncio.Task[None] | None:
     started = time.monotonic()
     if name == "deploy":
         run.note(f"deploying: the workers restarted on {revised.V2_MODULE}")

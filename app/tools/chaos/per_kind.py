@@ -13,6 +13,7 @@ from typing import Any
 
 from app.kinds.waits import Rule
 from app.states import FINAL_FOR_NOW, JobState
+from app.tools.chaos.per_key import replaced_by
 from app.tools.chaos.repeats import when
 
 FINAL = tuple(s.value for s in FINAL_FOR_NOW)
@@ -151,7 +152,8 @@ def kind_oddities(job: Mapping[str, Any], world: World) -> list[str]:
         found.append(
             f"still dead-lettered after a redrive with the cause gone: {job['last_error']}"
         )
-    elif state == JobState.CANCELLED:
+    elif state == JobState.CANCELLED and not replaced_by(world.events.get(job_id, [])):
+        # A debounced job replaced by a newer one of its key: per_key.py checks it.
         found.append("cancelled, and nobody cancelled it")
     segment_attempts: set[int] = set()
     for e in world.events.get(job_id, []):

@@ -78,6 +78,7 @@ def render(report: dict[str, Any]) -> Table:
     agent_rows(row, report.get("agents") or {})
     talk_rows(row, report.get("messages_and_deadlines") or {})
     version_rows(row, report.get("versions") or {})
+    key_rows(row, report.get("keys") or {})
     row("jobs by kind and state", report["by_kind"])
     if "running_cap" in report:
         cap = report["running_cap"]
@@ -204,3 +205,30 @@ def version_rows(row: Any, v: dict[str, Any]) -> None:
         bad=v["succeeded"] != v["jobs"],
     )
     row("  version 2 deployed at", f"{v.get('deployed_at', '?')} s")
+
+
+def key_rows(row: Any, k: dict[str, Any]) -> None:
+    """The keyed jobs (per_key.py): the most holding a key at once, the waits behind a
+    held key and on a free one, the debounce's bursts."""
+    if not k.get("jobs"):
+        return
+    row(
+        "keyed jobs: keys / most holding one at once / waited behind a held key",
+        f"{k['jobs']}: {k['keys']} / {k['most_holding']} / {k['behind_key']}",
+        bad=not k["behind_key"],
+    )
+    row(
+        "  waits on a free key: checked / excused by a fault / longest (bound)",
+        f"{k['hand_offs_checked']} / {k['hand_offs_excused']} / "
+        f"{k['longest_free_wait']:.2f} s ({k['bound']:g} s)",
+        bad=k["longest_free_wait"] > k["bound"],
+    )
+    d = k.get("debounce") or {}
+    row(
+        "  debounced: jobs / replaced / bursts (of one) / bursts whose last ran",
+        f"{d.get('jobs', 0)} / {d.get('replaced', 0)} / {d.get('bursts', 0)} "
+        f"({d.get('bursts_of_one', 0)}) / {d.get('ran', 0)}",
+        bad=not d.get("replaced") or d.get("ran") != d.get("bursts"),
+    )
+    for problem in k.get("problems", []):
+        row("  keys", problem, bad=True)

@@ -25,7 +25,7 @@ from app import errors, transport
 from app.states import JobState
 from app.store import audit
 from app.store.pool import Database
-from app.tools.chaos import agents
+from app.tools.chaos import agents, keyed
 from app.tools.chaos import config as exits
 from app.tools.chaos.answers import answer_all
 from app.tools.chaos.checker import check, violated
@@ -136,13 +136,16 @@ async def orchestrate(
         talking = asyncio.create_task(
             send_all(cfg, run, stack.api_url, stack.api_headers, items, submitted, all_sent, over)
         )
-        await submit_all(cfg, stack, run, items)
+        await asyncio.gather(
+            submit_all(cfg, stack, run, items), keyed.submit_under_faults(cfg, stack, run)
+        )
         submitted.set()
         run.mark("submitted")
         run.note(f"{len(run.acked)} of {cfg.jobs} jobs acknowledged ({run.submit_retries} retries)")
         run.phase = "faults continue"
         await faults
         run.mark("faults_ended")
+        await keyed.submit_after_faults(cfg, stack, run)
         run.phase = "draining"
         ids = list(run.acked.values())
         # The approvals are answered while the system drains: one waits for its first run
@@ -161,7 +164,10 @@ async def orchestrate(
 
         run.phase = "redriving transient dead letters"
         run.note("restarting the workers with TASKLEASE_FAKE_MODEL_TRANSIENT_RATE=0")
-        await asyncio.to_thread(stack.restart_workers, {"TASKLEASE_FAKE_MODEL_TRANSIENT_RATE": "0"})
+        with run.outage("workers restarted"):
+            await asyncio.to_thread(
+                stack.restart_workers, {"TASKLEASE_FAKE_MODEL_TRANSIENT_RATE": "0"}
+            )
         redriven = await redrive_transient(stack, database, skip=deadlined(run, items))
         run.note(f"redriven {len(redriven)} dead letters with tasklease's own redrive")
         run.phase = "draining the redriven jobs"
@@ -191,6 +197,10 @@ async def orchestrate(
         delay_cap=MAX_MESSAGE_DELAY_SECONDS,
         sent=run.sent,
         deadline_refs=deadline_refs(items),
+        running_cap=cfg.max_running,
+        key_bound=keyed.KEY_BOUND,
+        outages=keyed.excused(cfg, run),
+        keyed_submitted=cfg.keyed_jobs > 0,
         **talk,
         **facts,
     )

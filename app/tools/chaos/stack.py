@@ -51,6 +51,10 @@ MARKER = ".tasklease-chaos"  # only a directory holding this file is ever wiped
 # broker is re-sent this long after it was due.
 MAX_MESSAGE_DELAY_SECONDS = 2
 WAKE_GRACE_SECONDS = 3.0
+# The sweeper's pass, and how long after its last send a waiting job with no message
+# is given one again (after a broker restart).
+SWEEP_INTERVAL_SECONDS = 1.0
+LOST_MESSAGE_SECONDS = 8.0
 
 
 class Unavailable(errors.TaskleaseError):
@@ -189,11 +193,11 @@ class ChaosStack(Stack):
             "TASKLEASE_BACKOFF_BASE_SECONDS": "0.5",
             "TASKLEASE_BACKOFF_CAP_SECONDS": "2",
             "TASKLEASE_OUTBOX_GRACE_SECONDS": "1",
-            "TASKLEASE_SWEEP_INTERVAL_SECONDS": "1",
+            "TASKLEASE_SWEEP_INTERVAL_SECONDS": f"{SWEEP_INTERVAL_SECONDS:g}",
             "TASKLEASE_PRUNE_BATCH_SIZE": str(PRUNE_BATCH),
             "TASKLEASE_PRUNE_BATCHES_PER_SWEEP": "1",
             # After the broker restart the sweeper re-sends the messages of waiting jobs.
-            "TASKLEASE_LOST_MESSAGE_SECONDS": "8",
+            "TASKLEASE_LOST_MESSAGE_SECONDS": f"{LOST_MESSAGE_SECONDS:g}",
             # A message SQS moves to the DLQ itself is reconciled within the run.
             "TASKLEASE_DLQ_SCAN_INTERVAL_SECONDS": "5",
             "TASKLEASE_MAX_MESSAGE_DELAY_SECONDS": str(MAX_MESSAGE_DELAY_SECONDS),

@@ -162,7 +162,7 @@ def workload(cfg: Config) -> tuple[list[Item], dict[str, str]]:
     talk = talk_work(cfg)
     early, late = revisions(cfg)
     others = round(cfg.waiting * cfg.jobs) + round(cfg.agents * cfg.jobs) + len(talk)
-    others += cfg.revisions
+    others += cfg.revisions + cfg.keyed_jobs  # keyed work: submitted by keyed.py
     payloads, tags = tickets(cfg, cfg.jobs - others)
     rng = random.Random(cfg.seed + 2)  # noqa: S311 - reproducible test data, not secrets
     waits = waiting_work(cfg, rng) + agent_work(cfg) + talk
@@ -208,31 +208,35 @@ async def submit_all(cfg: Config, stack: ChaosStack, run: Run, items: list[Item]
 
     async def client_loop(client: httpx.AsyncClient) -> None:
         while not todo.empty():
-            item = todo.get_nowait()
-            ref = item.ref
-            body = {"kind": item.kind, "payload": item.payload, "max_attempts": cfg.max_attempts}
-            if item.deadline_seconds is not None:
-                body["deadline_seconds"] = item.deadline_seconds
-            headers = {"Idempotency-Key": f"chaos-{ref}"}
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    resp = await client.post("/v1/jobs", json=body, headers=headers)
-                except httpx.HTTPError:
-                    resp = None
-                if resp is not None and resp.status_code == 202:
-                    run.acked[ref] = resp.json()["id"]
-                    break
-                if resp is not None and 400 <= resp.status_code < 500:
-                    run.rejected.append(f"{ref}: {resp.status_code} {resp.text}")
-                    break
-                if time.monotonic() > deadline:
-                    run.rejected.append(f"{ref}: no 202 within 120 s")
-                    break
-                run.submit_retries += 1
-                await asyncio.sleep(0.3)
+            await submit_one(cfg, run, client, todo.get_nowait())
 
     async with httpx.AsyncClient(
         base_url=stack.api_url, timeout=10, headers=stack.api_headers
     ) as client:
         await asyncio.gather(*(client_loop(client) for _ in range(cfg.clients)))
+
+
+async def submit_one(cfg: Config, run: Run, client: httpx.AsyncClient, item: Item) -> None:
+    """One job, retried with its Idempotency-Key until a 202 (a 4xx or 120 s: rejected)."""
+    ref = item.ref
+    body = {"kind": item.kind, "payload": item.payload, "max_attempts": cfg.max_attempts}
+    if item.deadline_seconds is not None:
+        body["deadline_seconds"] = item.deadline_seconds
+    headers = {"Idempotency-Key": f"chaos-{ref}"}
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            resp = await client.post("/v1/jobs", json=body, headers=headers)
+        except httpx.HTTPError:
+            resp = None
+        if resp is not None and resp.status_code == 202:
+            run.acked[ref] = resp.json()["id"]
+            return
+        if resp is not None and 400 <= resp.status_code < 500:
+            run.rejected.append(f"{ref}: {resp.status_code} {resp.text}")
+            return
+        if time.monotonic() > deadline:
+            run.rejected.append(f"{ref}: no 202 within 120 s")
+            return
+        run.submit_retries += 1
+        await asyncio.sleep(0.3)
