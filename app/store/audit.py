@@ -30,6 +30,12 @@ async def count_unfinished(database: Database, final: Sequence[str]) -> int:
     return int(row["n"]) if row else 0
 
 
+async def started_on(database: Database, kind: str, version: str) -> int:
+    """How many unfinished jobs of ``kind`` started on its ``version``."""
+    row = await database.fetch_one(q("audit_started_on"), {"kind": kind, "version": version})
+    return int(row["n"]) if row else 0
+
+
 async def dead_letter_errors(database: Database) -> list[str | None]:
     """The last error of every dead-lettered job."""
     return [r["last_error"] for r in await database.fetch(q("audit_dead_letter_errors"))]

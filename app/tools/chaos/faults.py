@@ -14,12 +14,15 @@ of its version 1 (stack.deploy), while jobs started on version 1 wait in their n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 import time
 from typing import Any
 
+from app import errors
 from app.demos import revised
+from app.store import audit
 from app.store.pool import Database
 from app.tools.chaos import recovery
 from app.tools.chaos.config import DEPLOY_AT, Config, Run
@@ -98,11 +101,34 @@ async def restart(
         return await _restart(name, cfg, stack, run, database)
 
 
+# How long the deploy waits for a demo.revised job to have started on version 1.
+FIRST_V1_START_SECONDS = 120.0
+
+
+async def _first_start_on_v1(run: Run, database: Database) -> None:
+    """Wait until a demo.revised job started on version 1 is unfinished, so the deploy
+    has one to carry across versions: on a loaded machine the first workers may not have
+    claimed anything by the deploy's planned time (the gate then fails on v1_to_v2 = 0,
+    having tested nothing). Bounded: past it the deploy goes on and the report says so."""
+    waited = time.monotonic()
+    while time.monotonic() - waited < FIRST_V1_START_SECONDS:
+        with contextlib.suppress(errors.StoreError):
+            if await audit.started_on(database, revised.KIND, "1"):
+                if time.monotonic() - waited > 1:
+                    run.note(
+                        f"deploy waited {time.monotonic() - waited:.1f} s for a version-1 start"
+                    )
+                return
+        await asyncio.sleep(0.5)
+    run.note("[yellow]deploy: no demo.revised job started on version 1 in time[/]")
+
+
 async def _restart(
     name: str, cfg: Config, stack: ChaosStack, run: Run, database: Database
 ) -> asyncio.Task[None] | None:
     started = time.monotonic()
     if name == "deploy":
+        await _first_start_on_v1(run, database)
         run.note(f"deploying: the workers restarted on {revised.V2_MODULE}")
         await asyncio.to_thread(stack.deploy, revised.V1_MODULE, revised.V2_MODULE)
         run.mark("deployed")

@@ -18,6 +18,13 @@ WHERE state = 'dead_lettered' AND coalesce(last_error, '') NOT LIKE 'permanent:%
 -- name: audit_count_unfinished
 SELECT count(*) AS n FROM jobs WHERE state::text <> ALL(%(states)s);
 
+-- name: audit_started_on
+-- Unfinished jobs of a kind that started on one of its versions (the chaos gate's deploy
+-- waits for one before it moves the workers to the next version).
+SELECT count(*) AS n FROM jobs
+WHERE kind = %(kind)s AND kind_version = %(version)s
+  AND state IN ('leased', 'running', 'waiting', 'retrying', 'stalled');
+
 -- name: audit_jobs
 SELECT id::text AS id, kind, state::text AS state, attempt, max_attempts, payload, result,
        last_error, redrives, parent_id::text AS parent_id, spawn_key, wait_kind, wait_key,
