@@ -22,15 +22,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import random
-import signal
 import statistics
 import sys
 import time
 import uuid
-import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -42,7 +39,7 @@ from rich.table import Table
 
 from app.tools.chaos.key_spans import hand_off_waits, lives, most_holding
 from bench.phases import PgStats, progress
-from bench.stack import BenchStack, Unavailable
+from bench.stack import BenchStack, Unavailable, quiet_and_interruptible
 
 err = Console(stderr=True)
 out = Console(width=120)
@@ -355,13 +352,7 @@ def render(doc: dict[str, Any]) -> Table:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    warnings.filterwarnings("ignore", category=UserWarning)
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-
-    def interrupted(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupted)
+    quiet_and_interruptible()
     stack = BenchStack(args.sqs, args.data_dir, args.worker_concurrency, args.transport)
     try:
         stack.prepare_dir()

@@ -15,13 +15,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
-import signal
 import statistics
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +30,7 @@ from app.cli import runner
 from app.services import auth, retention, sweeper
 from bench import phases, scale_fill, scale_measures
 from bench import scale_plans as plans
-from bench.stack import BenchStack, Unavailable
+from bench.stack import BenchStack, Unavailable, quiet_and_interruptible
 
 err = Console(stderr=True)
 out = Console(width=150)
@@ -306,13 +303,7 @@ def size(url: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    warnings.filterwarnings("ignore", category=UserWarning)
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-
-    def interrupted(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupted)
+    quiet_and_interruptible()
     stack = BenchStack("moto", args.data_dir, 2)
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.monotonic()

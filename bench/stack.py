@@ -7,13 +7,16 @@ a worker pool of a chosen size."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
+import warnings
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,6 +30,18 @@ from app.transport import QueueUrls
 from bench import redis_counts
 
 MARKER = ".tasklease-bench"
+
+
+def quiet_and_interruptible() -> None:
+    """A bench run's process: no UserWarnings or pool chatter over its progress, and
+    SIGTERM stops it as Ctrl-C does (its finally blocks stop the stack)."""
+    warnings.filterwarnings("ignore", category=UserWarning)
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
 
 
 class Unavailable(errors.TaskleaseError):
