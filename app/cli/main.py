@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from app import __version__
 from app.cli import (
     alerts,
     bulk,
@@ -35,8 +36,9 @@ cli = typer.Typer(
 )
 
 
-@cli.callback()
+@cli.callback(invoke_without_command=True)
 def options(
+    ctx: typer.Context,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -46,8 +48,22 @@ def options(
             "worker, sweep, dev) print them",
         ),
     ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            help="print tasklease's version and stop",
+        ),
+    ] = False,
 ) -> None:
     """Durable asynchronous jobs for long AI work on SQS, Lambda and PostgreSQL."""
+    if version:
+        typer.echo(f"tasklease {__version__}")
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(2)
     runner.verbose(verbose)
 
 
