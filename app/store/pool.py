@@ -199,13 +199,30 @@ async def connect(
         await database.close()
 
 
+async def _execute(
+    conn: Conn, query: LiteralString, params: Mapping[str, Any]
+) -> psycopg.AsyncCursor[DictRow] | psycopg.AsyncRawCursor[DictRow]:
+    """``query``, prepared on ``conn``. A named query (app/store/sql) runs in its ``$n``
+    form on a raw cursor, so psycopg does not parse its placeholders on every call."""
+    raw = sql.positional.get(query)
+    if raw is None:
+        return await conn.execute(query, params, prepare=True)
+    text, names = raw
+    try:
+        values = [params[name] for name in names]
+    except KeyError as exc:
+        raise psycopg.ProgrammingError(f"query parameter missing: {exc.args[0]}") from None
+    cur = psycopg.AsyncRawCursor(conn, row_factory=conn.row_factory)
+    return await cur.execute(text, values, prepare=True)
+
+
 async def fetch_txn(
     conn: Conn, query: LiteralString, params: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """Run one named query on the caller's connection (and so inside its transaction)."""
     metrics.count(metrics.PG_ROUND_TRIPS)
     try:
-        cur = await conn.execute(query, params or {}, prepare=True)
+        cur = await _execute(conn, query, params or {})
         return list(await cur.fetchall()) if cur.description else []
     except psycopg.OperationalError as exc:
         raise errors.StoreError(f"PostgreSQL: {exc}") from exc
@@ -220,8 +237,8 @@ async def _pipelined(
     try:
         async with conn.pipeline():
             await conn.execute("BEGIN")
-            await conn.execute(lock, params, prepare=True)
-            cur = await conn.execute(query, params, prepare=True)
+            await _execute(conn, lock, params)
+            cur = await _execute(conn, query, params)
             await conn.execute("COMMIT")
         return list(await cur.fetchall()) if cur.description else []
     except psycopg.Error as exc:
