@@ -16,6 +16,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from app.services import filters
+from app.store import admission
 from app.store.pool import q
 
 # The tables a plan must never read whole.
@@ -133,6 +134,46 @@ def hot_queries(tenant: str, s: dict[str, Any]) -> list[Hot]:
                 "max_running": 100,
                 "window_per_slot": 2,
                 "key_id": None,
+                **admission.UNKNOWN,
+            },
+            writes=True,
+        ),
+        Hot(
+            "submit, its counts bounded by the last (admission + insert)",
+            "insert_jobs",
+            {
+                "tenant": tenant,
+                "ids": [uuid.uuid4()],
+                "kinds": ["demo.noop"],
+                "payloads": [Jsonb({})],
+                "max_attempts": [3],
+                "timeouts": [300],
+                "idempotency_keys": [None],
+                "request_hashes": ["x"],
+                "run_ats": [None],
+                "delays": [None],
+                "trace_contexts": [None],
+                "priorities": ["normal"],
+                "deadlines": [None],
+                "deadline_seconds": [None],
+                "rerun_ofs": [None],
+                "forked_froms": [None],
+                "fork_steps": [None],
+                "notes": [None],
+                "flow_keys": [None],
+                "key_concurrencies": [None],
+                "key_rates": [None],
+                "key_rate_seconds": [None],
+                "debounces": [None],
+                "rate": 50.0,
+                "burst": 100,
+                "max_in_flight": 10_000,
+                "max_running": 100,
+                "window_per_slot": 2,
+                "key_id": None,
+                "known_at": dt.datetime.now(dt.UTC) - dt.timedelta(seconds=0.3),
+                "known_recent": 10,
+                "known_flight": 10,
             },
             writes=True,
         ),

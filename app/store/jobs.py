@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 from app import tracing
 from app.priorities import Route
 from app.states import JobState
-from app.store import endings
+from app.store import admission, endings
 from app.store.pool import Conn, Database, fetch_txn, q, retried
 from app.store.records import Admission, Job, JobEvent, OutboxRow
 
@@ -92,9 +92,12 @@ async def insert(
     key_id: str | None,
 ) -> Insertion:
     """Admit and write the jobs (all or none) with their events and outbox rows, in one
-    statement. ``key_id``: the caller's API key, whose revocation the statement checks."""
+    statement. ``key_id``: the caller's API key, whose revocation the statement checks.
+    The pool's last counts of the tenant bound this admission's (store/admission.py)."""
     async with db.connection() as conn:
-        return await insert_txn(conn, rows, tenant=tenant, limits=limits, key_id=key_id)
+        return await insert_txn(
+            conn, rows, tenant=tenant, limits=limits, key_id=key_id, counts=db.admission
+        )
 
 
 async def insert_txn(
@@ -104,9 +107,11 @@ async def insert_txn(
     tenant: str,
     limits: Limits,
     key_id: str | None,
+    counts: admission.Counts | None = None,
 ) -> Insertion:
     """As ``insert``, inside the caller's transaction (a schedule's slot: the job and the
-    schedule's next slot commit together)."""
+    schedule's next slot commit together). With no ``counts`` it counts the limits in full."""
+    known = counts.params(tenant) if counts is not None else admission.UNKNOWN
     written = await fetch_txn(
         conn,
         q("insert_jobs"),
@@ -141,8 +146,11 @@ async def insert_txn(
             "max_running": limits.max_running,
             "window_per_slot": limits.window_per_slot,
             "key_id": key_id,
+            **known,
         },
     )
+    if counts is not None:
+        counts.learn(tenant, written[0])
     made = [row for row in written if row["id"] is not None]
     return Insertion(
         # The statement answers its verdict on every row, and one row when it wrote none.

@@ -20,7 +20,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from app import errors, metrics
-from app.store import sql
+from app.store import admission, sql
 
 # Runs of one statement that lost a deadlock before the error is the caller's.
 DEADLOCK_TRIES = 3
@@ -91,6 +91,8 @@ class Database:
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
         self.url = url
+        # What this pool last counted of each tenant's admission limits (store/admission.py).
+        self.admission = admission.Counts()
         self.pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             url,
             min_size=min_size,

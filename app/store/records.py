@@ -144,6 +144,10 @@ class Admission(_Record):
     flight_ok: bool
     max_in_flight: int
     conflict_ord: int | None
+    # What it counted in full, for the next admission's bound (None: the last counts
+    # bounded this one, so it did not count; store/admission.py).
+    counted_recent: int | None
+    counted_flight: int | None
 
     @classmethod
     def from_row(cls, row: Row) -> Self:

@@ -75,41 +75,67 @@ WITH caller AS (
                + count(*) FILTER (WHERE NOT t.delayed) OVER (ORDER BY t.ord)
                > (SELECT queue_window FROM lim) AS parked
     FROM timed t WHERE t.ord NOT IN (SELECT ord FROM replay)
+), wanted AS (
+    SELECT count(*) AS n FROM fresh
+), since AS (
+    -- The counts this process made last (`known_at`: that statement's now(); NULL: none
+    -- recent) bound today's: the window and the unfinished jobs have grown since by at
+    -- most the tenant's jobs created after it (children and re-runs too; a margin back
+    -- covers submissions that began before it and committed after it). Counting those
+    -- few instead of the whole window is what keeps a submission's cost flat under a
+    -- high limit (issue 37: 2,500 rows a submission at the bench's burst of 1,000,000).
+    SELECT count(*) AS n FROM jobs
+    WHERE %(known_at)s::timestamptz IS NOT NULL AND tenant = %(tenant)s
+      AND created_at > %(known_at)s::timestamptz - interval '250 milliseconds'
+), bound AS (
+    SELECT %(known_at)s::timestamptz IS NOT NULL
+           AND %(known_recent)s::int + since.n + wanted.n <= lim.burst AS rate_ok,
+           %(known_at)s::timestamptz IS NOT NULL
+           AND %(known_flight)s::int + since.n + wanted.n <= lim.max_in_flight AS flight_ok
+    FROM lim, since, wanted
 ), recent AS (
-    -- The tenant's newest `burst` jobs inside the window (an index range scan).
+    -- The tenant's newest `burst` jobs inside the window (an index range scan), counted
+    -- only when the bound above does not already admit the new jobs.
     SELECT j.created_at FROM jobs j
-    WHERE j.tenant = %(tenant)s
+    WHERE NOT (SELECT rate_ok FROM bound)
+      AND j.tenant = %(tenant)s
       AND j.created_at > now() - make_interval(secs => (SELECT burst / rate FROM lim))
     ORDER BY j.created_at DESC
     LIMIT (SELECT burst FROM lim)
 ), flight AS (
-    -- Counted up to the cap only: the cost stays bounded however many jobs wait.
+    -- Counted up to the cap only, and only when the bound does not already admit them.
     SELECT count(*) AS n FROM (
         SELECT 1 FROM jobs
-        WHERE tenant = %(tenant)s
+        WHERE NOT (SELECT flight_ok FROM bound)
+          AND tenant = %(tenant)s
           AND state IN ('queued', 'leased', 'running', 'retrying', 'stalled', 'waiting')
         LIMIT (SELECT max_in_flight FROM lim)
     ) AS unfinished
 ), counts AS (
-    SELECT (SELECT count(*) FROM fresh) AS wanted, (SELECT count(*) FROM recent) AS recent
+    SELECT wanted.n AS wanted, (SELECT count(*) FROM recent) AS recent FROM wanted
 ), verdict AS (
-    SELECT counts.recent + counts.wanted <= lim.burst AS rate_ok,
+    SELECT bound.rate_ok OR counts.recent + counts.wanted <= lim.burst AS rate_ok,
            -- When enough of the oldest in the window have left it for the new jobs to fit.
            extract(epoch FROM (SELECT created_at FROM recent ORDER BY created_at
                                OFFSET greatest(0, counts.recent + counts.wanted - lim.burst - 1)
                                LIMIT 1)
                               + make_interval(secs => lim.burst / lim.rate) - now()) AS wait_seconds,
            lim.rate AS rate, lim.burst AS burst, counts.wanted AS wanted,
-           flight.n + counts.wanted <= lim.max_in_flight AS flight_ok,
+           bound.flight_ok OR flight.n + counts.wanted <= lim.max_in_flight AS flight_ok,
            lim.max_in_flight AS max_in_flight,
            (SELECT min(ord) FROM replay WHERE NOT same) AS conflict_ord,
            caller.key_ok AS key_ok,
+           -- What this statement counted in full, for the caller's next bound (NULL: the
+           -- bound admitted without it), and when (its now()).
+           CASE WHEN NOT bound.rate_ok THEN counts.recent END AS counted_recent,
+           CASE WHEN NOT bound.flight_ok THEN flight.n END AS counted_flight,
+           now() AS counted_at,
            -- A fork's step is still among its original's effects (a prune may have
            -- taken the original since the caller looked): else nothing is written.
            NOT EXISTS (SELECT 1 FROM input i WHERE i.fork_step IS NOT NULL
                        AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = i.forked_from
                                        AND e.key = i.fork_step)) AS fork_ok
-    FROM lim, flight, counts, caller
+    FROM lim, flight, counts, caller, bound
 ), job AS (
     INSERT INTO jobs (id, tenant, kind, payload, max_attempts, timeout_seconds,
                       idempotency_key, request_hash, state, wait_kind, wait_key, wake_at,
@@ -161,7 +187,8 @@ WITH caller AS (
     RETURNING id, job_id
 )
 SELECT v.key_ok, v.rate_ok, v.wait_seconds, v.rate, v.burst, v.wanted, v.flight_ok,
-       v.max_in_flight, v.conflict_ord, v.fork_ok, job.*, box.id AS outbox_id
+       v.max_in_flight, v.conflict_ord, v.fork_ok, v.counted_recent, v.counted_flight,
+       v.counted_at, job.*, box.id AS outbox_id
 FROM verdict v LEFT JOIN (job LEFT JOIN box ON box.job_id = job.id) ON true;
 
 -- name: mark_delayed_wakeups
