@@ -96,6 +96,8 @@ def test_an_admission_verdict_reads_only_its_columns() -> None:
         "flight_ok": True,
         "max_in_flight": 100,
         "conflict_ord": None,
+        "counted_recent": 20,
+        "counted_flight": None,
     }
     admission = records.Admission.from_row({**verdict, **job_row()})
     assert admission.to_dict() == verdict
@@ -111,6 +113,8 @@ def test_the_wait_postgresql_computes_as_numeric_is_a_float() -> None:
         "wanted": 1,
         "flight_ok": True,
         "max_in_flight": 1,
+        "counted_recent": 1,
+        "counted_flight": 0,
         "conflict_ord": None,
     }
     assert records.Admission.from_row(verdict).wait_seconds == 0.25
