@@ -201,6 +201,14 @@ async def connect(
         await database.close()
 
 
+def _has_rows(cur: psycopg.AsyncCursor[DictRow] | psycopg.AsyncRawCursor[DictRow]) -> bool:
+    """The statement returns rows. Not ``cur.description``: that builds a Column for each
+    of the result's columns every time it is read (45 for a job), and dict_row reads it
+    again for the names (issue 37's profile: 5 % of the API's CPU)."""
+    result = cur.pgresult
+    return result is not None and result.status == psycopg.pq.ExecStatus.TUPLES_OK
+
+
 async def _execute(
     conn: Conn, query: LiteralString, params: Mapping[str, Any]
 ) -> psycopg.AsyncCursor[DictRow] | psycopg.AsyncRawCursor[DictRow]:
@@ -225,7 +233,7 @@ async def fetch_txn(
     metrics.count(metrics.PG_ROUND_TRIPS)
     try:
         cur = await _execute(conn, query, params or {})
-        return list(await cur.fetchall()) if cur.description else []
+        return list(await cur.fetchall()) if _has_rows(cur) else []
     except psycopg.OperationalError as exc:
         raise errors.StoreError(f"PostgreSQL: {exc}") from exc
 
@@ -242,7 +250,7 @@ async def _pipelined(
             await _execute(conn, lock, params)
             cur = await _execute(conn, query, params)
             await conn.execute("COMMIT")
-        return list(await cur.fetchall()) if cur.description else []
+        return list(await cur.fetchall()) if _has_rows(cur) else []
     except psycopg.Error as exc:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.closed:
             with contextlib.suppress(psycopg.Error):
