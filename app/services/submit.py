@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app import crashpoints, errors, metrics, store
-from app.services import auth, flow, job_checks, outbox, wakeups
+from app.services import auth, flow, gather, job_checks, outbox, wakeups
 from app.services.job_checks import NewJob as NewJob
 from app.services.job_checks import validated as validated
 from app.settings.config import Settings
@@ -121,9 +121,13 @@ async def submit_many(
         flow.after_commit(keyed, rows)
         positions = [i for i in range(len(rows)) if i not in keyed.answered]
         rows = [rows[i] for i in positions]
-    else:
+    elif batch:
         written = await store.jobs.insert(
             db, rows, tenant=tenant, limits=limits(settings), key_id=key_id
+        )
+    else:  # one job: in one statement with the process's concurrent ones (services/gather.py)
+        written = await gather.gatherer(db).insert(
+            rows, tenant=tenant, limits=limits(settings), key_id=key_id
         )
     verdict = written.admission
     if not verdict.key_ok:
