@@ -15,7 +15,8 @@ from botocore.config import Config
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench import redis_counts
+from bench import cost_per_job, redis_counts
+from bench.cpu_meter import CpuMeter, tasklease_groups
 from bench.stack import BenchStack
 
 err = Console(stderr=True)
@@ -75,18 +76,19 @@ class PgStats:
                 "SELECT xact_commit AS bench_own FROM pg_stat_database WHERE datname = current_database()"
             ).fetchone()
             statements: list[tuple[str, int]] = []
+            exec_ms: float | None = None
             if self.statements:
-                statements = [
-                    (str(q), int(c))
-                    for q, c in conn.execute(
-                        "SELECT s.query, s.calls AS bench_own FROM pg_stat_statements s "
-                        "JOIN pg_database d ON d.oid = s.dbid AND d.datname = current_database() "
-                        "WHERE s.query NOT LIKE %s ORDER BY s.calls DESC",
-                        ("%bench_own%",),
-                    ).fetchall()
-                ]
+                found = conn.execute(
+                    "SELECT s.query, s.calls, s.total_exec_time AS bench_own "
+                    "FROM pg_stat_statements s "
+                    "JOIN pg_database d ON d.oid = s.dbid AND d.datname = current_database() "
+                    "WHERE s.query NOT LIKE %s ORDER BY s.calls DESC",
+                    ("%bench_own%",),
+                ).fetchall()
+                statements = [(str(q), int(c)) for q, c, _ in found]
+                exec_ms = sum(float(t) for _, _, t in found)
         commits = (int(row[0]) if row else 0) - base_commits - self.own - 2  # our 2 snapshots
-        return {"commits": max(0, commits), "statements": statements}
+        return {"commits": max(0, commits), "statements": statements, "exec_ms": exec_ms}
 
 
 # --- tasklease end to end -------------------------------------------------------
@@ -108,6 +110,7 @@ async def tasklease_e2e(
     pg = PgStats(stack)
     base_commits = pg.reset()
     stack.reset_counts()
+    cpu = CpuMeter(tasklease_groups(stack)).start()
     ids: list[str] = []
     submit_ms: list[float] = []
     errors = 0
@@ -183,6 +186,7 @@ async def tasklease_e2e(
             await watching
     await asyncio.sleep(0.5)  # the last batch's DeleteMessageBatch (or XACK)
     sqs = stack.counts()
+    cpu_ms = cpu.ms_per_job(len(ids))
     pgs = pg.read(base_commits, pg_wait)
 
     conn = await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True)
@@ -280,6 +284,7 @@ async def tasklease_e2e(
             {"query": " ".join(q.split())[:110], "per_job": round(c / n, 3)}
             for q, c in statements[:12]
         ],
+        "cost_per_job": cost_per_job.measured(cpu_ms, pgs["exec_ms"], n),
     }
 
 
