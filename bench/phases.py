@@ -94,6 +94,15 @@ class PgStats:
 # --- tasklease end to end -------------------------------------------------------
 
 
+async def _workers_polling(stack: BenchStack, within: float = 60) -> None:
+    """Until every worker polls the queue (its ready mark), at most ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if all(p.ready_path is not None and p.ready_path.exists() for p in stack.workers):
+            return
+        await asyncio.sleep(0.1)
+
+
 async def tasklease_e2e(
     stack: BenchStack,
     jobs: int,
@@ -107,6 +116,7 @@ async def tasklease_e2e(
     """N demo.noop jobs through POST /v1/jobs (``submit_batch`` > 1: that many per
     POST /v1/jobs/batch); ``pace_s`` > 0 sends request i at t0 + i·pace_s (a light load)
     instead of as fast as the clients go."""
+    await _workers_polling(stack)  # their start-up's imports are not a job's cost
     pg = PgStats(stack)
     base_commits = pg.reset()
     stack.reset_counts()
