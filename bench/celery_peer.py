@@ -21,6 +21,8 @@ import boto3
 from rich.console import Console
 
 from app.tools.stack.embedded import terminate
+from bench import cost_per_job
+from bench.cpu_meter import SELF, CpuMeter, peer_groups
 from bench.phases import progress
 from bench.stack import BenchStack
 
@@ -155,6 +157,12 @@ def run(
         while _remaining(stack, broker, queue):
             time.sleep(0.2)
         stack.reset_counts()
+        counted = broker.startswith("sqs://") or stack.on_redis  # the stack's own server
+        groups = {"workers": [p.pid for p in procs], **peer_groups(stack)}
+        if not counted:
+            groups.pop("broker_server")
+        groups.pop("pg_server")  # Celery uses no PostgreSQL
+        meter = CpuMeter(groups).start()
         sent: dict[str, float] = {}
 
         def send(_: int) -> None:
@@ -164,9 +172,11 @@ def run(
         with progress() as bar:
             task = bar.add_task(f"celery {profile}: done", total=jobs, rate="")
             t0 = time.perf_counter()
+            producer = CpuMeter({"producer": [SELF]}).start()
             with ThreadPoolExecutor(clients) as pool:
                 list(pool.map(send, range(jobs)))
             t_submit = time.perf_counter() - t0
+            sending = producer.ms_per_job(jobs)
             polls = 0  # our LLEN + HLEN each: left out of the Redis counts
             while True:
                 left = _remaining(stack, broker, queue)
@@ -179,7 +189,8 @@ def run(
                 time.sleep(0.1)
             elapsed = time.perf_counter() - t0
             done = jobs - left
-        calls = stack.counts()["calls"] if broker.startswith("sqs://") or stack.on_redis else {}
+        calls = stack.counts()["calls"] if counted else {}
+        cpu_ms = meter.ms_per_job(max(1, done)) | {"producer_cpu_ms": sending["producer_cpu_ms"]}
         if stack.on_redis:
             for own_cmd in ("LLEN", "HLEN"):
                 calls[own_cmd] = calls.get(own_cmd, 0) - polls
@@ -205,6 +216,15 @@ def run(
         "jobs_per_s": round(done / elapsed, 1),
         "submit_per_s": round(jobs / t_submit, 1),
         "latency_ms": _latency(sent, done_log),
+        # Sends per task sent, the rest per task done; no PostgreSQL (0). The SQS server's
+        # CPU includes the benchmark's own depth polls (2 requests every 0.1 s).
+        "cost_per_job": cost_per_job.measured(
+            cpu_ms | {"pg_server_cpu_ms": 0.0},
+            0.0,
+            max(1, done),
+            producer="producer",
+            producer_jobs=jobs,
+        ),
     }
     return result | _counts(stack, calls, jobs, done)
 

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,6 +27,7 @@ from app.settings import config
 from app.tools.stack import embedded
 from app.tools.stack.stack import Process
 from bench import floor_app
+from bench.cpu_meter import TICK, stat_fields
 from bench.phases import _run_pool, progress
 from bench.stack import BenchStack
 
@@ -46,11 +45,10 @@ def cpu_seconds(*pids: int | None) -> float | None:
     """These processes' CPU time so far (user + system), from /proc; None elsewhere."""
     total = 0.0
     for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+        fields = stat_fields(pid) if pid else None
+        if fields is None:
             return None
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        total += (int(fields[11]) + int(fields[12])) / TICK
     return total
 
 

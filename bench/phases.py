@@ -15,7 +15,8 @@ from botocore.config import Config
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench import redis_counts
+from bench import cost_per_job, redis_counts
+from bench.cpu_meter import CpuMeter, tasklease_groups
 from bench.stack import BenchStack
 
 err = Console(stderr=True)
@@ -75,21 +76,31 @@ class PgStats:
                 "SELECT xact_commit AS bench_own FROM pg_stat_database WHERE datname = current_database()"
             ).fetchone()
             statements: list[tuple[str, int]] = []
+            exec_ms: float | None = None
             if self.statements:
-                statements = [
-                    (str(q), int(c))
-                    for q, c in conn.execute(
-                        "SELECT s.query, s.calls AS bench_own FROM pg_stat_statements s "
-                        "JOIN pg_database d ON d.oid = s.dbid AND d.datname = current_database() "
-                        "WHERE s.query NOT LIKE %s ORDER BY s.calls DESC",
-                        ("%bench_own%",),
-                    ).fetchall()
-                ]
+                found = conn.execute(
+                    "SELECT s.query, s.calls, s.total_exec_time AS bench_own "
+                    "FROM pg_stat_statements s "
+                    "JOIN pg_database d ON d.oid = s.dbid AND d.datname = current_database() "
+                    "WHERE s.query NOT LIKE %s ORDER BY s.calls DESC",
+                    ("%bench_own%",),
+                ).fetchall()
+                statements = [(str(q), int(c)) for q, c, _ in found]
+                exec_ms = sum(float(t) for _, _, t in found)
         commits = (int(row[0]) if row else 0) - base_commits - self.own - 2  # our 2 snapshots
-        return {"commits": max(0, commits), "statements": statements}
+        return {"commits": max(0, commits), "statements": statements, "exec_ms": exec_ms}
 
 
 # --- tasklease end to end -------------------------------------------------------
+
+
+async def _workers_polling(stack: BenchStack, within: float = 60) -> None:
+    """Until every worker polls the queue (its ready mark), at most ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if all(p.ready_path is not None and p.ready_path.exists() for p in stack.workers):
+            return
+        await asyncio.sleep(0.1)
 
 
 async def tasklease_e2e(
@@ -105,9 +116,11 @@ async def tasklease_e2e(
     """N demo.noop jobs through POST /v1/jobs (``submit_batch`` > 1: that many per
     POST /v1/jobs/batch); ``pace_s`` > 0 sends request i at t0 + i·pace_s (a light load)
     instead of as fast as the clients go."""
+    await _workers_polling(stack)  # their start-up's imports are not a job's cost
     pg = PgStats(stack)
     base_commits = pg.reset()
     stack.reset_counts()
+    cpu = CpuMeter(tasklease_groups(stack)).start()
     ids: list[str] = []
     submit_ms: list[float] = []
     errors = 0
@@ -183,6 +196,7 @@ async def tasklease_e2e(
             await watching
     await asyncio.sleep(0.5)  # the last batch's DeleteMessageBatch (or XACK)
     sqs = stack.counts()
+    cpu_ms = cpu.ms_per_job(len(ids))
     pgs = pg.read(base_commits, pg_wait)
 
     conn = await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True)
@@ -280,6 +294,7 @@ async def tasklease_e2e(
             {"query": " ".join(q.split())[:110], "per_job": round(c / n, 3)}
             for q, c in statements[:12]
         ],
+        "cost_per_job": cost_per_job.measured(cpu_ms, pgs["exec_ms"], n),
     }
 
 

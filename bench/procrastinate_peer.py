@@ -30,6 +30,8 @@ from psycopg import sql
 from rich.console import Console
 
 from app.tools.stack.embedded import terminate
+from bench import cost_per_job
+from bench.cpu_meter import SELF, CpuMeter, pg_server_pids
 from bench.phases import OWN, progress  # OWN: the alias on our own statements
 from bench.stack import BenchStack
 
@@ -74,7 +76,7 @@ def _stats(stack: BenchStack) -> dict[str, Any]:
             "SELECT xact_commit AS bench_own FROM pg_stat_database WHERE datname = %s", (DATABASE,)
         ).fetchone()
         statements = conn.execute(
-            "SELECT s.query, s.calls AS bench_own FROM pg_stat_statements s "
+            "SELECT s.query, s.calls, s.total_exec_time AS bench_own FROM pg_stat_statements s "
             "JOIN pg_database d ON d.oid = s.dbid AND d.datname = %s "
             "WHERE s.toplevel AND s.query NOT LIKE %s ORDER BY s.calls DESC",
             (DATABASE, f"%{OWN}%"),
@@ -184,10 +186,15 @@ def run(
             return {"skipped": f"procrastinate workers did not start (logs {stack.logs})"}
         _reset(stack)
         base = _stats(stack)["commits"]
+        groups = {"workers": [p.pid for p in procs], "pg_server": pg_server_pids(stack)}
+        meter = CpuMeter(groups).start()
+        producer = CpuMeter({"producer": [SELF]}).start()
         t0 = asyncio.run(_defer(url, jobs, clients))
         t_submit = time.time() - t0
+        sending = producer.ms_per_job(jobs)
         _progress(url, jobs, "procrastinate: done")
         stats = _stats(stack)
+        cpu_s = meter.seconds()
     finally:
         terminate(procs, grace=10)
     # A backend flushes its commit counts when it exits: read them once the workers are gone.
@@ -195,7 +202,11 @@ def run(
     commits = _stats(stack)["commits"] - base
     done, last, ms = _timeline(url)
     elapsed = (last - t0) if last else None
-    total = sum(int(c) for _, c in stats["statements"])
+    total = sum(int(c) for _, c, _ in stats["statements"])
+    per = max(1, done)
+    cpu_ms = {
+        f"{k}_cpu_ms": round(v * 1000 / per, 3) if v is not None else None for k, v in cpu_s.items()
+    }
     return {
         "version": procrastinate.__version__,
         "database": f"{DATABASE} (a database of its own in the same embedded PostgreSQL)",
@@ -217,6 +228,18 @@ def run(
         "pg_commits_note": "includes the workers' shutdown (read after they exit)",
         "pg_statements_per_job": [
             {"per_job": round(int(c) / max(1, done), 3), "query": " ".join(str(q).split())[:160]}
-            for q, c in stats["statements"][:8]
+            for q, c, _ in stats["statements"][:8]
         ],
+        # Its queue is PostgreSQL: no broker requests, no broker server.
+        "cost_per_job": cost_per_job.measured(
+            cpu_ms | {"producer_cpu_ms": sending["producer_cpu_ms"], "broker_server_cpu_ms": 0.0},
+            sum(float(t) for _, _, t in stats["statements"]),
+            per,
+            producer="producer",
+            producer_jobs=jobs,
+        )
+        | {
+            "broker_requests": 0,
+            "note": f"its queue is PostgreSQL: {round(total / per, 2)} statements/job, no broker",
+        },
     }

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 
-from bench import floor
+from bench import cost_per_job, floor
 from bench.peers_report import peer_rows
 
 
@@ -194,6 +194,7 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         out.append((f"  {p['workers']} workers ({p['jobs']} jobs)", f"{p['jobs_per_s']} jobs/s"))
     out += _noisy_rows(r.get("noisy_neighbour"))
     out += floor.rows(r.get("single_submission_floor"))
+    out += cost_per_job.target_rows(r)
     for note in r.get("notes", []):
         out.append(("note", note))
     return out
@@ -323,6 +324,7 @@ def write(r: dict[str, Any], out: Path, console: Console) -> None:
         "|---|---|",
         *(f"| {k.strip()} | {v} |" for k, v in rows(r)),
         "",
+        *cost_per_job.markdown(r),
     ]
     if _redis(r):
         header, body = redis_commands(r)

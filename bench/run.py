@@ -27,6 +27,7 @@ from rich.console import Console
 
 from bench import (
     celery_peer,
+    cost_per_job,
     fairness,
     floor,
     phases,
@@ -335,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
             "notes": notes,
             "total_s": round(time.monotonic() - t_start, 1),
         }
+        result["cost_per_job"] = cost_per_job.table_figures(result)
+        result["targets"] = cost_per_job.targets(result)
     except Unavailable as exc:
         err.print(f"[red]unavailable:[/] {exc}")
         return 3
@@ -349,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     out.print(report.table(result))
+    cost = cost_per_job.rich_table(result)
+    if cost is not None:
+        out.print(cost)
     commands = report.redis_table(result)
     if commands is not None:
         out.print(commands)
