@@ -67,11 +67,16 @@ PARTS = (
 
 # What pg_stat_statements makes a constant ($n), and a placeholder: each made "?" on both
 # sides, so a statement it reports is matched with the named query it came from.
-_CONSTANT = re.compile(r"\$\d+|'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b|\b(?:true|false|null)\b", re.I)
+_CONSTANT = re.compile(
+    r"\$\d+|'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b|\b(?:true|false|null)\b|(?<=extract\()\w+", re.I
+)
+# PostgreSQL 17 reports a list of constants as its first: IN ($1 /*, ... */).
+_LIST = re.compile(r"\?(?:\s*,\s*\?)+|\? /\*, \.\.\. \*/")
 
 
 def _shape(text: str) -> str:
-    return " ".join(_CONSTANT.sub("?", text).split())
+    flat = " ".join(_CONSTANT.sub("?", text).split()).rstrip(";")  # reported without it
+    return _LIST.sub("?", flat)
 
 
 NAMED = {_shape(sql.positional[text][0]): name for name, text in sql.queries.items()}
@@ -199,7 +204,7 @@ def main(argv: list[str]) -> int:
             print(json.dumps(r, indent=1))
         if len(rounds) > 1:
             for key in ("drain_jobs_per_s", "worker_cpu_ms_per_job", "pg_exec_ms_per_job"):
-                print(f"median {key}: {statistics.median(r[key] for r in rounds)}")
+                print(f"median {key}: {round(statistics.median(r[key] for r in rounds), 3)}")
         if args.profile:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             r = asyncio.run(
