@@ -170,6 +170,10 @@ SUBMIT_TO_DONE = Histogram(
 )
 
 _warned = False
+# Each metric's child per label values, bound once: ``Counter.labels`` validates and
+# looks the labels up under a lock on every call, a few microseconds on every job's path
+# (issue 37). Labels never carry a tenant or a key, so this stays small.
+_children: dict[tuple[Counter | Histogram, tuple[tuple[str, str], ...]], Any] = {}
 
 
 def _failed(what: str) -> None:
@@ -179,12 +183,21 @@ def _failed(what: str) -> None:
         log.warning("counting %s failed; metrics may be short", what, exc_info=True)
 
 
+def _child(metric: Counter | Histogram, labels: dict[str, str]) -> Any:
+    """``metric.labels(**labels)``, bound at its first use and reused after."""
+    key = (metric, tuple(labels.items()))
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(**labels)
+    return child
+
+
 def count(metric: Counter, amount: float = 1, **labels: str) -> None:
     """Add ``amount`` to the counter; never raises."""
     if amount <= 0:
         return
     try:
-        (metric.labels(**labels) if labels else metric).inc(amount)
+        (_child(metric, labels) if labels else metric).inc(amount)
     except Exception:
         _failed(getattr(metric, "_name", "a metric"))
 
@@ -192,7 +205,7 @@ def count(metric: Counter, amount: float = 1, **labels: str) -> None:
 def observe(metric: Histogram, value: float, **labels: str) -> None:
     """Observe a duration (clamped at 0: clocks of two machines); never raises."""
     try:
-        (metric.labels(**labels) if labels else metric).observe(max(0.0, value))
+        (_child(metric, labels) if labels else metric).observe(max(0.0, value))
     except Exception:
         _failed(getattr(metric, "_name", "a metric"))
 

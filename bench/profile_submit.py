@@ -73,8 +73,14 @@ PARTS = (
 )
 
 
-def summary(path: Path) -> str:
-    """The inclusive seconds of PARTS and the top functions by self time."""
+def summary(
+    path: Path,
+    parts: tuple[tuple[str, str, str], ...] = PARTS,
+    within: tuple[str, str] = ("run_asgi", "httptools_impl.py"),
+    per: int = 0,
+) -> str:
+    """The inclusive seconds of ``parts`` (shares of ``within``'s, and ms per item when
+    ``per`` items were handled) and the top functions by self time under ``within``."""
     from pyinstrument.session import Session
 
     session = Session.load(path)
@@ -84,7 +90,9 @@ def summary(path: Path) -> str:
 
     def walk(frame: Any, path: frozenset[tuple[str, str]], serving: bool) -> None:
         key = (frame.function or "?", frame.file_path_short or "")
-        serving = serving or key[0] == "run_asgi"  # a request's, not start-up's
+        serving = serving or (
+            key[0] == within[0] and within[1] in key[1]
+        )  # a request's (a job's), not start-up's
         if key not in path:
             inclusive[key] = inclusive.get(key, 0.0) + frame.time
         # pyinstrument's "[self]" leaves are their parent's own time.
@@ -97,12 +105,19 @@ def summary(path: Path) -> str:
 
     if root is not None:
         walk(root, frozenset(), serving=False)
-    total = next((t for (f, p), t in inclusive.items() if f == "run_asgi"), 0.0) or 1.0
+    total = (
+        next(
+            (t for (f, p), t in inclusive.items() if (f == within[0] and within[1] in p)),
+            0.0,
+        )
+        or 1.0
+    )
     lines = [f"profile: {session.duration:.2f} s wall, {session.cpu_time:.2f} s CPU"]
-    for label, fn, where in PARTS:
+    for label, fn, where in parts:
         t = sum(v for (f, p), v in inclusive.items() if f == fn and where in p)
-        lines.append(f"{t:7.3f} s {100 * t / total:5.1f}%  {label}")
-    lines.append("top functions by self time, in requests:")
+        each = f" {1000 * t / per:7.3f} ms" if per else ""
+        lines.append(f"{t:7.3f} s {100 * t / total:5.1f}%{each}  {label}")
+    lines.append(f"top functions by self time, under {within[0]}:")
     for name, t in sorted(own.items(), key=lambda kv: -kv[1])[:25]:
         lines.append(f"{t:7.3f} s  {name}")
     return "\n".join(lines)
@@ -120,10 +135,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     stack = BenchStack("moto", args.data_dir, 2)
     try:
-        stack.prepare_dir()
-        stack.start_postgres_with_stats()
-        stack.start_sqs_with_proxy()
-        stack.start_bench_api()
+        stack.start_all()
         if args.rounds:
             result = asyncio.run(
                 floor.run(stack, args.jobs, args.clients, args.workers, rounds=args.rounds)

@@ -196,6 +196,14 @@ class BenchStack(Stack):
         self.api_headers = {"Authorization": f"Bearer {self.create_key('bench', 'make bench')}"}
         self.start_api()
 
+    def start_all(self) -> None:
+        """A fresh data directory, PostgreSQL with pg_stat_statements, the SQS server
+        behind the counting proxy, and the API (no worker): the profiling runs' stack."""
+        self.prepare_dir()
+        self.start_postgres_with_stats()
+        self.start_sqs_with_proxy()
+        self.start_bench_api()
+
     def set_workers(self, n: int, settle: float = 1.5, env: dict[str, str] | None = None) -> None:
         """Exactly ``n`` tasklease worker processes (restarting them all), with ``env``
         added to their environment."""

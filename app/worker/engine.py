@@ -196,7 +196,8 @@ class Engine:
             "attempt": job.attempt,
             "lease_owner": self.owner,
         }
-        log.info("claimed", extra={**fields, "state": JobState.LEASED})
+        # A job's lifecycle is its timeline (job_events); at INFO a job logs its end only.
+        log.debug("claimed", extra={**fields, "state": JobState.LEASED})
         if job.runs == 0 and from_state == JobState.QUEUED:
             # A job submitted to run now, at its first lease (both times the database's).
             metrics.observe(
@@ -292,7 +293,7 @@ class Engine:
             send=self._send_outbox,
             clock_offset=lease.clock_offset,
         )
-        log.info("running", extra={**fields, "state": JobState.RUNNING})
+        log.debug("running", extra={**fields, "state": JobState.RUNNING})
         self.cancels.running(job_id)
         started = time.monotonic()
         try:

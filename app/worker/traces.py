@@ -46,6 +46,13 @@ def attempt(
     span ended (exported by ``export_claim``) before it starts."""
     parent = tracing.context_of(codec.attribute(record, codec.ATTR_TRACEPARENT))
     parent = parent or tracing.context_of(job.trace_context) or tracing.of_job(job.id)
+    if not tracing.enabled():
+        # Tracing off: the span the no-op tracer would give (the parent's own, which
+        # records nothing), current as the attempt's, with no attributes or lease span
+        # built for nobody (issue 37). A job submitted from the attempt keeps its trace.
+        with trace.use_span(trace.get_current_span(parent), end_on_exit=False) as span:
+            yield span
+        return
     attrs = attributes(job, worker)
     if found is not None:
         attrs["job.claimed_from"] = found
