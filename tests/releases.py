@@ -22,9 +22,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASES = ROOT / ".tasklease" / "releases"
@@ -86,8 +88,25 @@ def resolve(release: Release) -> str:
 
 
 def lock_changed(commit: str) -> bool:
-    """Whether uv.lock differs between ``commit`` and the working tree."""
-    return _git("diff", "--quiet", commit, "--", "uv.lock").returncode != 0
+    """Whether the dependencies uv.lock pins differ between ``commit`` and the working
+    tree. The project's own version (its editable package's ``version``) is left out:
+    it changes with every release and puts no other code under the old processes."""
+    then = _git("show", f"{commit}:uv.lock")
+    if then.returncode != 0:
+        return True
+    now = (Path(__file__).parents[1] / "uv.lock").read_text()
+    return _pinned(then.stdout.decode()) != _pinned(now)
+
+
+def _pinned(lock: str) -> list[dict[str, Any]]:
+    """uv.lock's packages, the project's own without its version."""
+    packages = tomllib.loads(lock).get("package", [])
+    return [
+        {k: v for k, v in p.items() if k != "version"}
+        if p.get("source", {}).get("editable") == "."
+        else p
+        for p in packages
+    ]
 
 
 def checkout(release: Release) -> Path:

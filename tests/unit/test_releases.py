@@ -56,3 +56,24 @@ def test_a_changelog_without_a_released_commit_says_what_line_it_needs(tmp_path:
 def test_this_repository_names_its_previous_release() -> None:
     found = releases.previous_release()
     assert found.version and len(found.commit) == 40, f"{found}: write the full commit id"
+
+
+LOCK = """
+version = 1
+
+[[package]]
+name = "httpx"
+version = "{httpx}"
+source = {{ registry = "https://pypi.org/simple" }}
+
+[[package]]
+name = "tasklease"
+version = "{own}"
+source = {{ editable = "." }}
+"""
+
+
+def test_a_lock_differing_only_in_the_projects_own_version_pins_the_same() -> None:
+    old = releases._pinned(LOCK.format(httpx="0.28.1", own="0.1.0"))
+    assert releases._pinned(LOCK.format(httpx="0.28.1", own="0.4.0.dev0")) == old
+    assert releases._pinned(LOCK.format(httpx="0.28.2", own="0.1.0")) != old
