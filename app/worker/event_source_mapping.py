@@ -32,12 +32,6 @@ log = logging.getLogger(__name__)
 
 # After an infrastructure error, wait before polling again (what the ESM does, roughly).
 ERROR_PAUSE_SECONDS = 1.0
-# A busy turn passes over a queue whose short poll came back empty this recently (any
-# poller's): with only normal work, six turns in ten began with an empty short poll of
-# high and one with low, 0.77 empty receives a job on LocalStack (issue 37). High work
-# arriving meanwhile waits this much longer at most while the worker is busy; an idle
-# worker long-polls every queue, skipped or not.
-EMPTY_SKIP_SECONDS = 0.25
 
 
 class LocalContext:
@@ -99,8 +93,6 @@ class EventSource:
         self.engine = engine
         self.stopping = asyncio.Event()
         self.batches = 0
-        # When each queue's last short poll came back empty (time.monotonic()).
-        self._empty_at: dict[Priority, float] = {}
 
     async def run(self, concurrency: int = 1, *, max_batches: int | None = None) -> None:
         loop = asyncio.get_running_loop()
@@ -176,12 +168,8 @@ class EventSource:
         for p in order:
             if self.stopping.is_set():
                 return True
-            if time.monotonic() - self._empty_at.get(p, -EMPTY_SKIP_SECONDS) < EMPTY_SKIP_SECONDS:
-                continue
             if await self._take(p, arns[p], 0):
-                self._empty_at.pop(p, None)
                 return True
-            self._empty_at[p] = time.monotonic()
         return False
 
     async def _take(self, priority: Priority, arn: str, wait: int) -> bool:

@@ -206,35 +206,3 @@ def test_the_client_and_the_cli_submit_with_a_priority(stack: Stack, sql: Any) -
     assert job_ids_on(stack, queues(stack)[Priority.HIGH]) == {high.id, by_cli}
     assert job_ids_on(stack, queues(stack)[Priority.LOW]) == {low.id}
     assert count(sql, "jobs") == 3
-
-
-@pytest.mark.asyncio
-async def test_a_busy_worker_does_not_short_poll_an_empty_queue_on_every_turn(
-    stack: Stack, sql: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given: work on normal only, and a skip long enough that nothing else lifts it.
-    from app.worker import event_source_mapping as esm
-
-    monkeypatch.setattr(esm, "EMPTY_SKIP_SECONDS", 60.0)
-    settings = stack.with_settings(batch_size=1, priority_weights="high=6,normal=3,low=1")
-    short_polls: collections.Counter[str] = collections.Counter()
-    async with engine_for(settings) as engine:
-        for _ in range(20):
-            await submit(engine, "demo.noop", {}, tenant="acme")
-        real = engine.queue.receive
-
-        async def counted(*, max_messages: int, wait_seconds: int, priority: Priority) -> Any:
-            if wait_seconds == 0:
-                short_polls[priority.value] += 1
-            return await real(
-                max_messages=max_messages, wait_seconds=wait_seconds, priority=priority
-            )
-
-        monkeypatch.setattr(engine.queue, "receive", counted)
-        await EventSource(settings, engine).run(concurrency=1, max_batches=20)
-
-    # Then: every job ran, and each empty queue was short-polled once, not on each of
-    # the twenty turns that started with it (six in ten for high).
-    assert {r["state"] for r in sql.execute("SELECT state FROM jobs").fetchall()} == {"succeeded"}
-    assert short_polls["high"] == 1 and short_polls["low"] == 1, short_polls
-    assert short_polls["normal"] >= 20
