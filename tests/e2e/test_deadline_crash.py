@@ -79,6 +79,10 @@ async def test_a_sweeper_killed_once_it_ended_a_waiting_job_at_its_deadline(
     # Given a job waiting on a callback with a child napping, and no worker left to claim
     # its wake-up at the deadline...
     worker = stack.worker(name="worker")
+    # Polling before the job is submitted: its 3 s deadline must not be spent on the
+    # worker's start-up (2.2 s of it on LocalStack, and more under load).
+    assert worker.ready_path is not None
+    wait_for(worker.ready_path.exists, what="the worker polling the queue")
     job_id = await submit(stack, "test.deadline_parent", {}, deadline_seconds=3)
     wait_for(
         lambda: (
