@@ -133,24 +133,24 @@ class EventSource:
 
     async def _poll(self, arns: dict[Priority, str], max_batches: int | None) -> None:
         turns = Turns({p: self.settings.weights[p] for p in arns})
-        # The long polls in flight, one per queue at most. A poller whose long poll on one
-        # queue brought a batch goes on at once (busy turns, or that queue's next long
-        # poll) while its other queues' long polls are still waiting: were it to wait for
-        # them, a light load would find no poller listening on its queue for up to
-        # TASKLEASE_WAIT_TIME_SECONDS. (A long poll in flight is never cancelled but on
-        # stopping: the broker may already have handed it messages.)
+        # The long polls in flight, one per queue at most: a queue's long poll watches it
+        # while it is empty. A poller whose long poll on one queue brought a batch goes on
+        # at once (busy turns, or that queue's next long poll) while its other queues'
+        # long polls are still waiting: were it to wait for them, a light load would find
+        # no poller listening on its queue for up to TASKLEASE_WAIT_TIME_SECONDS. (A long
+        # poll in flight is never cancelled but on stopping: the broker may already have
+        # handed it messages.)
         polling: dict[Priority, asyncio.Task[bool]] = {}
         try:
             while not self.stopping.is_set():
                 if max_batches is not None and self.batches >= max_batches:
                     return
-                if len(arns) > 1 and await self._busy_turn(turns.order(), arns):
+                if len(arns) > 1 and await self._busy_turn(turns.order(), arns, polling):
                     continue
                 # Nothing waiting anywhere (or one queue): long-poll every queue at once.
                 for p, arn in arns.items():
                     if p not in polling:
-                        wait = self.settings.wait_time_seconds
-                        polling[p] = asyncio.create_task(self._take(p, arn, wait))
+                        polling[p] = self._watch(p, arn)
                 done, _ = await asyncio.wait(polling.values(), return_when=asyncio.FIRST_COMPLETED)
                 for p in [p for p, task in polling.items() if task in done]:
                     polling.pop(p).result()
@@ -162,14 +162,38 @@ class EventSource:
             # Each ends by itself once stopping is set (_take abandons its receive).
             await asyncio.gather(*polling.values(), return_exceptions=True)
 
-    async def _busy_turn(self, order: list[Priority], arns: dict[Priority, str]) -> bool:
+    def _watch(self, priority: Priority, arn: str) -> asyncio.Task[bool]:
+        """A long poll of ``priority``'s queue, which takes the queue's next batch the
+        moment it comes (and runs it, like any batch)."""
+        return asyncio.create_task(self._take(priority, arn, self.settings.wait_time_seconds))
+
+    async def _busy_turn(
+        self,
+        order: list[Priority],
+        arns: dict[Priority, str],
+        polling: dict[Priority, asyncio.Task[bool]],
+    ) -> bool:
         """One turn: the first queue in ``order`` that has messages gives the batch.
-        Whether one did."""
+        Whether one did.
+
+        A queue found empty is not short-polled again on each turn: a long poll watches
+        it instead (issue 37: with work on normal only, six busy turns in ten began with
+        an empty short poll of high, 0.77 empty receives a job on LocalStack), and takes
+        its next batch as soon as the broker has it. Once that long poll brought a batch,
+        the queue is back in the turns; one that came back empty is watched again."""
         for p in order:
             if self.stopping.is_set():
                 return True
+            task = polling.get(p)
+            if task is not None:
+                if not task.done():
+                    continue
+                if not polling.pop(p).result():
+                    polling[p] = self._watch(p, arns[p])
+                    continue
             if await self._take(p, arns[p], 0):
                 return True
+            polling[p] = self._watch(p, arns[p])
         return False
 
     async def _take(self, priority: Priority, arn: str, wait: int) -> bool:

@@ -144,6 +144,52 @@ async def test_the_event_source_serves_the_queues_by_weight(stack: Stack, sql: A
 
 
 @pytest.mark.asyncio
+async def test_a_busy_poller_watches_an_empty_queue_instead_of_short_polling_it(
+    stack: Stack, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given: twenty jobs on normal only, and one poller taking a job a batch.
+    settings = stack.with_settings(batch_size=1, priority_weights="high=6,normal=3,low=1")
+    short_polls: collections.Counter[str] = collections.Counter()
+    async with engine_for(settings) as engine:
+        for _ in range(20):
+            await submit(engine, "demo.noop", {}, tenant="acme")
+        real = engine.queue.receive
+        high: list[str] = []
+
+        async def counted(*, max_messages: int, wait_seconds: int, priority: Priority) -> Any:
+            if wait_seconds == 0:
+                short_polls[priority.value] += 1
+                if priority is Priority.NORMAL and short_polls["normal"] == 5:
+                    # ...and a high job arriving while the poller is busy.
+                    high.append(
+                        await submit(engine, "demo.noop", {}, tenant="acme", priority="high")
+                    )
+            return await real(
+                max_messages=max_messages, wait_seconds=wait_seconds, priority=priority
+            )
+
+        monkeypatch.setattr(engine.queue, "receive", counted)
+        await EventSource(settings, engine).run(concurrency=1, max_batches=21)
+
+    # Then every job ran; an empty queue was short-polled once (high twice: once more
+    # after its long poll brought the high job), not on each of the turns that began with
+    # it (six in ten for high), and the high job that came while the poller was busy was
+    # taken by high's long poll before normal's work was done.
+    assert {r["state"] for r in sql.execute("SELECT state FROM jobs").fetchall()} == {"succeeded"}
+    assert short_polls["high"] <= 2 and short_polls["low"] <= 1, short_polls
+    assert short_polls["normal"] >= 20
+    order = [
+        r["priority"]
+        for r in sql.execute(
+            "SELECT j.priority FROM job_events e JOIN jobs j ON j.id = e.job_id"
+            " WHERE e.to_state = 'leased' ORDER BY e.at, e.id"
+        ).fetchall()
+    ]
+    assert len(order) == 21 and order[-1] == "normal", order
+    assert len(high) == 1
+
+
+@pytest.mark.asyncio
 async def test_a_lambda_record_is_re_timed_on_the_queue_it_came_from(stack: Stack) -> None:
     """On Lambda the event source mapping receives, not the transport: the record's
     eventSourceARN tells it which queue a receipt handle belongs to (SQS refuses another
