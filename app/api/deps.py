@@ -88,7 +88,7 @@ class Runtime:
         if not self.streaming:
             return None
         if self._hub is None:
-            self._hub = streams.Hub(secrets.database_url(self.settings))
+            self._hub = streams.Hub(secrets.database_url(self.settings), self.db)
             self._hub.start()
         return self._hub
 

@@ -38,6 +38,10 @@ IDLE_POLL_SECONDS = 5.0
 POLL_WITHOUT_HUB_SECONDS = 1.0
 # The longest long poll: API Gateway ends an integration at 29 s.
 MAX_WAIT_SECONDS = 25.0
+# A hub with readers keeps its row in stream_hubs current this long (writes notify only
+# while some hub's is: migration 0031), moved on by a read once less than REFRESH is left.
+FOLLOW_SECONDS = 60.0
+FOLLOW_REFRESH_SECONDS = 20.0
 
 
 def parse_position(text: str | None, name: str) -> Position | None:
@@ -84,13 +88,36 @@ class _Waiter:
 
 
 class Hub:
-    """One process's LISTEN connection and the readers it wakes."""
+    """One process's LISTEN connection and the readers it wakes.
 
-    def __init__(self, url: str) -> None:
+    Writes notify only while some hub says it has readers (its row in stream_hubs,
+    through ``db``): a read keeps this hub's row current (``follow``). Without ``db``
+    the hub only hears what other hubs' rows let through."""
+
+    def __init__(self, url: str, db: store.Database | None = None) -> None:
         self._url = url
+        self._db = db
+        self.id = uuid.uuid4()
         self.waiters: dict[uuid.UUID | None, set[_Waiter]] = {}
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
+        self._current_until = 0.0  # time.monotonic() when this hub's row stops being current
+        self._following = asyncio.Lock()
+
+    async def follow(self) -> bool:
+        """See that writes wake this hub for a while yet. True when they had not been
+        (its row had lapsed or was never written): what committed meanwhile was not
+        announced, so the caller reads again soon."""
+        if self._db is None or time.monotonic() < self._current_until - FOLLOW_REFRESH_SECONDS:
+            return False
+        async with self._following:
+            started = time.monotonic()
+            if started < self._current_until - FOLLOW_REFRESH_SECONDS:
+                return False
+            lapsed = started >= self._current_until
+            await store.streams.follow(self._db, self.id, FOLLOW_SECONDS)
+            self._current_until = started + FOLLOW_SECONDS
+            return lapsed
 
     def start(self) -> None:
         if self._task is None:
@@ -102,6 +129,10 @@ class Hub:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._db is not None and self._current_until > 0:
+            self._current_until = 0.0
+            with contextlib.suppress(errors.StoreError):
+                await store.streams.leave(self._db, self.id)
 
     async def _run(self) -> None:
         delay = 0.5
@@ -168,6 +199,8 @@ async def _batch(
     and where to read after them; ([], True, …) when ``ended`` says the stream is over."""
     quick = len(QUICK)
     while True:
+        if hub is not None and await hub.follow():
+            quick = 0
         with _Waiter(hub, job_id) as waiter:
             events, after = await read(after)
             if events:
@@ -190,6 +223,8 @@ async def wait_for(
     deadline = time.monotonic() + max(0.0, min(wait, MAX_WAIT_SECONDS))
     quick = len(QUICK)
     while True:
+        if hub is not None and await hub.follow():
+            quick = 0
         with _Waiter(hub, job_id) as waiter:
             found, done = await look()
             left = deadline - time.monotonic()

@@ -147,6 +147,16 @@ async def horizon(db: Database) -> Position:
     return Position(int(str(row["tx"])), 0)
 
 
+async def follow(db: Database, hub: uuid.UUID, seconds: float) -> None:
+    """Writes to the streams wake listeners for the next ``seconds`` (migration 0031)."""
+    await db.fetch(q("stream_hub_follow"), {"hub": hub, "seconds": seconds})
+
+
+async def leave(db: Database, hub: uuid.UUID) -> None:
+    """No more wake-ups on ``hub``'s behalf."""
+    await db.fetch(q("stream_hub_leave"), {"hub": hub})
+
+
 async def tail(db: Database, job_id: uuid.UUID) -> Tail | None:
     row = await db.fetch_one(q("stream_job_tail"), {"job": job_id})
     if row is None:

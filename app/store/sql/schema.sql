@@ -361,6 +361,12 @@ CREATE TABLE server_secret (
     CONSTRAINT server_secret_secret_check CHECK ((length(secret) >= 30))
 );
 
+CREATE TABLE stream_hubs (
+    hub uuid NOT NULL,
+    until timestamp with time zone NOT NULL,
+    CONSTRAINT stream_hubs_pkey PRIMARY KEY (hub)
+);
+
 CREATE TABLE sweeper_marks (
     name text NOT NULL,
     at timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
@@ -657,7 +663,9 @@ CREATE OR REPLACE FUNCTION public.notify_stream()
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-    PERFORM pg_notify('tasklease_stream', NEW.job_id::text);
+    IF EXISTS (SELECT 1 FROM stream_hubs WHERE until > now()) THEN
+        PERFORM pg_notify('tasklease_stream', NEW.job_id::text);
+    END IF;
     RETURN NULL;
 END;
 $function$;

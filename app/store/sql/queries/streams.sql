@@ -127,3 +127,17 @@ SELECT s.state::text AS state, coalesce(c.n, 0) AS n,
 FROM unnest(enum_range(NULL::job_state)) AS s(state)
 LEFT JOIN c ON c.state = s.state
 ORDER BY s.state;
+
+-- name: stream_hub_follow
+-- A hub with readers: its row current for the seconds given (migration 0031), and the
+-- rows of hubs gone for an hour dropped.
+WITH gone AS (
+    DELETE FROM stream_hubs WHERE until < now() - interval '1 hour'
+)
+INSERT INTO stream_hubs (hub, until)
+VALUES (%(hub)s, now() + make_interval(secs => %(seconds)s))
+ON CONFLICT (hub) DO UPDATE SET until = EXCLUDED.until;
+
+-- name: stream_hub_leave
+-- A hub closing: no wake-ups on its behalf.
+DELETE FROM stream_hubs WHERE hub = %(hub)s;
