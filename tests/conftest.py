@@ -503,10 +503,13 @@ def api_client(url: str, key: str) -> httpx.Client:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Three selections by carrier.
+    """Four selections by carrier.
 
     - A test marked ``sqs_only`` (it talks to SQS itself, or checks what only SQS has:
       move tasks, queue URLs, redrive policies) is not collected for Redis.
+    - A test marked ``only_on(...)`` (it checks what only those carriers have) is
+      collected for them only: elsewhere it would have nothing to check, and a skip
+      would read as a test that did not run.
     - A test marked ``carrier_neutral`` (what it checks does not depend on the carrier:
       request validation, rendering, auth) runs on moto only: on another carrier it
       would check the same thing again.
@@ -525,6 +528,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             dropped.append(item)
             continue
         carrier = callspec.params.get("sqs_endpoint") if callspec else None
+        only_on = item.get_closest_marker("only_on")
+        if only_on is not None and carrier not in only_on.args:
+            dropped.append(item)
+            continue
         if carrier not in (None, "moto") and item.get_closest_marker("carrier_neutral"):
             dropped.append(item)  # it ran on moto, or runs in `make test`
             continue

@@ -15,15 +15,14 @@ from app.states import JobState
 from tests.conftest import REGION, Stack, job_row
 from tests.helpers import drain, engine_for, submit
 
-pytestmark = [pytest.mark.integration, pytest.mark.sqs_only]
+# EventBridge is checked against moto's server (LocalStack's host mode runs SQS only).
+pytestmark = [pytest.mark.integration, pytest.mark.only_on("moto")]
 
 
 @pytest.mark.asyncio
 async def test_a_dead_letter_is_put_on_the_event_bus_once(
     stack: Stack, sql: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if stack.sqs_target != "moto":
-        pytest.skip("EventBridge is checked against moto's server")
     endpoint = stack.env["AWS_ENDPOINT_URL_SQS"]
     monkeypatch.setenv("AWS_ENDPOINT_URL_EVENTBRIDGE", endpoint)
     bus = f"tl-alerts-{uuid.uuid4().hex[:8]}"

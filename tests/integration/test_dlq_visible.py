@@ -219,7 +219,7 @@ def wait_for_move(stack: Stack, dlq_arn: str) -> dict[str, Any]:
         time.sleep(0.2)
 
 
-@pytest.mark.sqs_only  # StartMessageMoveTask: SQS's move tasks (Redis has none)
+@pytest.mark.only_on("localstack")  # StartMessageMoveTask: moto and Redis have none
 @pytest.mark.asyncio
 async def test_a_move_task_started_while_the_sweeper_runs_moves_every_dead_letter(
     stack: Stack, sql: Any
@@ -227,8 +227,6 @@ async def test_a_move_task_started_while_the_sweeper_runs_moves_every_dead_lette
     """Issue 13 item 2: with the sweeper running, a redrive started as the AWS console
     starts it (StartMessageMoveTask from the DLQ to the source queue) moved nothing: the
     sweeper held every dead letter in flight. LocalStack only: moto has no move task."""
-    if stack.sqs_target != "localstack":
-        pytest.skip("StartMessageMoveTask: LocalStack or AWS (TASKLEASE_TEST_SQS=localstack)")
 
     def arn(url: str) -> str:
         attrs = stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
@@ -259,13 +257,11 @@ async def test_a_move_task_started_while_the_sweeper_runs_moves_every_dead_lette
     assert [m["Body"] for m in letters] == ["not ours"]
 
 
-@pytest.mark.sqs_only  # StartMessageMoveTask: SQS's move tasks (Redis has none)
+@pytest.mark.only_on("localstack")  # StartMessageMoveTask: moto and Redis have none
 @pytest.mark.asyncio
 async def test_a_scan_that_is_due_waits_while_a_move_task_runs(stack: Stack, sql: Any) -> None:
     """Issue 13 item 2: a sweeper that would look into the DLQ receives nothing while a
     move task runs on it (it would hide the messages from the task), and looks after."""
-    if stack.sqs_target != "localstack":
-        pytest.skip("StartMessageMoveTask: LocalStack or AWS (TASKLEASE_TEST_SQS=localstack)")
 
     def arn(url: str) -> str:
         attrs = stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
