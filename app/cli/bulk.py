@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from app import errors
-from app.cli import remote, render, render_json, runner
+from app.cli import listings, remote, render, render_json, runner
 from app.cli.render import err, out
 from app.services import filters, jobs
 from app.settings import bounds
@@ -135,7 +135,7 @@ def search(
 
         render_json.emit(JobPage(items=[JobPublic.of(r) for r in rows], next_cursor=cursor))
         return
-    render.print_listing(render.jobs([{**r, "waiting_for": jobs.waiting_for(r)} for r in rows]))
+    listings.print_listing(listings.jobs([{**r, "waiting_for": jobs.waiting_for(r)} for r in rows]))
 
 
 def _bulk(

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from app.cli import render, render_json, runner
+from app.cli import listings, render, render_json, runner
 from app.cli.jobs import job_id_or_exit
 from app.cli.render import err, out
 from app.services import redrive as redriving
@@ -43,7 +43,7 @@ def list_(
         render_json.emit([JobPublic.of(r) for r in found])
         return
     rows, depth = runner.on_clients(s, lambda c: _dead_letters(s, c, kind, limit))
-    render.print_listing(render.dead_letters(rows, f"{len(rows)} dead-lettered jobs"))
+    listings.print_listing(listings.dead_letters(rows, f"{len(rows)} dead-lettered jobs"))
     out.print(
         f"messages in the DLQ: {depth.get('ApproximateNumberOfMessages', 0)} visible, "
         f"{depth.get('ApproximateNumberOfMessagesNotVisible', 0)} in flight"
@@ -101,8 +101,8 @@ def redrive(
             ),
         )
     title = "would redrive" if dry_run else f"redrive ({report.mode})"
-    render.print_listing(
-        render.dead_letters(
+    listings.print_listing(
+        listings.dead_letters(
             report.selected, f"{title}: {len(report.selected)} dead-lettered jobs selected"
         )
     )

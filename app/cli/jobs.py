@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from app.cli import bulk, remote, render, render_flow, render_json, render_reruns, runner
+from app.cli import bulk, listings, remote, render, render_flow, render_json, render_reruns, runner
 from app.cli.render import err, out
 from app.priorities import Priority
 from app.services import auth, costs, jobs, messages, reruns
@@ -301,7 +301,7 @@ def show(
     if view.state:
         out.print(render.published_state(view.state))
     if view.children_count:
-        render.print_listing(render.children(view.children, view.children_count))
+        listings.print_listing(listings.children(view.children, view.children_count))
     if view.messages:
         out.print(render.messages(view.messages))
     if view.reruns:
@@ -334,7 +334,7 @@ def list_(
 
         render_json.emit(JobPage(items=[JobPublic.of(r) for r in rows], next_cursor=cursor))
         return
-    render.print_listing(render.jobs([{**r, "waiting_for": jobs.waiting_for(r)} for r in rows]))
+    listings.print_listing(listings.jobs([{**r, "waiting_for": jobs.waiting_for(r)} for r in rows]))
 
 
 @group.command("cancel")

@@ -16,7 +16,7 @@ A command adds it in three lines::
         if as_json:
             render_json.emit(JobPage(items=[JobPublic.of(r) for r in rows], next_cursor=None))
             return
-        render.print_listing(...)
+        listings.print_listing(...)
 
 ``emit`` takes a pydantic model, a dataclass record, or lists and dicts of them (and of
 plain values, datetimes and UUIDs), so a command that has no API route (``keys list``)

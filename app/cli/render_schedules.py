@@ -9,7 +9,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from app.cli.render import IdListing, PlainTable, cell, short, when
+from app.cli.listings import IdListing
+from app.cli.render import PlainTable, cell, short, when
 
 
 def _local(value: datetime.datetime | None) -> str:

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from app import errors
-from app.cli import render, render_json, render_schedules, runner
+from app.cli import listings, render, render_json, render_schedules, runner
 from app.cli.render import err, out
 from app.services import auth, schedules
 from app.services import submit as service
@@ -95,7 +95,7 @@ def list_(
 
         render_json.emit([SchedulePublic.of(r) for r in rows])
         return
-    render.print_listing(render_schedules.schedules(rows))
+    listings.print_listing(render_schedules.schedules(rows))
 
 
 @group.command("show")

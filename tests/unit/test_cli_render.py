@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app import errors
-from app.cli import render, render_admin, runner
+from app.cli import listings, render, render_admin, runner
 from app.settings import config
 from app.store.records import TenantUsage
 from app.tools.chaos import report as chaos
@@ -64,8 +64,8 @@ def test_published_state_is_shown_as_written_and_cut_when_long() -> None:
 
 def test_job_tables_show_an_error_that_looks_like_markup_as_written() -> None:
     row = job_row()
-    assert MARKUP in text(render.jobs([row]))
-    assert MARKUP in text(render.dead_letters([row], "dead"))
+    assert MARKUP in text(listings.jobs([row]))
+    assert MARKUP in text(listings.dead_letters([row], "dead"))
     shown = text(render.job(row["id"], row | {"result": {"tags": "[bold]x"}}))
     assert MARKUP in shown
     assert '{"tags": "[bold]x"}' in shown
@@ -170,7 +170,7 @@ def test_a_list_of_jobs_narrower_than_its_table_keeps_each_id_whole() -> None:
     """Issue 13 item 5: one block per job when the table would cut the id or a word."""
     row = job_row()
     buffer = io.StringIO()
-    Console(file=buffer, width=30, color_system=None).print(render.jobs([row]), crop=False)
+    Console(file=buffer, width=30, color_system=None).print(listings.jobs([row]), crop=False)
     lines = buffer.getvalue().splitlines()
     assert str(row["id"]) in lines
     assert "[red]not" in buffer.getvalue()
