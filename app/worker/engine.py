@@ -27,6 +27,7 @@ from app.store.records import Job
 from app.transport import Transport, codec, secrets
 from app.worker import (
     cancels,
+    claimed,
     counting,
     deadlines,
     fairness,
@@ -34,7 +35,6 @@ from app.worker import (
     outcomes,
     traces,
     unclaimed,
-    versions,
 )
 from app.worker.context import LeasedContext
 from app.worker.leases import Claim, LambdaContext, Lease
@@ -187,44 +187,10 @@ class Engine:
         context: LambdaContext | None,
         from_state: str | None,
     ) -> bool:
-        """The job is claimed under ``token`` (from ``from_state``): dead-letter it when its budget is spent or
-        its kind or payload is bad, else run it."""
-        job_id = job.id
-        fields = {
-            "job_id": job_id,
-            "kind": job.kind,
-            "attempt": job.attempt,
-            "lease_owner": self.owner,
-        }
-        # A job's lifecycle is its timeline (job_events); at INFO a job logs its end only.
-        log.debug("claimed", extra={**fields, "state": JobState.LEASED})
-        if job.runs == 0 and from_state == JobState.QUEUED:
-            # A job submitted to run now, at its first lease (both times the database's).
-            metrics.observe(
-                metrics.QUEUED_TO_LEASED,
-                (job.updated_at - job.created_at).total_seconds(),
-                kind=job.kind,
-            )
-        crashpoints.hit(crashpoints.Point.AFTER_CLAIM, **fields)
-        # The database's clock minus ours, from the claim's now() (updated_at) and the
-        # time its answer arrived, so the kind's clock starts at the claim's database
-        # time and never runs ahead of the database: a timer the claim found due is due
-        # for the kind's code too, and one not yet due cannot pass early by the claim's
-        # latency (measured from before the claim, a slow claim pushed the clock ahead
-        # by as long as it took, and a redelivered nap woke ~100 ms early).
-        offset = job.updated_at.timestamp() - answered
-        lease = Lease(
-            job_id=job_id,
-            token=token,
-            receipt_handle=str(record.get("receiptHandle", "")),
-            received_at=time.time(),
-            generation=job.redrives,
-            fields=fields,
-            clock_offset=offset,
-            traceparent=codec.attribute(record, codec.ATTR_TRACEPARENT) or job.trace_context,
-            route=job.route,
-            deadline=deadlines.on_this_clock(job, offset),
-        )
+        """The job is claimed under ``token`` (from ``from_state``): end it unrun when its
+        deadline has passed, dead-letter it when its budget is spent or its kind or payload
+        is bad (app/worker/claimed.py), else run it."""
+        lease = claimed.lease(record, job, token, answered, self.owner, from_state)
         if deadlines.passed_at_claim(job):  # a delivery past the deadline ends it unrun
             done = await deadlines.end(
                 self.db, lease, job, JobState.LEASED, None, self._parked_behind
@@ -232,34 +198,10 @@ class Engine:
             if done:
                 await self.wake_parent(job)
             return done
-
-        if job.attempt > job.max_attempts:
-            # Every earlier attempt died without finishing (a crash, a kill, a timeout).
-            reason = f"worker never finished: attempt budget of {job.max_attempts} used up" + (
-                f"; last error: {job.last_error}" if job.last_error else ""
-            )
-            return counting.ended(
-                job,
-                "dead_lettered",
-                await self.outcomes.dead_letter(lease, JobState.LEASED, reason),
-            )
-        try:
-            drain = versions.draining(self.settings, context)
-            # A drain worker (older code) hands back a kind it does not know: it is new.
-            known = kinds.get(job.kind) if not drain or job.kind in kinds.REGISTRY else None
-            served = versions.serving(job, known, drain=drain)
-            if served is None:  # pinned to a version this worker does not serve
-                return await versions.not_served(self.outcomes, lease, job, record, drain=drain)
-            kind = served
-            payload = kind.parse(job.payload)
-        except errors.BadRequest as exc:
-            traces.outcome("dead_lettered", exc)
-            return counting.ended(
-                job,
-                "dead_lettered",
-                await self.outcomes.dead_letter(lease, JobState.LEASED, str(exc)),
-            )
-
+        ready = await claimed.runnable(self.outcomes, lease, job, record, context)
+        if isinstance(ready, bool):  # it ended at the claim
+            return ready
+        kind, payload = ready
         return await self._run(lease, job, kind, payload, context)
 
     async def _run(
