@@ -16,6 +16,23 @@ An admin key sees every tenant (dead letters across tenants, redrive).
 
 from __future__ import annotations
 
-from app.api.app import create_app
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.api.app import create_app
+
+
+def __getattr__(name: str) -> Any:
+    # create_app on first use: importing a module of this package (the CLI reads
+    # app.api.schemas) does not build FastAPI and every route (0.65 s of each command's
+    # start-up).
+    if name == "create_app":
+        from app.api.app import create_app
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["create_app"]
 
 __all__ = ["create_app"]
