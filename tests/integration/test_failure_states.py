@@ -220,7 +220,11 @@ async def test_cancelling_a_queued_job_is_immediate_and_its_message_is_then_drop
 async def test_cancelling_a_running_job_stops_it_at_its_next_heartbeat(
     stack: Stack, sql: Any
 ) -> None:
-    settings = stack.with_settings(visibility_timeout_seconds=2)
+    # Heartbeats every 2 s (a third of the lease): the cancel reaches the job within
+    # that, long before its 10 s of steps end. The lease leaves 4 s of slack for a late
+    # heartbeat: with a 2 s lease a loaded machine let it lapse, and a cancel of a job
+    # whose lease has lapsed ends it at once (cancel_waiting), not at its heartbeat.
+    settings = stack.with_settings(visibility_timeout_seconds=6)
 
     async with engine_for(settings) as engine:
         job_id = await submit(engine, "demo.sleep", {"seconds": 1, "steps": 10})
