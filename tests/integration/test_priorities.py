@@ -120,6 +120,17 @@ async def test_a_dead_letter_goes_to_its_queues_dlq_and_a_redrive_brings_it_back
         assert not on_queue(stack, dlqs(stack)[Priority.HIGH])
 
 
+def leased_order(sql: Any) -> list[str]:
+    """The priorities of the jobs in the order they were leased."""
+    return [
+        r["priority"]
+        for r in sql.execute(
+            "SELECT j.priority FROM job_events e JOIN jobs j ON j.id = e.job_id"
+            " WHERE e.to_state = 'leased' ORDER BY e.at, e.id"
+        ).fetchall()
+    ]
+
+
 @pytest.mark.asyncio
 async def test_the_event_source_serves_the_queues_by_weight(stack: Stack, sql: Any) -> None:
     # One message per batch and one poller: each batch is one turn of the weighting.
@@ -129,13 +140,7 @@ async def test_the_event_source_serves_the_queues_by_weight(stack: Stack, sql: A
             for _ in range(10):
                 await submit(engine, "demo.noop", {}, tenant="acme", priority=p.value)
         await EventSource(settings, engine).run(concurrency=1, max_batches=30)
-    order = [
-        r["priority"]
-        for r in sql.execute(
-            "SELECT j.priority FROM job_events e JOIN jobs j ON j.id = e.job_id"
-            " WHERE e.to_state = 'leased' ORDER BY e.at, e.id"
-        ).fetchall()
-    ]
+    order = leased_order(sql)
     assert len(order) == 30
     # While every queue has work: six high, three normal, one low in each ten turns.
     assert collections.Counter(order[:10]) == {"high": 6, "normal": 3, "low": 1}
@@ -178,13 +183,7 @@ async def test_a_busy_poller_watches_an_empty_queue_instead_of_short_polling_it(
     assert {r["state"] for r in sql.execute("SELECT state FROM jobs").fetchall()} == {"succeeded"}
     assert short_polls["high"] <= 2 and short_polls["low"] <= 1, short_polls
     assert short_polls["normal"] >= 20
-    order = [
-        r["priority"]
-        for r in sql.execute(
-            "SELECT j.priority FROM job_events e JOIN jobs j ON j.id = e.job_id"
-            " WHERE e.to_state = 'leased' ORDER BY e.at, e.id"
-        ).fetchall()
-    ]
+    order = leased_order(sql)
     assert len(order) == 21 and order[-1] == "normal", order
     assert len(high) == 1
 
