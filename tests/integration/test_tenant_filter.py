@@ -50,6 +50,16 @@ def test_the_table_names_every_route_that_takes_a_tenant() -> None:
     assert taking == set(TENANT_ROUTES)
 
 
+def same_answer(path: str, a: Any, b: Any) -> bool:
+    """The two answers agree. A stream page's ``next``, when it has no events, is the
+    stream's horizon: the oldest transaction still running anywhere on the server, which
+    another test's transaction (or a stream hub's own write, migration 0031) moves
+    between two calls; which rows the page holds is what the filter decides."""
+    if path == "/v1/stream":
+        return bool(a["events"] == b["events"] and a["done"] == b["done"])
+    return bool(a == b)
+
+
 @pytest.mark.parametrize("path", sorted(TENANT_ROUTES))
 def test_a_tenant_key_may_name_its_own_tenant_not_another_and_an_admin_any(
     tenants: Tenants,  # noqa: F811 (the fixture imported above)
@@ -69,7 +79,7 @@ def test_a_tenant_key_may_name_its_own_tenant_not_another_and_an_admin_any(
     own = get(t.acme, "acme")
     assert unfiltered.status_code == 200, unfiltered.text
     assert own.status_code == 200, own.text
-    assert own.json() == unfiltered.json()
+    assert same_answer(path, own.json(), unfiltered.json())
 
     other = get(t.acme, "globex")
     assert other.status_code == 403, other.text
