@@ -89,7 +89,7 @@ test-runtime: $(STAMP) ## the unit tests and the Lambda handlers' tests on the f
 	$(RUNTIME_VENV)/bin/python -m compileall -q -j 0 tasklease app handlers tests >/dev/null; \
 	TASKLEASE_TEST_CARRIERS=moto $(RUNTIME_VENV)/bin/python -m pytest -p no:cacheprovider -q \
 	  $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile) \
-	  -m "unit or integration" tests/unit tests/integration/test_handlers.py tests/integration/test_migrate_handler.py $(ARGS)
+	  -m "(unit or integration) and not docs_tools" tests/unit tests/integration/test_handlers.py tests/integration/test_migrate_handler.py $(ARGS)
 
 # The schema snapshot (app/store/sql/schema.sql), read from a freshly migrated database on
 # TEST_DATABASE_URL's server, else the embedded one (the snapshot test, in write mode).
