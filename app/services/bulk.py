@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app import crashpoints, errors, metrics, store
-from app.services import auth, filters, outbox, reruns
+from app.services import auth, bulk_rerun, filters, outbox
 from app.settings.config import Settings
 from app.states import JobState
 from app.store.bulk import BulkOperation, Counts
@@ -112,55 +112,10 @@ async def _redrive(conn: store.Conn, ids: Sequence[uuid.UUID], ctx: Context) -> 
     )
 
 
-@dataclass(frozen=True)
-class Rerun:
-    """What a re-run batch needs beyond the batch: the operation, and where to submit."""
-
-    settings: Settings
-    db: store.Database
-    queue: Transport
-    op: BulkOperation
-
-
-# A re-run's pause when a tenant's limit refuses one, at most (its Retry-After, else 1 s).
-MAX_PAUSE_SECONDS = 5.0
-
-
-async def _rerun(ids: Sequence[uuid.UUID], r: Rerun) -> tuple[Counts, int]:
-    """Each job re-run as POST /v1/jobs/{id}/rerun does, keyed ``bulk:<operation>:<job>``
-    (found, not made again, when this batch runs a second time). Answers the counts and
-    how many of ``ids`` it looked at: fewer than all when the tenant's limits refused
-    one (the rest wait for the next batch)."""
-    done = skipped = failed = 0
-    by = f"bulk operation {r.op.id} ({r.op.caller})"
-    for i, job_id in enumerate(ids):
-        try:
-            await reruns.rerun(
-                r.settings,
-                r.db,
-                r.queue,
-                job_id,
-                scope=r.op.tenant,
-                by=by,
-                idempotency_key=f"bulk:{r.op.id}:{job_id}",
-            )
-            done += 1
-        except errors.TooManyRequests as exc:
-            log.info("bulk re-run %s paused by the tenant's limits: %s", r.op.id, exc)
-            await asyncio.sleep(min(MAX_PAUSE_SECONDS, exc.retry_after))
-            return Counts(done=done, skipped=skipped, failed=failed), i
-        except (errors.NotFound, errors.Conflict):
-            skipped += 1  # pruned, or no longer finished (redriven meanwhile)
-        except errors.BadRequest as exc:  # its kind is gone, or its payload no longer fits
-            log.warning("bulk re-run %s: job %s refused: %s", r.op.id, job_id, exc)
-            failed += 1
-    return Counts(done=done, skipped=skipped, failed=failed), len(ids)
-
-
 # The actions POST /v1/bulk accepts: a function over one batch of job ids inside the
 # batch's transaction (ACTIONS), or one that submits on its own (OUTSIDE: a re-run).
 ACTIONS: dict[str, Action] = {"cancel": _cancel, "redrive": _redrive}
-OUTSIDE = {"rerun": _rerun}
+OUTSIDE = {"rerun": bulk_rerun.rerun_batch}
 # The states each action can act on: a filter's states are narrowed to these.
 ACTS_ON: dict[str, list[JobState]] = {
     "cancel": CANCELLABLE,
@@ -281,7 +236,7 @@ async def run(
     the sweeper resumes it once the lease expired). Answers the finished operation, or
     None."""
     if op.action in OUTSIDE:
-        return await _run_outside(Rerun(settings, db, queue, op), token, until=until)
+        return await _run_outside(bulk_rerun.Rerun(settings, db, queue, op), token, until=until)
     flt = filters.parse(op.filter)
     params = flt.params(scope=op.tenant)
     ctx = Context(settings=settings, detail=f"{op.action} by bulk operation {op.id} ({op.caller})")
@@ -314,7 +269,9 @@ async def run(
     return await _batches(db, op, token, one, until=until)
 
 
-async def _run_outside(r: Rerun, token: uuid.UUID, *, until: float | None) -> BulkOperation | None:
+async def _run_outside(
+    r: bulk_rerun.Rerun, token: uuid.UUID, *, until: float | None
+) -> BulkOperation | None:
     """``run`` for an action that submits on its own (a re-run): the batch picked under the
     lease, acted on, then the cursor and counts moved past what it looked at."""
     op, lease = r.op, r.settings.bulk_lease_seconds
@@ -347,7 +304,7 @@ async def _run_outside(r: Rerun, token: uuid.UUID, *, until: float | None) -> Bu
         ids = await r.db.transact(pick)
         if not ids:
             return None if ids is None else False
-        counts, seen = await _rerun(ids, r)
+        counts, seen = await bulk_rerun.rerun_batch(ids, r)
         crashpoints.hit(crashpoints.Point.AFTER_BULK_RERUNS, bulk_id=str(op.id))
         if seen and not await r.db.transact(advance(ids[seen - 1], counts)):
             return None
