@@ -13,19 +13,17 @@ import signal
 import time
 import traceback
 import warnings
-from collections import Counter
 from typing import Any
 
-import httpx
 from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
-from app import errors, transport
+from app import errors
 from app.states import JobState
 from app.store import audit
 from app.store.pool import Database
-from app.tools.chaos import agents, keyed
+from app.tools.chaos import aftermath, agents, keyed
 from app.tools.chaos import config as exits
 from app.tools.chaos.answers import answer_all
 from app.tools.chaos.checker import check, violated
@@ -33,7 +31,7 @@ from app.tools.chaos.config import Config, Run, err, out
 from app.tools.chaos.faults import inject_faults, note_exits
 from app.tools.chaos.leases import most_live_leases
 from app.tools.chaos.messaging import send_all
-from app.tools.chaos.per_kind import FINAL, cause
+from app.tools.chaos.per_kind import FINAL
 from app.tools.chaos.report import render
 from app.tools.chaos.stack import (
     MAX_MESSAGE_DELAY_SECONDS,
@@ -43,7 +41,7 @@ from app.tools.chaos.stack import (
 )
 from app.tools.chaos.talk import talk_facts
 from app.tools.chaos.timeline import slowest, where_time_went
-from app.tools.chaos.workload import Item, deadline_refs, submit_all, workload
+from app.tools.chaos.workload import deadline_refs, submit_all, workload
 
 
 async def poll_counts(database: Database, run: Run) -> None:
@@ -160,7 +158,7 @@ async def orchestrate(
             )
         run.mark("drained")
         run.note("drained" if drained else f"[red]not drained within {cfg.drain_timeout:.0f} s[/]")
-        first = await dead_letter_causes(database)
+        first = await aftermath.dead_letter_causes(database)
 
         run.phase = "redriving transient dead letters"
         run.note("restarting the workers with TASKLEASE_FAKE_MODEL_TRANSIENT_RATE=0")
@@ -168,7 +166,9 @@ async def orchestrate(
             await asyncio.to_thread(
                 stack.restart_workers, {"TASKLEASE_FAKE_MODEL_TRANSIENT_RATE": "0"}
             )
-        redriven = await redrive_transient(stack, database, skip=deadlined(run, items))
+        redriven = await aftermath.redrive_transient(
+            stack, database, skip=aftermath.deadlined(run, items)
+        )
         run.note(f"redriven {len(redriven)} dead letters with tasklease's own redrive")
         run.phase = "draining the redriven jobs"
         redrained = await drain(database, stack, run, ids, cfg.drain_timeout)
@@ -176,8 +176,8 @@ async def orchestrate(
         run.note(
             "drained" if redrained else f"[red]not drained within {cfg.drain_timeout:.0f} s[/]"
         )
-        retention = await pruned_history(database, seeded)
-        facts = await gather_facts(database, stack)
+        retention = await aftermath.pruned_history(database, seeded)
+        facts = await aftermath.gather_facts(database, stack)
         talk = await talk_facts(database, stack, run, items)
     finally:
         stop_display.set()
@@ -241,62 +241,6 @@ async def finish_answering(
 
 def answered(run: Run) -> int:
     return sum(1 for a in run.answers.values() if a.get("first") == "answered")
-
-
-async def pruned_history(database: Database, seeded: int, wait: float = 60) -> dict[str, Any]:
-    """Wait for the sweeper to prune the seeded history; what it left, what it left
-    partial (must be none: a batch is one statement), and whether the maintained counts
-    by state equal a scan."""
-    deadline = time.monotonic() + wait
-    left, partial = await audit.history(database)
-    while left and time.monotonic() < deadline:
-        await asyncio.sleep(1)
-        left, partial = await audit.history(database)
-    mismatch = await audit.counts_mismatch(database)
-    problems = [f"{left} history jobs not pruned within {wait:.0f} s"] if left else []
-    problems += [f"{partial} history jobs pruned in part"] if partial else []
-    problems += [f"counts by state differ from a scan: {m}" for m in mismatch]
-    return {"seeded": seeded, "left": left, "partial": partial, "problems": problems}
-
-
-def deadlined(run: Run, items: list[Item]) -> set[str]:
-    """The jobs given a deadline they cannot meet: their end is no transient dead letter."""
-    return {run.acked[r] for r in deadline_refs(items) if r in run.acked}
-
-
-async def redrive_transient(
-    stack: ChaosStack, database: Database, skip: set[str] | None = None
-) -> list[str]:
-    """The dead letters whose cause was transient (not those in ``skip``), back through
-    app.redrive (the DLQ walk: the dead letters are moved, the attempt budgets restart)."""
-    from app.services import redrive
-
-    assert stack.urls is not None
-    ids = [
-        i for i in await audit.transient_dead_letter_ids(database) if str(i) not in (skip or set())
-    ]
-    if not ids:
-        return []
-    settings = stack.settings()
-    async with transport.connect(settings) as queue:
-        report = await redrive.redrive(settings, database, queue, job_ids=ids)
-    return [str(r["id"]) for r in report.selected]
-
-
-async def dead_letter_causes(database: Database) -> dict[str, int]:
-    return dict(Counter(cause(e) for e in await audit.dead_letter_errors(database)))
-
-
-async def gather_facts(database: Database, stack: ChaosStack) -> dict[str, Any]:
-    """The witnesses: the store's rows, the fake model's call log, the webhook's deliveries."""
-    facts = await audit.witnesses(database)
-    log = stack.dir / "model-calls.jsonl"
-    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    async with httpx.AsyncClient(timeout=30) as client:
-        resp = await client.get(f"{stack.hook_url}/deliveries")
-        deliveries = resp.json()["deliveries"]
-    requests = agents.requests_logged(stack.agent_model_log)
-    return {**facts, "model_calls": calls, "deliveries": deliveries, "agent_requests": requests}
 
 
 def main(cfg: Config) -> int:
