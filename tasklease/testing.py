@@ -22,7 +22,8 @@ store's clock: waits wake at it at the latest, and a run reaching it raises
 """
 
 from app.kinds.memory_deadline import KindDeadlinePassed
-from app.kinds.testing import EffectStore, KindRun, KindSuspended, SimulatedCrash, run_kind
+from app.kinds.memory_store import EffectStore, SimulatedCrash
+from app.kinds.testing import KindRun, KindSuspended, run_kind
 
 __all__ = [
     "EffectStore",

@@ -18,7 +18,8 @@ from app.demos.triage import TriageDeps, providers
 from app.demos.triage import settings as triage_settings
 from app.demos.writer import write
 from app.kinds.generate import Usage
-from app.kinds.testing import EffectStore, run_kind
+from app.kinds.memory_store import EffectStore
+from app.kinds.testing import run_kind
 from tests.helpers import serving
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_env")]

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from app.demos import revised_v1, revised_v2
-from app.kinds.testing import EffectStore, KindSuspended, run_kind
+from app.kinds.memory_store import EffectStore
+from app.kinds.testing import KindSuspended, run_kind
 from app.tools.chaos.per_version import version_check
 from tests.unit.test_chaos_checker import job
 

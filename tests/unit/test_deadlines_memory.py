@@ -16,7 +16,8 @@ from pydantic import BaseModel
 from app.demos.basic import approval, fanout, nap
 from app.demos.chat import chat
 from app.kinds import JobContext, kind
-from app.kinds.testing import EffectStore, run_kind
+from app.kinds.memory_store import EffectStore
+from app.kinds.testing import run_kind
 from app.store import deadlines as store_deadlines
 from tasklease.testing import KindDeadlinePassed
 from tests.unit.test_waits_replay import suspended

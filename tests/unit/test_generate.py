@@ -21,7 +21,8 @@ from app.demos.triage.writing import fake_text
 from app.demos.writer import write
 from app.kinds import JobContext, kind
 from app.kinds.generate import ChunkStream, Usage
-from app.kinds.testing import EffectStore, MemoryContext, run_kind
+from app.kinds.memory_store import EffectStore
+from app.kinds.testing import MemoryContext, run_kind
 from app.services import costs
 from app.settings import config
 

@@ -19,7 +19,8 @@ from pydantic import BaseModel
 from app import errors
 from app.kinds import JobContext, Kind, PermanentError, Registry, Retry, kind
 from app.kinds.deps import Deps
-from app.kinds.testing import EffectStore, run_kind
+from app.kinds.memory_store import EffectStore
+from app.kinds.testing import run_kind
 from app.settings import config
 from tests.conftest import ROOT
 

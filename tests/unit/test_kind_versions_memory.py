@@ -11,8 +11,9 @@ import pytest
 from app import errors
 from app.kinds import JobContext, Registry, kind
 from app.kinds.generate import Usage
+from app.kinds.memory_store import EffectStore
 from app.kinds.registry import version_order
-from app.kinds.testing import EffectStore, KindSuspended, run_kind
+from app.kinds.testing import KindSuspended, run_kind
 from tests.versioned_kinds import (
     Order,
     order_model_charge,

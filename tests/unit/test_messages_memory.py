@@ -15,7 +15,8 @@ from pydantic import BaseModel
 from app import errors
 from app.demos.chat import chat
 from app.kinds import JobContext, kind
-from app.kinds.testing import EffectStore, run_kind
+from app.kinds.memory_store import EffectStore
+from app.kinds.testing import run_kind
 from tests.unit.test_waits_replay import suspended
 
 pytestmark = pytest.mark.unit

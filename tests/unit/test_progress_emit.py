@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from app import errors
+from app.kinds.memory_store import EffectStore
 from app.kinds.output import MAX_EMIT_BYTES
-from app.kinds.testing import EffectStore, MemoryContext
+from app.kinds.testing import MemoryContext
 
 pytestmark = pytest.mark.unit
 

@@ -19,7 +19,8 @@ from app import errors, kinds
 from app.demos.research import ResearchRequest, ResearchResult, research, subquery
 from app.demos.triage import TriageDeps, providers
 from app.demos.triage import settings as triage_settings
-from app.kinds.testing import EffectStore, KindRun, run_kind
+from app.kinds.memory_store import EffectStore
+from app.kinds.testing import KindRun, run_kind
 from app.kinds.waits import Wait
 
 pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("clean_env")]

@@ -11,7 +11,8 @@ import pytest
 from app import errors
 from app.demos.basic import NoopPayload, publish
 from app.kinds import JobContext, kind
-from app.kinds.testing import EffectStore, run_kind
+from app.kinds.memory_store import EffectStore
+from app.kinds.testing import run_kind
 from app.settings import bounds
 
 pytestmark = pytest.mark.unit

@@ -15,7 +15,8 @@ from pydantic import BaseModel
 from app import errors
 from app.demos.basic import approval, fanout, nap
 from app.kinds import JobContext, kind
-from app.kinds.testing import EffectStore, KindSuspended, run_kind
+from app.kinds.memory_store import EffectStore
+from app.kinds.testing import KindSuspended, run_kind
 from app.kinds.waits import Rule
 
 pytestmark = pytest.mark.unit
