@@ -46,6 +46,9 @@
 -- The caller runs this after lock_claim_tenants in one transaction, so claims of one
 -- tenant take turns and each counts the leases the one before it committed: the caps
 -- are exact under concurrent claims.
+-- Its times are statement_timestamp(), not now(): now() is when the transaction began,
+-- before it waited for its tenant's turn, so a claim held up there would count (for its
+-- key's rate) and lease (for its lease's end) as older than it is.
 WITH input AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(generations)s::int[])
         AS t(id, token, generation)
@@ -56,8 +59,8 @@ WITH input AS (
            (j.state IN ('queued', 'retrying', 'stalled')
             OR (j.state = 'dead_lettered'
                 AND redrives_within(j.redriven_at, %(redrive_window)s) < %(redrive_budget)s)
-            OR (j.state = 'waiting' AND j.wake_at <= now())
-            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now()))
+            OR (j.state = 'waiting' AND j.wake_at <= statement_timestamp())
+            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= statement_timestamp()))
            AND NOT j.cancel_requested AS claimable
     FROM jobs j
     WHERE j.id IN (SELECT id FROM input)
@@ -72,7 +75,7 @@ WITH input AS (
                (SELECT count(*) FROM jobs x
                 WHERE x.tenant = k.tenant AND x.kind = k.kind AND x.flow_key = k.flow_key
                   AND x.key_rate IS NOT NULL AND x.id <> k.id
-                  AND x.key_claimed_at > now() - make_interval(secs => k.key_rate_seconds))
+                  AND x.key_claimed_at > statement_timestamp() - make_interval(secs => k.key_rate_seconds))
                + row_number() OVER (PARTITION BY k.tenant, k.kind, k.flow_key
                                     ORDER BY k.created_at, k.id) - 1
                >= k.key_rate AS rate_over,
@@ -80,8 +83,8 @@ WITH input AS (
                (SELECT min(x.key_claimed_at) FROM jobs x
                 WHERE x.tenant = k.tenant AND x.kind = k.kind AND x.flow_key = k.flow_key
                   AND x.key_rate IS NOT NULL AND x.id <> k.id
-                  AND x.key_claimed_at > now() - make_interval(secs => k.key_rate_seconds))
-               + make_interval(secs => k.key_rate_seconds) - now())::float8 AS rate_wait
+                  AND x.key_claimed_at > statement_timestamp() - make_interval(secs => k.key_rate_seconds))
+               + make_interval(secs => k.key_rate_seconds) - statement_timestamp())::float8 AS rate_wait
     FROM target k
     WHERE k.claimable AND k.flow_key IS NOT NULL
       AND (k.key_concurrency IS NOT NULL OR k.key_rate IS NOT NULL)
@@ -94,7 +97,7 @@ WITH input AS (
                         %(max_running)s::int) AS cap,
                (SELECT count(*) FROM jobs r
                 WHERE r.tenant = t.tenant AND r.state IN ('leased', 'running')
-                  AND r.lease_expires_at > now()
+                  AND r.lease_expires_at > statement_timestamp()
                   AND r.id NOT IN (SELECT id FROM input)) AS running
         FROM target t
         WHERE t.claimable
@@ -144,15 +147,15 @@ WITH input AS (
         wait_kind = NULL, wait_key = NULL, wake_at = NULL, wait_rule = NULL, wake_sent_at = NULL,
         lease_owner = %(owner)s,
         lease_token = i.token,
-        lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
-        key_claimed_at = CASE WHEN j.flow_key IS NOT NULL THEN now() ELSE j.key_claimed_at END,
-        updated_at = now()
+        lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
+        key_claimed_at = CASE WHEN j.flow_key IS NOT NULL THEN statement_timestamp() ELSE j.key_claimed_at END,
+        updated_at = statement_timestamp()
     FROM target t, input i
     WHERE j.id = t.id AND i.id = t.id
       AND NOT j.cancel_requested
       AND (j.state IN ('queued', 'retrying', 'stalled')
-           OR (j.state = 'waiting' AND j.wake_at <= now())
-           OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= now())
+           OR (j.state = 'waiting' AND j.wake_at <= statement_timestamp())
+           OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= statement_timestamp())
            OR (j.state = 'dead_lettered' AND t.budget_left
                AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')))
       AND NOT EXISTS (SELECT 1 FROM held h WHERE h.id = j.id)
@@ -167,7 +170,7 @@ WITH input AS (
                           THEN j.last_error
                           ELSE left(%(refusal)s || coalesce(' Last error: ' || j.last_error, ''),
                                     2000) END,
-        updated_at = now()
+        updated_at = statement_timestamp()
     FROM target t, input i
     WHERE j.id = t.id AND i.id = t.id
       AND NOT j.cancel_requested
