@@ -104,10 +104,14 @@ class Runtime:
             self._clients = None
 
 
-async def _runtime(request: Request) -> Runtime:
+async def runtime_of(request: Request) -> Runtime:
+    """The API's runtime, its clients open (a no-op once open)."""
     runtime: Runtime = request.app.state.runtime
-    await runtime.open()  # a no-op once open
+    await runtime.open()
     return runtime
+
+
+_runtime = runtime_of  # as a dependency
 
 
 # The dependencies are coroutines: FastAPI would run plain functions in a thread.

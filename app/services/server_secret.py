@@ -17,6 +17,7 @@ hashed under TASKLEASE_KEY_HASH_SECRET is refused by a process that does not hav
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import weakref
@@ -30,8 +31,10 @@ CURSOR = b"tasklease/cursor/v1"
 _SECRET_ID = b"tasklease/secret-id/v1"
 
 
+@functools.lru_cache(maxsize=32)
 def derive(secret: bytes, purpose: bytes) -> bytes:
-    """The key for one purpose: HMAC-SHA-256(secret, purpose)."""
+    """The key for one purpose: HMAC-SHA-256(secret, purpose). Kept: every request that
+    checks a key asks for the same one (a few secrets and purposes per process)."""
     return hmac.new(secret, purpose, hashlib.sha256).digest()
 
 

@@ -219,6 +219,29 @@ def test_the_table_names_every_v1_route() -> None:
     assert served == table | TOKEN_ROUTES
 
 
+def test_the_document_names_the_bearer_scheme_on_every_route_that_needs_a_key() -> None:
+    """The submit routes check the key without FastAPI's HTTPBearer dependency (the hot
+    path) and name its scheme by hand: the document must say so as for any other route."""
+    app = create_app(
+        config.load(database_url="postgresql://unused/x", queue_url="http://q", dlq_url="http://d")
+    )
+    document = app.openapi()
+    schemes = document["components"]["securitySchemes"]
+    assert schemes["HTTPBearer"]["scheme"] == "bearer"
+    secured = {
+        (method.upper(), path): operation.get("security")
+        for path, operations in document["paths"].items()
+        if path.startswith("/v1")
+        for method, operation in operations.items()
+    }
+    for route, security in secured.items():
+        if route in TOKEN_ROUTES:
+            assert not security, route
+        else:
+            assert security == [{"HTTPBearer": []}], route
+    assert ("POST", "/v1/jobs") in secured and ("POST", "/v1/jobs/batch") in secured
+
+
 def test_the_token_routes_need_no_key_and_ignore_a_bad_one(tenants: Tenants, sql: Any) -> None:
     """An unknown token is 404 whatever the Authorization header says: no key is asked for,
     and a bad key is not what is wrong."""

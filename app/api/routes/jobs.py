@@ -28,7 +28,13 @@ from app.api.schemas import (
     Problem,
     Storable,
 )
-from app.api.security import Caller, Submitter, TenantScope, verify_deferred
+from app.api.security import (
+    SUBMIT_SECURITY,
+    Caller,
+    Submitter,
+    TenantScope,
+    verify_deferred,
+)
 from app.services import auth, costs, filters, jobs, redrive, reruns
 from app.services import submit as service
 from app.settings import bounds
@@ -59,7 +65,13 @@ SUBMIT_ONE: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.post("/v1/jobs", status_code=202, response_model=JobPublic, responses=SUBMIT_ONE)
+@router.post(
+    "/v1/jobs",
+    status_code=202,
+    response_model=JobPublic,
+    responses=SUBMIT_ONE,
+    openapi_extra=SUBMIT_SECURITY,
+)
 async def create_job(
     body: JobCreate,
     submitting: Submitter,
@@ -125,7 +137,13 @@ def _submit_span(
     )
 
 
-@router.post("/v1/jobs/batch", status_code=202, response_model=JobBatchPublic, responses=SUBMIT)
+@router.post(
+    "/v1/jobs/batch",
+    status_code=202,
+    response_model=JobBatchPublic,
+    responses=SUBMIT,
+    openapi_extra=SUBMIT_SECURITY,
+)
 async def create_jobs(
     body: JobBatchCreate, submitting: Submitter, request: Request
 ) -> JobBatchPublic:
