@@ -76,7 +76,9 @@ class Engine:
         self._successes: batching.Batcher[tuple[uuid.UUID, uuid.UUID, Any], bool] = (
             batching.Batcher(self._succeed_many, max_size=BATCH_STATEMENT_ROWS)
         )
-        self.releases = fairness.Releases(self._release_many, max_size=BATCH_STATEMENT_ROWS)
+        self._releases: batching.Batcher[str, None] = batching.Batcher(
+            self._release_many, max_size=BATCH_STATEMENT_ROWS
+        )
 
     @classmethod
     async def start(cls, settings: Settings) -> Engine:
@@ -97,7 +99,6 @@ class Engine:
         return engine
 
     async def close(self) -> None:
-        await self.releases.settle()
         await self.cancels.stop()
         await self.deps.aclose()
         await self.queue.close()
@@ -175,7 +176,7 @@ class Engine:
             # its parked jobs (as the claim saw it, or the completion).
             if verdict.has_parked or job.id in self._parked_behind:
                 self._parked_behind.discard(job.id)
-                await self.releases.release(job.tenant)
+                await fairness.release(self._releases, job.tenant)
 
     async def _claimed(
         self,

@@ -91,11 +91,8 @@ class EventSource:
     def __init__(self, settings: Settings, engine: Engine) -> None:
         self.settings = settings
         self.engine = engine
-        # A long-running process: a lease's end releases parked jobs beside the batch.
-        engine.releases.beside = True
         self.stopping = asyncio.Event()
         self.batches = 0
-        self._deleting: set[asyncio.Task[None]] = set()  # deletes beside the polls
 
     async def run(self, concurrency: int = 1, *, max_batches: int | None = None) -> None:
         loop = asyncio.get_running_loop()
@@ -111,14 +108,9 @@ class EventSource:
         # Its row in workers: registered now, a heartbeat every few seconds, stopped at the end.
         keeper = self.engine.keeper
         presence = Presence(self.settings, self.engine.db, lambda: len(keeper.running))
-        try:
-            async with presence.kept(), asyncio.TaskGroup() as tg:
-                for _ in range(concurrency):
-                    tg.create_task(self._poll(arns, max_batches))
-        finally:
-            # The handled batches' deletes, before the queue's client closes.
-            while self._deleting:
-                await asyncio.gather(*self._deleting, return_exceptions=True)
+        async with presence.kept(), asyncio.TaskGroup() as tg:
+            for _ in range(concurrency):
+                tg.create_task(self._poll(arns, max_batches))
 
     async def _queue_arn(self, priority: Priority) -> str:
         """The queue's ARN for the records; retried while the broker is unreachable, so a
@@ -235,35 +227,12 @@ class EventSource:
         return True
 
     async def _invoke(self, messages: list[dict[str, Any]], arn: str) -> None:
-        handles = [m["ReceiptHandle"] for m in messages]
-        done: list[str] = []
         try:
-            done = await self._handle(messages, arn)
+            await self._handle(messages, arn)
         finally:
-            if done:
-                # Deleted beside the next batch, as Lambda's event source mapping deletes
-                # once the function has returned: the poller receives again at once
-                # instead of waiting for the delete (a worker dying first leaves messages
-                # whose jobs have ended, dropped when they come back).
-                task = asyncio.create_task(self._delete(done, handles))
-                self._deleting.add(task)
-                task.add_done_callback(self._deleting.discard)
-            else:
-                self.engine.queue.forget(handles)
+            self.engine.queue.forget([m["ReceiptHandle"] for m in messages])
 
-    async def _delete(self, done: list[str], handles: list[str]) -> None:
-        try:
-            undeleted = await self.engine.queue.delete_batch(done)
-        except errors.QueueError as exc:
-            log.warning("delete failed; the messages come back and are dropped then: %s", exc)
-            return
-        finally:
-            self.engine.queue.forget(handles)
-        if undeleted:
-            log.warning("some deletes failed", extra={"count": len(undeleted)})
-
-    async def _handle(self, messages: list[dict[str, Any]], arn: str) -> list[str]:
-        """The batch handled as Lambda would be; the receipts of its messages to delete."""
+    async def _handle(self, messages: list[dict[str, Any]], arn: str) -> None:
         crashpoints.hit(crashpoints.Point.AFTER_RECEIVE, count=len(messages))
         event = {
             "Records": [to_record(m, queue_arn=arn, region=self.settings.region) for m in messages]
@@ -274,8 +243,15 @@ class EventSource:
         except Exception:
             log.exception("handler raised: every message of the batch is left")
             await asyncio.sleep(ERROR_PAUSE_SECONDS)
-            return []
+            return
         failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         done = [r["receiptHandle"] for r in event["Records"] if r["messageId"] not in failed]
         crashpoints.hit(crashpoints.Point.AFTER_COMPLETION, count=len(done))
-        return done
+        if done:
+            try:
+                undeleted = await self.engine.queue.delete_batch(done)
+            except errors.QueueError as exc:
+                log.warning("delete failed; the messages come back and are dropped then: %s", exc)
+                return
+            if undeleted:
+                log.warning("some deletes failed", extra={"count": len(undeleted)})

@@ -18,12 +18,11 @@ delete leaves two messages for one job, which the job row makes harmless.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from app import batching, errors, metrics
@@ -109,47 +108,10 @@ async def defer(
     return False
 
 
-class Releases:
-    """Lease ends releasing their tenants' parked jobs: one statement for the tenants of
-    ends that come together (``release_many``, given the tenants).
-
-    On the ending record's path by default (Lambda: nothing may run once the handler has
-    returned); beside it with ``beside`` (a long-running worker, app/worker/
-    event_source_mapping.py), so the batch is answered, deleted and the next one received
-    without waiting for the release's statement and send: 72 ms of a batch's cycle at the
-    median, draining a parked flood (python -m bench.profile_worker). A release that
-    fails, or a worker that dies before it, is the sweeper's (it releases for every
-    tenant with parked jobs): no job stays parked for good."""
-
-    def __init__(
-        self, release_many: Callable[[list[str]], Awaitable[list[None]]], max_size: int
-    ) -> None:
-        self._batcher: batching.Batcher[str, None] = batching.Batcher(
-            release_many, max_size=max_size
-        )
-        self.beside = False
-        self._running: set[asyncio.Task[None]] = set()
-
-    async def release(self, tenant: str) -> None:
-        """Release a parked job of the tenant for each free slot."""
-        if not self.beside:
-            await self._release(tenant)
-            return
-        task = asyncio.create_task(self._release(tenant))
-        self._running.add(task)
-        task.add_done_callback(self._running.discard)
-
-    async def settle(self) -> None:
-        """Wait for the releases running beside the batches (a worker stopping)."""
-        while self._running:
-            await asyncio.gather(*self._running, return_exceptions=True)
-
-    async def _release(self, tenant: str) -> None:
-        try:
-            await self._batcher.submit(tenant)
-        except (errors.StoreError, errors.QueueError) as exc:
-            log.warning("releasing parked jobs failed; the sweeper will: %s", exc)
-        except Exception:
-            if not self.beside:
-                raise
-            log.exception("releasing parked jobs failed; the sweeper will")
+async def release(releases: batching.Batcher[str, None], tenant: str) -> None:
+    """Release a parked job of the tenant for each free slot; a failure is left to the
+    sweeper."""
+    try:
+        await releases.submit(tenant)
+    except (errors.StoreError, errors.QueueError) as exc:
+        log.warning("releasing parked jobs failed; the sweeper will: %s", exc)

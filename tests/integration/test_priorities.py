@@ -5,7 +5,6 @@ serving the queues by weight."""
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import re
 import subprocess
@@ -22,14 +21,7 @@ from app.transport import codec
 from app.worker.event_source_mapping import EventSource, to_record
 from tests import carrier
 from tests.conftest import Stack
-from tests.helpers import (
-    count,
-    engine_for,
-    handle_and_ack,
-    queue_depth,
-    receive_records,
-    submit,
-)
+from tests.helpers import count, engine_for, handle_and_ack, receive_records, submit
 
 pytestmark = pytest.mark.integration
 
@@ -259,43 +251,3 @@ def test_the_client_and_the_cli_submit_with_a_priority(stack: Stack, sql: Any) -
     assert job_ids_on(stack, queues(stack)[Priority.HIGH]) == {high.id, by_cli}
     assert job_ids_on(stack, queues(stack)[Priority.LOW]) == {low.id}
     assert count(sql, "jobs") == 3
-
-
-@pytest.mark.asyncio
-async def test_a_poller_receives_its_next_batch_while_the_last_ones_delete_is_under_way(
-    stack: Stack, sql: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The delete goes beside the polls, as Lambda's event source mapping deletes once
-    the function returned; a worker stopping still deletes every handled batch."""
-    settings = stack.with_settings(batch_size=1)
-    async with engine_for(settings) as engine:
-        for _ in range(3):
-            await submit(engine, "demo.noop", {}, tenant="acme")
-        real_delete, real_receive = engine.queue.delete_batch, engine.queue.receive
-        held = asyncio.Event()  # every delete waits until a batch came in beside one
-        pending: list[int] = []
-        deleted: list[int] = []
-
-        async def slow_delete(handles: Any, **kw: Any) -> Any:
-            pending.append(len(handles))
-            await held.wait()
-            failed = await real_delete(handles, **kw)
-            deleted.append(len(handles))
-            return failed
-
-        async def watched(**kw: Any) -> Any:
-            got = await real_receive(**kw)
-            if got and len(pending) > len(deleted):
-                held.set()  # a batch received while a delete was under way
-            return got
-
-        monkeypatch.setattr(engine.queue, "delete_batch", slow_delete)
-        monkeypatch.setattr(engine.queue, "receive", watched)
-        # Were the delete on the poller's path, the first one would wait for good.
-        await asyncio.wait_for(
-            EventSource(settings, engine).run(concurrency=1, max_batches=3), timeout=30
-        )
-        assert held.is_set()
-        assert sum(deleted) == 3, "run() returns once every handled batch is deleted"
-    assert {r["state"] for r in sql.execute("SELECT state FROM jobs").fetchall()} == {"succeeded"}
-    assert queue_depth(stack) == 0, "no message left on the queue"
