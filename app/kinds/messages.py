@@ -23,7 +23,7 @@ from app.kinds.waits import Wait
 from app.settings import bounds
 
 if TYPE_CHECKING:
-    from app.kinds.context import JobContext
+    from app.kinds.waiting import Waits
 
 RECEIVE, RECEIVE_UNTIL = "receive:", "receive-until:"
 # The longest a receive may wait (as a sleep's or a callback's).
@@ -72,7 +72,7 @@ def check_topic(topic: Any) -> str:
     return topic
 
 
-async def receive(ctx: JobContext[Any], topic: str, n: int, seconds: float | None) -> Message:
+async def receive(ctx: Waits, topic: str, n: int, seconds: float | None) -> Message:
     """The body of ``JobContext.receive``: its ``n``-th receive on ``topic`` in this run,
     waiting ``seconds`` at most (None: no limit)."""
     try:

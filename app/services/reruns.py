@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app import errors, store
-from app.kinds.context import CALLBACK, GATHER, NOTIFY, SPAWN
+from app.kinds.waiting import CALLBACK, GATHER, NOTIFY, SPAWN
 from app.services import jobs, outbox, submit
 from app.services.submit import Submitted
 from app.settings.config import Settings

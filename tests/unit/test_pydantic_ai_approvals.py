@@ -12,7 +12,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ToolCallPart
 
 from app.integrations.steps import approval_details
-from app.kinds.context import MAX_DETAILS_BYTES
+from app.kinds.waiting import MAX_DETAILS_BYTES
 from examples import research_agent
 from examples.research_agent import ResearchDeps
 from tasklease import JobContext, PermanentError, kind
