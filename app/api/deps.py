@@ -4,7 +4,7 @@ The long-lived clients (the database pool, the queue, the outbox sender, the key
 verifier) live in one Runtime on ``app.state.runtime``. The app's lifespan opens and
 closes it under uvicorn; under Lambda, handlers/api.py turns Mangum's per-invocation
 lifespan off so a warm function keeps its pool, and the first request opens it instead
-(every dependency below goes through ``_runtime``, a no-op once open).
+(every dependency below goes through ``runtime_of``, a no-op once open).
 """
 
 from __future__ import annotations
@@ -111,23 +111,20 @@ async def runtime_of(request: Request) -> Runtime:
     return runtime
 
 
-_runtime = runtime_of  # as a dependency
-
-
 # The dependencies are coroutines: FastAPI would run plain functions in a thread.
-async def _settings(runtime: Annotated[Runtime, Depends(_runtime)]) -> config.Settings:
+async def _settings(runtime: Annotated[Runtime, Depends(runtime_of)]) -> config.Settings:
     return runtime.settings
 
 
-async def _db(runtime: Annotated[Runtime, Depends(_runtime)]) -> Database:
+async def _db(runtime: Annotated[Runtime, Depends(runtime_of)]) -> Database:
     return runtime.db
 
 
-async def _queue(runtime: Annotated[Runtime, Depends(_runtime)]) -> Transport:
+async def _queue(runtime: Annotated[Runtime, Depends(runtime_of)]) -> Transport:
     return runtime.queue
 
 
-async def _sender(runtime: Annotated[Runtime, Depends(_runtime)]) -> outbox.OutboxSender:
+async def _sender(runtime: Annotated[Runtime, Depends(runtime_of)]) -> outbox.OutboxSender:
     return runtime.sender
 
 
@@ -138,14 +135,14 @@ def client_keys(request: Request, runtime: Runtime) -> auth.ClientKeys:
 
 
 async def _keys(
-    request: Request, runtime: Annotated[Runtime, Depends(_runtime)]
+    request: Request, runtime: Annotated[Runtime, Depends(runtime_of)]
 ) -> auth.ClientKeys:
     return client_keys(request, runtime)
 
 
 # The whole runtime as one dependency: what a hot route (submitting) takes instead of
 # four, each of which FastAPI resolves on every request.
-Clients = Annotated[Runtime, Depends(_runtime)]
+Clients = Annotated[Runtime, Depends(runtime_of)]
 Settings = Annotated[config.Settings, Depends(_settings)]
 Db = Annotated[Database, Depends(_db)]
 JobQueue = Annotated[Transport, Depends(_queue)]

@@ -28,7 +28,7 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 # The OpenAPI "security" of a route that checks the key without the _bearer dependency
 # (the submit routes, the hot path): the same scheme, named as FastAPI names it.
-SUBMIT_SECURITY: dict[str, object] = {"security": [{type(_bearer).__name__: []}]}
+SUBMIT_SECURITY: dict[str, object] = {"security": [{_bearer.scheme_name: []}]}
 
 
 async def _identify(
