@@ -1,3 +1,3 @@
 """tasklease: durable asynchronous jobs for long AI work on SQS, Lambda and PostgreSQL."""
 
-__version__ = "0.5.0.dev0"
+__version__ = "0.6.0.dev0"
