@@ -28,6 +28,7 @@ passes for finished.
 from __future__ import annotations
 
 import argparse
+import copy
 import email.utils
 import hashlib
 import http.client
@@ -259,17 +260,48 @@ def unpack(deb: bytes, dest: Path, only: str | None = None) -> None:
     data = next((v for k, v in members(deb).items() if k.startswith("data.tar")), None)
     if data is None:
         raise Arm64PythonError("the .deb has no data.tar (or a compression Python cannot read)")
-
-    def inside(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
-        if only and member.name.removeprefix("./") != only:
-            return None
-        if member.issym() and member.linkname.startswith("/"):
-            here = os.path.dirname(member.name.removeprefix("./")) or "."
-            member = member.replace(linkname=os.path.relpath(member.linkname[1:], here))
-        return tarfile.tar_filter(member, path)
-
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
-        tar.extractall(dest, filter=inside)  # noqa: S202 (inside() is the tar filter, paths kept in dest)
+        for member in tar:
+            if only and member.name.removeprefix("./") != only:
+                continue
+            tar.extract(kept_inside(member, dest), dest, **TRUSTED)
+
+
+# Every member is checked by kept_inside() first; tarfile's own filters (tar_filter) came
+# in 3.11.4, after Debian bookworm's 3.11.2, and the check must not depend on them. Where
+# they exist, "fully_trusted" says the check was done, so 3.12+ warns of no default.
+TRUSTED = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+
+
+def kept_inside(member: tarfile.TarInfo, dest: Path) -> tarfile.TarInfo:
+    """The member to extract into ``dest``, or a TarError naming why it must not be: a
+    path, or a link's target, outside ``dest``, or a file that is not a file, folder or
+    link. An absolute symlink is made relative to ``dest``; set-id bits are dropped.
+    (Written out, not ``TarInfo.replace``, which also came in 3.11.4.)"""
+    root = os.path.realpath(dest)
+
+    def within(path: str) -> bool:
+        return os.path.commonpath([root, os.path.realpath(path)]) == root
+
+    name = member.name.removeprefix("./")
+    if os.path.isabs(name) or not within(os.path.join(root, name)):
+        raise tarfile.TarError(f"{member.name!r} would be written outside {dest}")
+    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+        raise tarfile.TarError(f"{member.name!r} is a device or a FIFO, not a file")
+    if member.issym():
+        target = member.linkname
+        if target.startswith("/"):
+            here = os.path.dirname(name) or "."
+            target = os.path.relpath(target[1:], here)
+        if not within(os.path.join(root, os.path.dirname(name), target)):
+            raise tarfile.TarError(f"{member.name!r} links to {member.linkname!r}, outside")
+        member = copy.copy(member)
+        member.linkname = target
+    if member.islnk() and not within(os.path.join(root, member.linkname.removeprefix("./"))):
+        raise tarfile.TarError(f"{member.name!r} links to {member.linkname!r}, outside")
+    member = copy.copy(member)
+    member.mode &= 0o755  # no set-id or sticky bit, no write for group or others
+    return member
 
 
 def download(debs: list[Deb], dest: Path, only: str | None = None) -> None:

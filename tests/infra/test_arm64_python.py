@@ -199,15 +199,64 @@ def test_a_4xx_is_not_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def deb_of(files: dict[str, bytes]) -> bytes:
     """A .deb (ar archive) whose data.tar.gz holds ``files``."""
+    return deb_with([(tarfile.TarInfo(name), body) for name, body in files.items()])
+
+
+def deb_with(members: list[tuple[tarfile.TarInfo, bytes]]) -> bytes:
+    """A .deb whose data.tar.gz holds these members (links, devices, modes as given)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, body in files.items():
-            info = tarfile.TarInfo(name)
+        for info, body in members:
             info.size = len(body)
             tar.addfile(info, io.BytesIO(body))
     data = buffer.getvalue()
     header = f"{'data.tar.gz/':<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(data):<10}`\n".encode()
     return b"!<arch>\n" + header + data + b"\n" * (len(data) % 2)
+
+
+def member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "", mode: int = 0o644) -> Any:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mode = kind, link, mode
+    return info
+
+
+def test_a_debs_links_stay_inside_the_sysroot_and_lose_set_id_bits(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    tool.unpack(
+        deb_with(
+            [
+                (member("./usr/lib/libx.so.1", mode=0o4755), b"lib"),
+                (member("./usr/lib/libx.so", tarfile.SYMTYPE, "/usr/lib/libx.so.1"), b""),
+                (member("./usr/bin/x", tarfile.LNKTYPE, "./usr/lib/libx.so.1", 0o4755), b""),
+            ]
+        ),
+        root,
+    )
+    lib = root / "usr" / "lib"
+    assert os.readlink(lib / "libx.so") == "libx.so.1"  # was absolute: now inside the root
+    assert (lib / "libx.so").read_bytes() == (root / "usr" / "bin" / "x").read_bytes() == b"lib"
+    assert (lib / "libx.so.1").stat().st_mode & 0o7777 == 0o755
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (member("/etc/escaped"), "would be written outside"),
+        (member("./usr/lib/../../../escaped"), "would be written outside"),
+        (member("./usr/lib/up", tarfile.SYMTYPE, "../../../escaped"), "outside"),
+        (member("./usr/lib/hard", tarfile.LNKTYPE, "../escaped"), "outside"),
+        (member("./dev/null", tarfile.CHRTYPE), "a device or a FIFO"),
+    ],
+    ids=["absolute", "dot-dot", "symlink", "hardlink", "device"],
+)
+def test_a_deb_member_that_would_reach_outside_the_sysroot_is_refused(
+    tmp_path: Path, bad: tarfile.TarInfo, says: str
+) -> None:
+    (tmp_path / "escaped").write_text("the host's")
+    with pytest.raises(tarfile.TarError, match=says):
+        tool.unpack(deb_with([(bad, b"x")]), tmp_path / "a" / "root")
+    assert (tmp_path / "escaped").read_text() == "the host's"
+    assert not (tmp_path / "a" / "root").exists() or not any((tmp_path / "a" / "root").rglob("*"))
 
 
 def test_a_deb_that_would_write_outside_the_sysroot_is_a_clear_error(
