@@ -23,7 +23,7 @@ from rich.console import Console
 from app.tools.stack.embedded import terminate
 from bench import cost_per_job
 from bench.cpu_meter import SELF, CpuMeter, peer_groups
-from bench.phases import progress
+from bench.measure import progress
 from bench.stack import BenchStack
 
 err = Console(stderr=True)

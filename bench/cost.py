@@ -38,7 +38,7 @@ from rich.console import Console
 from bench import cost_memory, report
 from bench.cost_lambda import EventSource, Timings, api_event, cold_start, timed
 from bench.cost_memory import Context
-from bench.phases import PgStats
+from bench.measure import PgStats
 from bench.stack import BenchStack, Unavailable
 
 err = Console(stderr=True)

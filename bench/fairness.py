@@ -27,7 +27,7 @@ import httpx
 import psycopg
 
 from app import store
-from bench.phases import err, progress
+from bench.measure import err, progress
 from bench.stack import BenchStack
 
 BATCH = 100  # jobs per POST /v1/jobs/batch (the API's most)

@@ -28,7 +28,7 @@ from app.tools.stack import embedded
 from app.tools.stack.stack import Process
 from bench import floor_app
 from bench.cpu_meter import TICK, stat_fields
-from bench.phases import _run_pool, progress
+from bench.measure import progress, run_pool
 from bench.stack import BenchStack
 
 BODY = {"kind": "demo.noop", "payload": {}}  # the body tasklease's e2e phase sends
@@ -92,7 +92,7 @@ async def drive(
     stack: BenchStack | None = None,
 ) -> dict[str, Any]:
     """N ``POST /v1/jobs`` of BODY from ``clients`` concurrent httpx clients, set up as
-    tasklease's e2e phase sets them up (bench/phases.py: tasklease_e2e); with ``pid``,
+    tasklease's e2e phase sets them up (bench/e2e.py: tasklease_e2e); with ``pid``,
     the CPU that server process spent per request (less noisy than req/s on a shared
     machine); with ``stack``, PostgreSQL's execution time per request (no worker runs)."""
     pg_exec_ms(stack, reset=True)
@@ -119,7 +119,7 @@ async def drive(
                 bar.advance(task)
 
             t0 = time.perf_counter()
-            await _run_pool(n, clients, submit)
+            await run_pool(n, clients, submit)
             elapsed = time.perf_counter() - t0
         bar.update(task, rate=f"{len(took) / elapsed:7.1f} req/s")
     cpu1, broker1 = cpu_seconds(pid), cpu_seconds(*broker) if broker else None
@@ -198,7 +198,7 @@ async def run(
 ) -> dict[str, Any]:
     """The floor and tasklease's API alone, ``rounds`` each, alternating; no workers run."""
     stack.stop_workers()
-    # A stopped worker's long poll lives on in the broker until its wait ends (phases.py).
+    # A stopped worker's long poll lives on in the broker until its wait ends (bench/phases.py).
     await asyncio.sleep(float(stack.env.get("TASKLEASE_WAIT_TIME_SECONDS", "1")) + 1)
     proc, url = start_floor(stack)
     api_pid = next((p.pid for p in stack.procs if getattr(p, "name", "") == "api"), None)

@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app.tools.chaos.key_spans import hand_off_waits, lives, most_holding
-from bench.phases import PgStats, progress
+from bench.measure import PgStats, progress
 from bench.stack import BenchStack, Unavailable, quiet_and_interruptible
 
 err = Console(stderr=True)

@@ -32,7 +32,7 @@ from rich.console import Console
 from app.tools.stack.embedded import terminate
 from bench import cost_per_job
 from bench.cpu_meter import SELF, CpuMeter, pg_server_pids
-from bench.phases import OWN, progress  # OWN: the alias on our own statements
+from bench.measure import OWN, progress  # OWN: the alias on our own statements
 from bench.stack import BenchStack
 
 err = Console(stderr=True)

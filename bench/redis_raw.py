@@ -20,7 +20,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bench.phases import _run_pool, progress
+from bench.measure import progress, run_pool
 from bench.stack import BenchStack
 
 GROUP = "raw"
@@ -118,7 +118,7 @@ async def raw_cycle(
                         pipe.xadd(stream, {"b": body, "t": str(int(time.time() * 1000))})
                     await pipe.execute()
 
-            sending = asyncio.ensure_future(_run_pool(len(batches), producers, send))
+            sending = asyncio.ensure_future(run_pool(len(batches), producers, send))
             while done.value < n:
                 await asyncio.sleep(0.05)
                 el = time.time() - t0

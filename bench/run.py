@@ -28,8 +28,10 @@ from rich.console import Console
 from bench import (
     celery_peer,
     cost_per_job,
+    e2e,
     fairness,
     floor,
+    limits,
     phases,
     procrastinate_peer,
     redis_raw,
@@ -179,13 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         stack.set_workers(args.workers)
         main_run = asyncio.run(
-            phases.tasklease_e2e(stack, jobs, args.clients, "tasklease", pg_wait=11)
+            e2e.tasklease_e2e(stack, jobs, args.clients, "tasklease", pg_wait=11)
         )
         # The latency target: p50 submit→done at 10% of peak load.
         rate = max(0.5, 0.1 * main_run["jobs_per_s"])
         k = int(min(200, max(20, rate * 12)))
         light = asyncio.run(
-            phases.tasklease_e2e(stack, k, args.clients, "10% load", pace_s=1 / rate, pg_wait=0)
+            e2e.tasklease_e2e(stack, k, args.clients, "10% load", pace_s=1 / rate, pg_wait=0)
         )
         main_run["light_load"] = {
             "rate_jobs_per_s": round(rate, 1),
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             # The same jobs, ten to a request: what a caller with many jobs sends, and the
             # shape of the broker cycle it is compared with (SendMessageBatch of 10).
             batch_run = asyncio.run(
-                phases.tasklease_e2e(
+                e2e.tasklease_e2e(
                     stack,
                     jobs,
                     args.clients,
@@ -222,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         pjobs = args.points_jobs or max(100, jobs // 2)
         for n in counts:
             stack.set_workers(n)
-            p = asyncio.run(phases.tasklease_e2e(stack, pjobs, args.clients, f"{n} workers"))
+            p = asyncio.run(e2e.tasklease_e2e(stack, pjobs, args.clients, f"{n} workers"))
             point = {
                 "workers": n,
                 "jobs": pjobs,
@@ -231,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             if args.submit_batch > 1:
                 b = asyncio.run(
-                    phases.tasklease_e2e(
+                    e2e.tasklease_e2e(
                         stack,
                         pjobs,
                         args.clients,
@@ -284,8 +286,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         else:
-            broker = asyncio.run(phases.broker_limit(stack, jobs, args.clients, consumers))
-        dbl = asyncio.run(phases.db_limit(stack, jobs, args.clients))
+            broker = asyncio.run(limits.broker_limit(stack, jobs, args.clients, consumers))
+        dbl = asyncio.run(limits.db_limit(stack, jobs, args.clients))
         peers = run_peers(stack, args, jobs)
         celery = peers.pop("celery")
         result = {

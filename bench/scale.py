@@ -28,8 +28,9 @@ from rich.table import Table
 
 from app.cli import runner
 from app.services import auth, retention, sweeper
-from bench import phases, scale_fill, scale_measures
+from bench import scale_fill, scale_measures
 from bench import scale_plans as plans
+from bench.measure import progress
 from bench.stack import BenchStack, Unavailable, quiet_and_interruptible
 
 err = Console(stderr=True)
@@ -337,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         small = asyncio.run(measure(stack, keys, args, "small"))
         small_size = size(stack.database_url)
         stop_app(stack)
-        with phases.progress() as bar:
+        with progress() as bar:
             task = bar.add_task(
                 f"filling {args.jobs:,} jobs", total=len(scale_fill.steps()) + 1, rate=""
             )

@@ -15,7 +15,7 @@ import httpx
 import psycopg
 
 from app.store import sql
-from bench import phases, scale_plans
+from bench import measure, scale_plans
 from bench.stack import BenchStack
 
 REPEAT = 15  # timed requests per page measure (the median is reported)
@@ -90,7 +90,7 @@ class Measures:
         reset_statements(url)
         took: list[float] = []
         ids: list[str] = []
-        with phases.progress() as bar:
+        with measure.progress() as bar:
             task = bar.add_task(f"{self.label}: POST /v1/jobs", total=n, rate="")
             async with self.client("tenant", clients) as http:
 
@@ -102,7 +102,7 @@ class Measures:
                     ids.append(r.json()["id"])
                     bar.advance(task)
 
-                await phases._run_pool(n, clients, one)
+                await measure.run_pool(n, clients, one)
             done = bar.add_task(f"{self.label}: run to the end", total=n, rate="")
             with psycopg.connect(url, autocommit=True) as conn:
                 deadline = time.monotonic() + 300
@@ -176,7 +176,7 @@ class Measures:
             ("GET /v1/jobs all tenants (admin), first page", "admin", {}),
             ("GET /v1/jobs all tenants, state=dead_lettered", "admin", {"state": "dead_lettered"}),
         ]
-        with phases.progress() as bar:
+        with measure.progress() as bar:
             task = bar.add_task(f"{self.label}: pages", total=len(cases) + 4, rate="")
             for name, who, params in cases:
                 found[name] = await self._timed(who, "/v1/jobs", params, "list_jobs")
@@ -208,7 +208,7 @@ class Measures:
             ("admin", "id prefix, all tenants", {"id": prefix}),
         ]
         found: dict[str, Any] = {}
-        with phases.progress() as bar:
+        with measure.progress() as bar:
             task = bar.add_task(f"{self.label}: search", total=len(cases), rate="")
             for who, name, params in cases:
                 found[f"GET /v1/jobs search by {name}"] = await self._timed(
