@@ -91,7 +91,9 @@ async def wake_if_answered(db: Database, job_id: uuid.UUID, *, why: str) -> bool
 
 
 async def unsent_of(db: Database, job_id: uuid.UUID) -> list[OutboxRow]:
-    """The job's outbox rows not sent yet (a wake-up to send after the commit)."""
+    """The job's newest outbox row not sent yet (the wake-up a committed write made, to
+    send now), as a list of none or one. Older unsent rows are left to the relay: one may
+    be sent already and marked a moment later by the API, and a job needs one message."""
     return [OutboxRow.from_row(r) for r in await db.fetch(q("unsent_of_job"), {"id": job_id})]
 
 

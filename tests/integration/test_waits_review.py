@@ -171,3 +171,29 @@ async def test_an_answered_wait_still_waiting_is_woken_by_its_next_message(
     row = job_row(sql, job_id)
     assert row["state"] == JobState.SUCCEEDED, describe(sql, job_id)
     assert row["result"] == {"approved": True, "answer": {"ok": 1}}
+
+
+@pytest.mark.asyncio
+async def test_a_wake_up_sends_only_the_row_its_write_made(stack: Stack, sql: Any) -> None:
+    """An answer wakes the job and sends one message, not one more for an older row not
+    marked yet (a long-running API marks its sent rows a moment after it answers): that
+    row was sent, and sending it again was a second message for the job."""
+    async with engine_for(stack.settings) as engine:
+        job_id, token = await waiting_for_approval(engine, sql)
+        # The submission's row as the API leaves it between its send and its mark.
+        sql.execute("UPDATE outbox SET sent_at = NULL WHERE job_id = %s", (job_id,))
+        answered = await callbacks.answer(engine.db, engine.queue, token, result={"ok": True})
+        assert answered.job_woken
+        records = await receive_records(engine, wait=1)
+        records += await receive_records(engine, wait=1)
+        ours = [r for r in records if str(job_id) in r["body"]]
+        assert len(ours) == 1, records
+        rows = sql.execute(
+            "SELECT sent_at IS NOT NULL AS sent FROM outbox WHERE job_id = %s ORDER BY id",
+            (job_id,),
+        ).fetchall()
+        assert [r["sent"] for r in rows] == [False, True], rows
+        await handle_and_ack(engine, records)
+        await drain(engine, sql, [job_id])
+    assert job_row(sql, job_id)["state"] == JobState.SUCCEEDED, describe(sql, job_id)
+    check_invariants(sql, stack, [job_id])

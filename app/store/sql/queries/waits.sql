@@ -43,9 +43,13 @@ WHERE j.id = %(id)s AND j.state = 'waiting'
   AND wait_answered(j);
 
 -- name: unsent_of_job
+-- The newest unsent row only: the one the waking write just made. An older unsent row
+-- may be one a long-running API sent and will mark in a moment (services/outbox.py's
+-- SendRecords), and sending it again would be a second message; one message is all a
+-- job needs, and a row that really was not sent is the relay's.
 SELECT o.id, o.job_id, j.trace_context, j.tenant, j.priority
 FROM outbox o LEFT JOIN jobs j ON j.id = o.job_id
-WHERE o.job_id = %(id)s AND o.sent_at IS NULL ORDER BY o.id;
+WHERE o.job_id = %(id)s AND o.sent_at IS NULL ORDER BY o.id DESC LIMIT 1;
 
 -- name: due_wakeups
 -- Waiting jobs that need a wake-up message now: due within SQS's delay cap and none
