@@ -51,6 +51,9 @@ class Point(enum.StrEnum):
     AFTER_VERSION_HANDED_BACK = "after_version_handed_back"
     # API: job committed, message not sent (a delayed job: its wake-up not marked nor sent)
     AFTER_OUTBOX_COMMIT = "after_outbox_commit"
+    # API: messages sent (a long-running API: the requests answered), their outbox rows
+    # not yet marked sent; the relay sends them again after its grace.
+    BEFORE_SENDS_RECORDED = "before_sends_recorded"
     # Waits (docs/explain/design.md#waits):
     AFTER_SUSPEND = "after_suspend"  # the row says waiting; wake-up not sent, message not deleted
     AFTER_WAKE_MARKED = "after_wake_marked"  # sweeper: wake-up marked sent, not sent yet

@@ -18,6 +18,9 @@ app.state.runtime.streaming = False
 # GET /metrics asks for no key (as Prometheus scrapes): behind API Gateway it would be
 # public, so it is 404 here; the metrics go to CloudWatch as EMF lines instead.
 app.state.runtime.serve_metrics = False
+# The process may be frozen once it answers: a request's sent outbox row is marked sent
+# before the answer, not a moment later with others' (the relay would send it again).
+app.state.runtime.record_sends_later = False
 # Mangum would run the lifespan around every invocation, closing the pool each time;
 # the app opens its clients on the first request instead and keeps them while warm.
 _mangum = Mangum(app, lifespan="off")

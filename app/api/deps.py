@@ -45,6 +45,9 @@ class Runtime:
         self.streaming = True
         # GET /metrics (off under Lambda: no key guards it, and EMF carries the figures).
         self.serve_metrics = True
+        # Sent outbox rows marked a moment later, together (off under Lambda, whose
+        # process may be frozen once it answers: services/outbox.py, SendRecords).
+        self.record_sends_later = True
         self._hub: streams.Hub | None = None
 
     def _opened(self) -> _Clients:
@@ -81,7 +84,9 @@ class Runtime:
                 secret=server_secret.bind(db, server_secret.configured(s)),
                 failure_limit=s.auth_failure_limit,
             )
-            self._clients = _Clients(db=db, keys=keys, sender=outbox.OutboxSender(db, self.queue))
+            records = outbox.SendRecords(db) if self.record_sends_later else None
+            sender = outbox.OutboxSender(db, self.queue, records)
+            self._clients = _Clients(db=db, keys=keys, sender=sender)
 
     def stream_hub(self) -> streams.Hub | None:
         """This process's stream listener, started on first use; None where readers poll."""
@@ -99,6 +104,7 @@ class Runtime:
                 self._hub = None
             if self._clients is None:
                 return
+            await self._clients.sender.close()
             await self.queue.close()
             await self._clients.db.close()
             self._clients = None

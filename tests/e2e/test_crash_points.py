@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from app.crashpoints import Point
@@ -22,7 +23,7 @@ from app.services.schedules import slot_key
 from app.states import JobState
 from app.tools.stack import embedded
 from tests import carrier, helpers
-from tests.conftest import Stack, job_row, wait_for
+from tests.conftest import Stack, api_client, job_row, wait_for
 from tests.e2e.test_auth_cli import cli
 from tests.helpers import crash_env, dlq_messages
 from tests.invariants import (
@@ -160,6 +161,8 @@ async def test_a_process_killed_at_a_crash_point_leaves_every_invariant_standing
     webhook_up = webhook_starting(stack)
     if point == Point.AFTER_OUTBOX_COMMIT:
         killed_after_the_outbox_commit(stack, sql, webhook_up)
+    elif point == Point.BEFORE_SENDS_RECORDED:
+        killed_before_the_send_was_recorded(stack, sql, webhook_up)
     elif point == Point.WHILE_DEAD_LETTERING:
         await killed_while_dead_lettering(stack, sql, webhook_up)
     elif point == Point.AFTER_REDRIVE_REFUSED:
@@ -225,6 +228,44 @@ def killed_after_the_outbox_commit(stack: Stack, sql: Any, webhook_up: Callable[
     assert rows[0]["state"] == JobState.QUEUED
     assert rows[0]["sent_at"] is None, "the message was sent before the crash point"
     relayed_once_and_succeeded(stack, sql, str(rows[0]["id"]), webhook_up)
+
+
+def killed_before_the_send_was_recorded(
+    stack: Stack, sql: Any, webhook_up: Callable[[], None]
+) -> None:
+    # Given the API (a long-running one, which marks sent rows a moment after it
+    # answered) dies once the message is sent, before the row says so.
+    stack.start_api(name="api", env=crash_env(Point.BEFORE_SENDS_RECORDED))
+    api = stack.procs[-1]
+    with api_client(stack.api_url, stack.key()) as client:
+        try:
+            answer = client.post("/v1/jobs", json={"kind": "support.triage", "payload": TICKET})
+        except httpx.TransportError:
+            # It answers before it marks (tests/integration/test_api.py shows that); only
+            # a process stalled past the mark's linger mid-answer dies before answering.
+            answer = None
+    died_by_sigkill(api, "the API armed at before_sends_recorded")
+    rows = sql.execute("SELECT o.job_id, o.sent_at FROM outbox o").fetchall()
+    assert len(rows) == 1, rows
+    job_id = str(rows[0]["job_id"])
+    if answer is not None:
+        assert (answer.status_code, answer.json()["id"]) == (202, job_id), answer.text
+    assert [r["sent_at"] for r in rows] == [None], "the row was marked before the crash point"
+    assert stack.queue_depth() == 1, "the message was not sent before the crash point"
+    # When the relay sends it again (its row says unsent), the job has two messages:
+    # it runs once, the second message is dropped, and the row ends marked sent.
+    webhook_up()
+    sweep = stack.spawn("sweep", "--once", name="sweep")
+    assert sweep.wait(60) == 0, sweep.log_path.read_text()  # type: ignore[attr-defined]
+    wait_for(lambda: stack.queue_depth() == 2, timeout=10, what="the relay's second message")
+    stack.worker(name="worker")
+    row = wait_for_state(sql, job_id, JobState.SUCCEEDED, timeout=60)
+    assert row["attempt"] == 1
+    sent = sql.execute("SELECT sent_at FROM outbox WHERE job_id = %s", (job_id,)).fetchall()
+    assert [r["sent_at"] is not None for r in sent] == [True]
+    wait_for(lambda: queue_empty(stack), timeout=60, what="the second message to be dropped")
+    assert deliveries(stack) == {f"{job_id}:post": 1}
+    check_invariants(sql, stack, [job_id])
 
 
 def relayed_once_and_succeeded(

@@ -17,10 +17,11 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from app.api import create_app
+from app.services import outbox
 from app.settings.config import Settings
 from app.states import JobState
 from tests import carrier
-from tests.conftest import Stack, bearer, job_row, run
+from tests.conftest import Stack, bearer, job_row, run, wait_for
 from tests.helpers import count, engine_for, queue_depth, receive_records
 
 pytestmark = pytest.mark.integration
@@ -64,15 +65,48 @@ def test_post_accepts_the_job_writes_job_and_outbox_and_sends_the_claim_check(
     row = job_row(sql, job["id"])
     assert row["state"] == JobState.QUEUED
     assert row["payload"] == TICKET
-    outbox = sql.execute("SELECT * FROM outbox WHERE job_id = %s", (job["id"],)).fetchall()
+    # The answer came once the message was sent; a long-running API marks the row sent
+    # a moment later, together with the others sent meanwhile (outbox.SendRecords).
+    outbox = wait_for(
+        lambda: [
+            r
+            for r in sql.execute("SELECT * FROM outbox WHERE job_id = %s", (job["id"],))
+            if r["sent_at"] is not None
+        ],
+        timeout=10,
+        what="the outbox row marked sent",
+    )
     assert len(outbox) == 1
-    assert outbox[0]["sent_at"] is not None
     assert outbox[0]["send_attempts"] == 1
     events = sql.execute(
         "SELECT to_state, attempt FROM job_events WHERE job_id = %s", (job["id"],)
     ).fetchall()
     assert [(e["to_state"], e["attempt"]) for e in events] == [("queued", 0)]
     assert queue_bodies(stack, wait=2) == [{"job_id": job["id"], "v": 1}]
+
+
+def test_a_long_running_api_answers_once_sent_and_marks_the_rows_sent_together_later(
+    stack: Stack, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A linger longer than the test: the marks wait for the API to stop.
+    monkeypatch.setattr(outbox.SendRecords, "LINGER_SECONDS", 600)
+    with client_for(stack.settings, stack.key()) as api:
+        ids = [post(api, {"kind": "demo.noop", "payload": {}}).json()["id"] for _ in range(3)]
+        assert len(queue_bodies(stack, wait=2)) == 3  # sent before each answer
+        unsent = sql.execute("SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL")
+        assert unsent.fetchone()["n"] == 3  # ... and not yet marked
+    # Stopping marks what is pending.
+    rows = sql.execute("SELECT sent_at FROM outbox WHERE job_id = ANY(%s::uuid[])", (ids,))
+    assert [r["sent_at"] is not None for r in rows] == [True] * 3
+
+
+def test_a_lambdas_api_marks_the_row_sent_before_it_answers(stack: Stack, sql: Any) -> None:
+    app = create_app(stack.settings)
+    app.state.runtime.record_sends_later = False  # as handlers/api.py sets it
+    with TestClient(app, headers=bearer(stack.key())) as api:
+        job_id = post(api, {"kind": "demo.noop", "payload": {}}).json()["id"]
+        row = sql.execute("SELECT sent_at FROM outbox WHERE job_id = %s", (job_id,)).fetchone()
+        assert row["sent_at"] is not None
 
 
 def test_post_honours_max_attempts_and_timeout_from_the_request(api: TestClient, sql: Any) -> None:
