@@ -10,6 +10,7 @@ moment later, many at once (``SendRecords``), not before each answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -114,6 +115,7 @@ class SendRecords:
         self.db = db
         self._pending: list[int] = []
         self._task: asyncio.Task[None] | None = None
+        self._closing = asyncio.Event()
 
     def add(self, ids: Sequence[int]) -> None:
         self._pending.extend(ids)
@@ -122,8 +124,9 @@ class SendRecords:
 
     async def _run(self) -> None:
         while self._pending:
-            if len(self._pending) < self.MAX_PENDING:
-                await asyncio.sleep(self.LINGER_SECONDS)
+            if len(self._pending) < self.MAX_PENDING and not self._closing.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), self.LINGER_SECONDS)
             await self.flush()
 
     async def flush(self) -> None:
@@ -142,9 +145,9 @@ class SendRecords:
             )
 
     async def close(self) -> None:
-        """Mark what is pending, now (the API is stopping)."""
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        """Mark what is pending now, a mark under way finished first (the API stops)."""
+        self._closing.set()
+        if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
         await self.flush()
 

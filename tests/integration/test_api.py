@@ -100,15 +100,6 @@ def test_a_long_running_api_answers_once_sent_and_marks_the_rows_sent_together_l
     assert [r["sent_at"] is not None for r in rows] == [True] * 3
 
 
-def test_a_lambdas_api_marks_the_row_sent_before_it_answers(stack: Stack, sql: Any) -> None:
-    app = create_app(stack.settings)
-    app.state.runtime.record_sends_later = False  # as handlers/api.py sets it
-    with TestClient(app, headers=bearer(stack.key())) as api:
-        job_id = post(api, {"kind": "demo.noop", "payload": {}}).json()["id"]
-        row = sql.execute("SELECT sent_at FROM outbox WHERE job_id = %s", (job_id,)).fetchone()
-        assert row["sent_at"] is not None
-
-
 def test_post_honours_max_attempts_and_timeout_from_the_request(api: TestClient, sql: Any) -> None:
     resp = post(api, {"kind": "demo.noop", "payload": {}, "max_attempts": 3, "timeout_seconds": 42})
     assert resp.status_code == 202, resp.text

@@ -264,6 +264,9 @@ def test_post_job_through_api_gateway_is_202_with_location_and_writes_the_job(
     assert row["kind"] == "support.triage"
     assert row["idempotency_key"] == request["headers"]["idempotency-key"]
     assert row["payload"] == json.loads(request["body"])["payload"]
+    # Marked sent before the answer: the process may be frozen once it returns.
+    mark = sql.execute("SELECT sent_at FROM outbox WHERE job_id = %s", (job["id"],)).fetchone()
+    assert mark["sent_at"] is not None
     sent = carrier.receive_raw(stack, wait=2)
     assert [json.loads(m["Body"]) for m in sent] == [{"job_id": job["id"], "v": 1}]
 
