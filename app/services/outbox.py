@@ -143,6 +143,11 @@ class SendRecords:
                 exc,
                 extra={"count": len(ids)},
             )
+        except Exception:  # a background task: nobody else would see it
+            log.exception(
+                "sent messages not marked sent (the relay sends them again)",
+                extra={"count": len(ids)},
+            )
 
     async def close(self) -> None:
         """Mark what is pending now, a mark under way finished first (the API stops)."""

@@ -73,7 +73,7 @@ class WorkerSettings(BaseSettings):
     outbox_grace_seconds: float = Field(
         5.0,
         ge=0,
-        description="an outbox row unsent this long after its commit is sent by the sweeper",
+        description="an outbox row unsent this long after its commit is sent by the sweeper (keep it above 0.1 s: a long-running API marks its sent rows that long after sending them, and the relay would send those again)",
     )
     sweep_interval_seconds: float = Field(
         5.0, gt=0, description="the sweeper's pause between passes"

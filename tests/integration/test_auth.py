@@ -136,7 +136,13 @@ def tenants(stack: Stack) -> Iterator[Tenants]:
     # tests: tests/integration/test_api_keys_hmac.py) must not answer 429 before a walk of
     # every route with one bad key is done.
     settings = stack.with_settings(auth_failure_limit="1000/minute")
-    with TestClient(create_app(settings)) as client:
+    app = create_app(settings)
+    # Sent rows marked before each answer (as on Lambda), not a moment later: the tests
+    # here compare every table before and after a refused request (snapshot), and a
+    # mark landing in between is not the request's doing. The deferred marks have
+    # their own tests (test_api.py, tests/unit/test_send_records.py).
+    app.state.runtime.record_sends_later = False
+    with TestClient(app) as client:
         yield Tenants(stack=stack, client=client, **keys)
 
 
