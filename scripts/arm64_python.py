@@ -279,6 +279,7 @@ def kept_inside(member: tarfile.TarInfo, dest: Path) -> tarfile.TarInfo:
     link. An absolute symlink is made relative to ``dest``; set-id bits are dropped.
     (Written out, not ``TarInfo.replace``, which also came in 3.11.4.)"""
     root = os.path.realpath(dest)
+    member = copy.copy(member)  # the archive's own TarInfo is left as it was
 
     def within(path: str) -> bool:
         return os.path.commonpath([root, os.path.realpath(path)]) == root
@@ -295,11 +296,9 @@ def kept_inside(member: tarfile.TarInfo, dest: Path) -> tarfile.TarInfo:
             target = os.path.relpath(target[1:], here)
         if not within(os.path.join(root, os.path.dirname(name), target)):
             raise tarfile.TarError(f"{member.name!r} links to {member.linkname!r}, outside")
-        member = copy.copy(member)
         member.linkname = target
     if member.islnk() and not within(os.path.join(root, member.linkname.removeprefix("./"))):
         raise tarfile.TarError(f"{member.name!r} links to {member.linkname!r}, outside")
-    member = copy.copy(member)
     member.mode &= 0o755  # no set-id or sticky bit, no write for group or others
     return member
 

@@ -115,18 +115,22 @@ class SendRecords:
         self.db = db
         self._pending: list[int] = []
         self._task: asyncio.Task[None] | None = None
-        self._closing = asyncio.Event()
+        self._closing = False
+        self._wake = asyncio.Event()  # set: mark now (MAX_PENDING reached, or closing)
 
     def add(self, ids: Sequence[int]) -> None:
         self._pending.extend(ids)
+        if len(self._pending) >= self.MAX_PENDING:
+            self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
 
     async def _run(self) -> None:
         while self._pending:
-            if len(self._pending) < self.MAX_PENDING and not self._closing.is_set():
+            if len(self._pending) < self.MAX_PENDING and not self._closing:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._closing.wait(), self.LINGER_SECONDS)
+                    await asyncio.wait_for(self._wake.wait(), self.LINGER_SECONDS)
+            self._wake.clear()
             await self.flush()
 
     async def flush(self) -> None:
@@ -151,7 +155,8 @@ class SendRecords:
 
     async def close(self) -> None:
         """Mark what is pending now, a mark under way finished first (the API stops)."""
-        self._closing.set()
+        self._closing = True
+        self._wake.set()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
         await self.flush()

@@ -66,6 +66,18 @@ async def test_past_max_pending_the_rows_are_marked_at_once(
 
 
 @pytest.mark.asyncio
+async def test_reaching_max_pending_during_a_linger_marks_at_once(
+    marks: Marks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(outbox.SendRecords, "LINGER_SECONDS", 600)
+    records = outbox.SendRecords(db=None)  # type: ignore[arg-type]
+    records.add([-1])
+    await asyncio.sleep(0.05)  # the mark of [-1] waits out its linger
+    records.add(list(range(outbox.SendRecords.MAX_PENDING)))
+    assert [len(c) for c in await marked(marks)] == [outbox.SendRecords.MAX_PENDING + 1]
+
+
+@pytest.mark.asyncio
 async def test_stopping_marks_what_is_pending_and_finishes_a_mark_under_way(
     marks: Marks,
 ) -> None:
