@@ -69,6 +69,7 @@ class PgStats:
                 "SELECT xact_commit AS bench_own FROM pg_stat_database WHERE datname = current_database()"
             ).fetchone()
             statements: list[tuple[str, int]] = []
+            by_statement: dict[str, float] = {}
             exec_ms: float | None = None
             if self.statements:
                 found = conn.execute(
@@ -79,6 +80,12 @@ class PgStats:
                     ("%bench_own%",),
                 ).fetchall()
                 statements = [(str(q), int(c)) for q, c, _ in found]
+                by_statement = {str(q): float(t) for q, _, t in found}
                 exec_ms = sum(float(t) for _, _, t in found)
         commits = (int(row[0]) if row else 0) - base_commits - self.own - 2  # our 2 snapshots
-        return {"commits": max(0, commits), "statements": statements, "exec_ms": exec_ms}
+        return {
+            "commits": max(0, commits),
+            "statements": statements,
+            "exec_ms": exec_ms,
+            "exec_ms_by_statement": by_statement,
+        }

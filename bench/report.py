@@ -287,7 +287,9 @@ def table(r: dict[str, Any]) -> Table:
     if pg:
         tb.add_section()
         for s in pg[:10]:
-            tb.add_row(escape(f"  pg {s['per_job']}/job"), escape(s["query"]))
+            ms = s.get("exec_ms_per_job")
+            each = f"{s['per_job']}/job" + (f", {ms} ms/job" if ms is not None else "")
+            tb.add_row(escape(f"  pg {each}"), escape(s["query"]))
     return tb
 
 
