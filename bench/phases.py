@@ -102,6 +102,17 @@ async def kill_run(stack: BenchStack, jobs: int, clients: int, batch: int) -> di
     still succeed exactly once, with each effect recorded once. Its jobs record
     ``KILL_STEPS`` effects each, so a job the kill cut short resumes from its checkpoints
     when its message comes back after the visibility timeout."""
+    # The sweeper runs, as in production: a worker killed after a commit that wrote an
+    # outbox row (a parked job's release) and before its send leaves that row to the
+    # relay, and with no relay the run waited for those jobs for ever.
+    sweeper = stack.start_sweeper("bench-sweeper")
+    try:
+        return await _kill_run(stack, jobs, clients, batch)
+    finally:
+        stack.stop_processes([sweeper])
+
+
+async def _kill_run(stack: BenchStack, jobs: int, clients: int, batch: int) -> dict[str, Any]:
     body = {"kind": "demo.sleep", "payload": {"seconds": KILL_STEP_SECONDS, "steps": KILL_STEPS}}
     ids: list[str] = []
     with progress() as bar:

@@ -168,7 +168,8 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     if k:
         out.append(
             (
-                f"kill run: {k['jobs']} jobs, a worker SIGKILLed at {k['killed_at_s']} s",
+                f"kill run: {k['jobs']} jobs, a worker SIGKILLed at {k['killed_at_s']} s "
+                "(the sweeper running, as in production)",
                 f"{k['not_succeeded']} lost, {k['completed_twice']} completed twice, "
                 f"{k['effects_not_once']} with an effect missing or twice; "
                 f"{k['rerun_after_kill']} re-run after the kill; {k['elapsed_s']} s "
