@@ -285,3 +285,34 @@ async def test_the_tenant_running_cap_is_exact_under_claims_at_the_same_moment(
                 "WHERE id = ANY(%s::uuid[])",
                 ([str(i) for i in ids],),
             )
+
+
+@pytest.mark.asyncio
+async def test_a_debounce_waits_its_window_from_when_the_key_was_free(
+    stack: Stack, sql: Any, database_url: str
+) -> None:
+    """A debounced submission that waited for its key's lock (another submission to the
+    key held it) waits its whole window after it got the key: its timer was counted from
+    the transaction's start, before that wait, and came due that much early."""
+    from app.services import submit as service
+
+    tenant, kind, key = service.DEFAULT_TENANT, "demo.reindex", "doc-lock"
+    holder = await psycopg.AsyncConnection.connect(database_url)
+    try:
+        await holder.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('tasklease.key:' || %s, 0))",
+            (f"{tenant}/{kind}/{key}",),
+        )
+        async with engine_for(stack.settings) as engine:
+            submitting = asyncio.create_task(submit(engine, kind, {"document": key, "revision": 1}))
+            await asyncio.sleep(1.0)
+            assert not submitting.done(), "the submission did not wait for the key's lock"
+            cur = await holder.execute("SELECT clock_timestamp()")
+            freed = (await cur.fetchone())[0]
+            await holder.commit()
+            job_id = await submitting
+    finally:
+        await holder.close()
+    row = job_row(sql, job_id)
+    assert row["state"] == JobState.WAITING and row["wait_key"] == "debounce", row
+    assert row["wake_at"] >= freed + dt.timedelta(seconds=2.0), (row["wake_at"], freed)

@@ -52,10 +52,15 @@ WITH caller AS (
 ), timed AS (
     -- The run's deadline (migration 0022): a time, or seconds from the database's now.
     -- A debounced job (migration 0030) waits its window on a timer (wait_key 'debounce').
-    SELECT i.*, w.wake_at, coalesce(w.wake_at > now(), false) AS delayed,
+    -- A delay or a debounce counts from this statement's start, not the transaction's: a
+    -- submission to a key runs this after waiting for the key's lock (lock_flow_keys),
+    -- and a window counted from before that wait would end that much early. A deadline
+    -- stays created_at plus its seconds, as the API answers it.
+    SELECT i.*, w.wake_at, coalesce(w.wake_at > statement_timestamp(), false) AS delayed,
            coalesce(i.deadline_at, now() + make_interval(secs => i.deadline_seconds)) AS deadline
     FROM input i,
-         LATERAL (SELECT coalesce(i.run_at, now() + make_interval(secs => coalesce(i.delay, i.debounce)))
+         LATERAL (SELECT coalesce(i.run_at, statement_timestamp()
+                                  + make_interval(secs => coalesce(i.delay, i.debounce)))
                   AS wake_at) w
 ), replay AS (
     SELECT i.ord, j.request_hash = i.request_hash AS same FROM input i
