@@ -261,6 +261,27 @@ class JobUsage(BaseModel):
     models: list[ModelUsage]
 
 
+class RatePublic(BaseModel):
+    limit: int = Field(description="at most this many of a key's jobs start")
+    per_seconds: float = Field(description="in any period of this many seconds")
+
+
+class KeyStatus(BaseModel):
+    """Where a keyed job stands on its key (docs/howto/flow-control.md)."""
+
+    key: str
+    concurrency: int | None = Field(description="its key's jobs at once (null: no limit)")
+    rate: RatePublic | None = Field(description="its key's starts per period (null: no limit)")
+    holding: int = Field(description="the key's other jobs holding it (claimed, not finished)")
+    queued_ahead: int = Field(description="the key's jobs queued before this one")
+    open: int = Field(description="the key's jobs not finished, this one included")
+    waits_for_key: bool = Field(
+        description="queued with its key's concurrency of jobs ahead of it: it starts when "
+        "one of them ends"
+    )
+    waits_for_rate: bool = Field(description="queued with the key's starts in the period used up")
+
+
 class JobDetail(JobPublic):
     children: list[ChildPublic] = Field(
         description=f"the jobs it spawned, oldest first (the first {jobs.MAX_CHILDREN_SHOWN})"
@@ -269,6 +290,9 @@ class JobDetail(JobPublic):
     usage: JobUsage | None = Field(None, description="its model calls' tokens and cost")
     reruns: list[RerunPublic] = Field(
         [], description="the jobs re-run or forked from it, oldest first (the first 100)"
+    )
+    key_status: KeyStatus | None = Field(
+        None, description="a keyed job: its key's limits and jobs, and whether it waits for them"
     )
 
     @classmethod
@@ -279,6 +303,7 @@ class JobDetail(JobPublic):
         count: int,
         usage: dict[str, Any] | None = None,
         reruns: list[dict[str, Any]] | None = None,
+        key_status: dict[str, Any] | None = None,
     ) -> JobDetail:
         return cls.model_validate(
             {
@@ -287,6 +312,7 @@ class JobDetail(JobPublic):
                 "children_count": count,
                 "usage": usage,
                 "reruns": [{k: r[k] for k in RerunPublic.model_fields} for r in reruns or []],
+                "key_status": key_status,
             }
         )
 

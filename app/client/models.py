@@ -218,6 +218,19 @@ class JobUsage(_Model):
     models: list[ModelUsage]
 
 
+class KeyStatus(_Model):
+    """KeyStatus: where a keyed job stands on its key, and whether it waits for it."""
+
+    key: str
+    concurrency: int | None
+    rate: KindRate | None
+    holding: int  # the key's other jobs holding it
+    queued_ahead: int  # the key's jobs queued before this one
+    open: int  # the key's jobs not finished, this one included
+    waits_for_key: bool
+    waits_for_rate: bool
+
+
 class JobDetail(Job):
     """JobDetail: the job with its children and its model usage."""
 
@@ -225,6 +238,7 @@ class JobDetail(Job):
     children_count: int
     usage: JobUsage | None = None
     reruns: list[Rerun] = []  # the jobs re-run or forked from it (the first 100)
+    key_status: KeyStatus | None = None  # a keyed job's standing on its key
 
 
 class JobRequest(_Model):

@@ -210,10 +210,17 @@ def test_get_returns_the_job(api: TestClient) -> None:
     job = post(api, {"kind": "demo.noop", "payload": {"x": 1}}).json()
     resp = api.get(f"/v1/jobs/{job['id']}")
     assert resp.status_code == 200
-    # The one job's answer adds its children, its model usage and the jobs re-run or
-    # forked from it to the job as every route answers it.
+    # The one job's answer adds its children, its model usage, the jobs re-run or
+    # forked from it and its standing on its key (none: no key) to the job as every
+    # route answers it.
     no_usage = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0, "models": []}
-    more = {"children": [], "children_count": 0, "usage": no_usage, "reruns": []}
+    more = {
+        "children": [],
+        "children_count": 0,
+        "usage": no_usage,
+        "reruns": [],
+        "key_status": None,
+    }
     assert resp.json() == {**job, **more}
     assert job["parent_id"] is None and job["waiting_for"] is None
 

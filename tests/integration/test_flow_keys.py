@@ -316,3 +316,32 @@ async def test_a_debounce_waits_its_window_from_when_the_key_was_free(
     row = job_row(sql, job_id)
     assert row["state"] == JobState.WAITING and row["wait_key"] == "debounce", row
     assert row["wake_at"] >= freed + dt.timedelta(seconds=2.0), (row["wake_at"], freed)
+
+
+def test_a_job_behind_its_key_says_so_in_its_api_answer(api: Any) -> None:
+    """GET /v1/jobs/{id} has a keyed job's key_status, as `tasklease jobs show` shows it:
+    the second message to one conversation waits for its key; the first does not; a job
+    with no key has none."""
+
+    def post(kind: str, payload: dict[str, Any]) -> str:
+        resp = api.post("/v1/jobs", json={"kind": kind, "payload": payload})
+        assert resp.status_code == 202, resp.text
+        return str(resp.json()["id"])
+
+    first = post("demo.converse", {"conversation": "c-status", "text": "m0"})
+    second = post("demo.converse", {"conversation": "c-status", "text": "m1"})
+    plain = post("demo.noop", {})
+    ahead = api.get(f"/v1/jobs/{first}").json()["key_status"]
+    behind = api.get(f"/v1/jobs/{second}").json()["key_status"]
+    assert ahead == {
+        "key": "c-status",
+        "concurrency": 1,
+        "rate": None,
+        "holding": 0,
+        "queued_ahead": 0,
+        "open": 2,
+        "waits_for_key": False,
+        "waits_for_rate": False,
+    }
+    assert behind == {**ahead, "queued_ahead": 1, "waits_for_key": True}
+    assert api.get(f"/v1/jobs/{plain}").json()["key_status"] is None

@@ -113,8 +113,9 @@ def test_keys_show_on_the_kinds_page_and_the_job_page_and_filter_the_jobs_list(
     browser: Any, stack: Stack, request: pytest.FixtureRequest
 ) -> None:
     """Flow control by key: each kind's limits per key on the Kinds page; a job's key on
-    its page as text (a key holding markup stays text), a link to the key's jobs, which
-    the jobs list's key field filters (any kind of the key, the tenant's only)."""
+    its page as text (a key holding markup stays text), whether the job waits for its key,
+    a link to the key's jobs, which the jobs list's key field filters (any kind of the
+    key, the tenant's only)."""
     url = stack.api()
     client = api_client(url, stack.key("acme"))
     request.addfinalizer(client.close)
@@ -136,10 +137,18 @@ def test_keys_show_on_the_kinds_page_and_the_job_page_and_filter_the_jobs_list(
     assert flow_of("demo.sync") == "key from payload; 2 starts per 1 s"
     assert flow_of("demo.noop") == "none"
 
+    # The second message to the conversation waits for its key, as `jobs show` says.
+    page.goto(f"{url}/ui/#/jobs/{mine[1]}")
+    waits = page.wait_for_selector('[data-fact="waits for its key"]')
+    assert (waits.text_content() or "").startswith("for its key: its key's concurrency")
+    assert page.text_content('[data-fact="the key\'s jobs"]') == (
+        "0 others holding it, 1 queued before this one, 2 unfinished"
+    )
     page.goto(f"{url}/ui/#/jobs/{mine[0]}")
     fact = page.wait_for_selector('[data-fact="key"]')
     assert fact.text_content() == key
     assert page.locator('[data-fact="key"] img').count() == 0
+    assert page.text_content('[data-fact="waits for its key"]') == "no"
     page.click("#job-key")
     page.wait_for_selector("#flow[data-loaded]")
     assert page.input_value("#f-key") == key

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.unit
 PAIRS: list[tuple[type[BaseModel], str]] = [
     (models.Job, "JobPublic"),
     (models.JobDetail, "JobDetail"),
+    (models.KeyStatus, "KeyStatus"),
     (models.Child, "ChildPublic"),
     (models.Rerun, "RerunPublic"),
     (models.Fork, "ForkPublic"),

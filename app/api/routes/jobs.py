@@ -246,12 +246,14 @@ async def get_job(job_id: uuid.UUID, caller: Caller, db: Db, settings: Settings)
     """The job, what it waits for while ``waiting``, its parent and its children (the
     first 100, oldest first, and how many in all), its model calls' tokens and cost, and
     the jobs re-run or forked from it (``reruns``; its own origin: ``rerun_of``,
-    ``forked_from`` and ``fork_step``)."""
+    ``forked_from`` and ``fork_step``); a keyed job's ``key_status``: its key's limits,
+    the key's other jobs and whether it waits for its key."""
     job = await jobs.get_job(db, job_id, scope=caller.scope)
     children, count = await jobs.children(db, job_id, scope=caller.scope)
     usage = await costs.of_job(settings, db, job_id)
     made = await reruns.reruns_of(db, job_id, scope=caller.scope)
-    return JobDetail.with_children(job, children, count, usage, made)
+    key = await jobs.key_status(db, job)
+    return JobDetail.with_children(job, children, count, usage, made, key)
 
 
 @router.get("/v1/jobs/{job_id}/events", response_model=list[EventPublic], responses=COMMON)

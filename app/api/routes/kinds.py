@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from app import kinds
 from app.api.deps import Db, Settings
 from app.api.errors import COMMON
-from app.api.schemas import Problem
+from app.api.schemas import Problem, RatePublic
 from app.api.security import TenantScope
 from app.services import gauges
 from app.states import JobState
@@ -31,11 +31,6 @@ def _schemas_of(k: kinds.Kind[Any, Any, Any]) -> tuple[dict[str, Any], dict[str,
     if made is None or made[0] is not k:
         made = _schemas[k.name] = (k, k.payload.model_json_schema(), k.result.json_schema())
     return made[1], made[2]
-
-
-class RatePublic(BaseModel):
-    limit: int = Field(description="at most this many of a key's jobs start")
-    per_seconds: float = Field(description="in any period of this many seconds")
 
 
 class FlowPublic(BaseModel):

@@ -134,6 +134,7 @@ function renderHead(head, job, editor, recorded) {
       : job.runs ? "not recorded (started before versions were)" : "not started yet"],
     // Its flow-control key (docs/howto/flow-control.md), a link to the key's jobs; as text, never markup.
     ["key", job.key ? el("a", { href: "#/", id: "job-key", on: { click: (e) => { e.preventDefault(); showJobs({ key: job.key }); } } }, job.key) : "none"],
+    ...keyFacts(job.key_status),
     ["parked", !job.parked ? "no" : job.key ? "yes: waits its turn (behind its key's jobs or its tenant's window), sent when a slot frees"
       : "yes: queued past its tenant's window, sent when a lease ends"],
     ["runs", job.runs], ["attempts used", attempts(job, " of ")], ...usageFacts(job.usage),
@@ -141,6 +142,16 @@ function renderHead(head, job, editor, recorded) {
     // The whole run's deadline: past it the job ends dead_lettered, "deadline passed" (its last error).
     ["deadline", job.deadline ? when(job.deadline) : "none"], ["worker", job.lease_owner || "none (no lease)"],
     ["last error", job.last_error || "none"], ...origin(job)].flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-fact": k }, v)]));
+}
+// A keyed job's standing on its key (GET /v1/jobs/{id}'s key_status), as `tasklease jobs
+// show` words it: the key's other jobs, and whether it waits for its key or its rate.
+function keyFacts(k) {
+  if (!k) return [];
+  const waits = k.waits_for_key
+    ? "for its key: its key's concurrency of jobs are ahead of it; it starts when one of them ends"
+    : k.waits_for_rate ? "for its key's rate: the key's starts in the period are used up" : "no";
+  return [["the key's jobs", `${k.holding} others holding it, ${k.queued_ahead} queued before this one, ${k.open} unfinished`],
+    ["waits for its key", waits]];
 }
 // What a callback asks (the details its kind gave): an agent's tool call that needs
 // approval, by its tool's name and arguments; other details as JSON. All as text.
