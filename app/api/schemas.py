@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from app import storable
+from app.api.flow_schemas import KeyStatus
 from app.priorities import Priority
 from app.services import jobs, redrive
 from app.services import submit as service
@@ -259,27 +260,6 @@ class JobUsage(BaseModel):
     output_tokens: int
     cost_usd: float | None = Field(description="estimated; null when a model has no price")
     models: list[ModelUsage]
-
-
-class RatePublic(BaseModel):
-    limit: int = Field(description="at most this many of a key's jobs start")
-    per_seconds: float = Field(description="in any period of this many seconds")
-
-
-class KeyStatus(BaseModel):
-    """Where a keyed job stands on its key (docs/howto/flow-control.md)."""
-
-    key: str
-    concurrency: int | None = Field(description="its key's jobs at once (null: no limit)")
-    rate: RatePublic | None = Field(description="its key's starts per period (null: no limit)")
-    holding: int = Field(description="the key's other jobs holding it (claimed, not finished)")
-    queued_ahead: int = Field(description="the key's jobs queued before this one")
-    open: int = Field(description="the key's jobs not finished, this one included")
-    waits_for_key: bool = Field(
-        description="queued with its key's concurrency of jobs ahead of it: it starts when "
-        "one of them ends"
-    )
-    waits_for_rate: bool = Field(description="queued with the key's starts in the period used up")
 
 
 class JobDetail(JobPublic):

@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field
 from app import kinds
 from app.api.deps import Db, Settings
 from app.api.errors import COMMON
-from app.api.schemas import Problem, RatePublic
+from app.api.flow_schemas import RatePublic
+from app.api.schemas import Problem
 from app.api.security import TenantScope
 from app.services import gauges
 from app.states import JobState
