@@ -79,9 +79,14 @@ class PgStats:
                     "WHERE s.query NOT LIKE %s ORDER BY s.calls DESC",
                     ("%bench_own%",),
                 ).fetchall()
-                statements = [(str(q), int(c)) for q, c, _ in found]
-                by_statement = {str(q): float(t) for q, _, t in found}
-                exec_ms = sum(float(t) for _, _, t in found)
+                # One text can be several entries (psycopg sends an int as int2, int4 or
+                # int8 by its value, and each parameter type has its own queryid): summed.
+                calls: dict[str, int] = {}
+                for q, c, t in found:
+                    calls[str(q)] = calls.get(str(q), 0) + int(c)
+                    by_statement[str(q)] = by_statement.get(str(q), 0.0) + float(t)
+                statements = sorted(calls.items(), key=lambda s: -s[1])
+                exec_ms = sum(by_statement.values())
         commits = (int(row[0]) if row else 0) - base_commits - self.own - 2  # our 2 snapshots
         return {
             "commits": max(0, commits),

@@ -257,7 +257,7 @@ def _view_json(view: JobView) -> dict[str, Any]:
 
     return {
         "job": JobDetail.with_children(
-            view.job, view.children, view.children_count, view.usage, view.reruns
+            view.job, view.children, view.children_count, view.usage, view.reruns, view.key
         ),
         "events": [EventPublic.model_validate(e) for e in view.events],
         "effects": [EffectPublic.model_validate(e) for e in view.effects],

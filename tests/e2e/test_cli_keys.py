@@ -56,6 +56,7 @@ def test_jobs_show_list_and_kinds_show_keys_and_their_limits(stack: Stack) -> No
         "waits_for_key": True,
         "waits_for_rate": False,
     }
+    assert doc["job"]["key_status"] == doc["key"], "the job as GET /v1/jobs/{id} answers it"
 
     items = json.loads(ok(stack, "jobs", "list", "--key", KEY, "--json"))["items"]
     assert {i["id"] for i in items} == {str(first), str(second)}
