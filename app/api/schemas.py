@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from app import storable
 from app.api.flow_schemas import KeyStatus
 from app.priorities import Priority
-from app.services import jobs, redrive
+from app.services import jobs
 from app.services import submit as service
 from app.settings import bounds
 from app.states import JobState
@@ -343,46 +343,6 @@ class EffectPublic(BaseModel):
         "shapes were",
     )
     result: Any  # last: the one field of any size
-
-
-# --- dead letters ---------------------------------------------------------------
-
-
-class RedriveRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    job_ids: list[uuid.UUID] | None = Field(None, max_length=redrive.MAX_LIST)
-    kind: Annotated[str | None, Storable] = Field(None, min_length=1, max_length=100)
-    tenant: str | None = Field(None, pattern=TENANT_PATTERN)
-    limit: int | None = Field(None, ge=1, le=redrive.MAX_LIST)
-    force: bool = Field(False, description="redrive past the jobs' redrive budgets")
-
-
-class RedriveSummary(BaseModel):
-    mode: str
-    selected: int
-    moved: int
-    reset: int
-    sent_without_dead_letter: int
-    stale_deleted: int
-    left_in_dlq: int
-    refused: list[uuid.UUID] = Field(
-        description="jobs past their redrive budget, left dead-lettered (with a move task: "
-        "their messages are deleted unrun when claimed)"
-    )
-
-    @classmethod
-    def of(cls, report: redrive.RedriveReport) -> RedriveSummary:
-        return cls(
-            mode=report.mode,
-            selected=len(report.selected),
-            moved=report.moved,
-            reset=report.reset,
-            sent_without_dead_letter=report.sent_without_dead_letter,
-            stale_deleted=report.stale_deleted,
-            left_in_dlq=report.left_in_dlq,
-            refused=report.refused,
-        )
 
 
 # --- the caller and the service -------------------------------------------------

@@ -7,13 +7,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from app.api.dead_letter_schemas import RedriveRequest, RedriveSummary
 from app.api.deps import Db, JobQueue, Settings
 from app.api.errors import COMMON, UNPARSEABLE
 from app.api.schemas import (
     JobPublic,
     Problem,
-    RedriveRequest,
-    RedriveSummary,
     Storable,
 )
 from app.api.security import Admin, TenantScope
