@@ -63,8 +63,13 @@ WITH caller AS (
                                   + make_interval(secs => coalesce(i.delay, i.debounce)))
                   AS wake_at) w
 ), replay AS (
-    SELECT i.ord, j.request_hash = i.request_hash AS same FROM input i
-    JOIN jobs j ON j.tenant = %(tenant)s AND j.idempotency_key = i.idempotency_key
+    -- Each key looked up in the (tenant, key) index: a join here could scan the tenant's
+    -- every job (a plan made before the table's statistics caught up chose that).
+    SELECT i.ord, r.same FROM input i
+    CROSS JOIN LATERAL (SELECT j.request_hash = i.request_hash AS same FROM jobs j
+                        WHERE j.tenant = %(tenant)s AND j.idempotency_key = i.idempotency_key
+                        LIMIT 1) r
+    WHERE i.idempotency_key IS NOT NULL
 ), on_queue AS (
     -- Counted up to the window only, from its own partial index.
     SELECT count(*) AS n FROM (

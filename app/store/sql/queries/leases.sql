@@ -88,18 +88,27 @@ WITH input AS (
     FROM target k
     WHERE k.claimable AND k.flow_key IS NOT NULL
       AND (k.key_concurrency IS NOT NULL OR k.key_rate IS NOT NULL)
+), tenants AS MATERIALIZED (
+    -- Each tenant's cap and live leases, counted once for the batch, not once a job, and
+    -- only up to the cap: at the cap, every job of the batch is over it.
+    SELECT c.tenant, c.cap,
+           (SELECT count(*) FROM (
+                SELECT 1 FROM jobs r
+                WHERE r.tenant = c.tenant AND r.state IN ('leased', 'running')
+                  AND r.lease_expires_at > statement_timestamp()
+                  AND r.id NOT IN (SELECT id FROM input)
+                LIMIT c.cap) AS live) AS running
+    FROM (SELECT t.tenant,
+                 coalesce((SELECT l.max_running FROM tenant_limits l WHERE l.tenant = t.tenant),
+                          %(max_running)s::int) AS cap
+          FROM (SELECT DISTINCT tenant FROM target WHERE claimable) t) c
 ), capped AS (
     SELECT c.id, c.tenant, c.cap, c.running + c.rank > c.cap AS over
     FROM (
-        SELECT t.id, t.tenant,
-               row_number() OVER (PARTITION BY t.tenant ORDER BY t.id) AS rank,
-               coalesce((SELECT l.max_running FROM tenant_limits l WHERE l.tenant = t.tenant),
-                        %(max_running)s::int) AS cap,
-               (SELECT count(*) FROM jobs r
-                WHERE r.tenant = t.tenant AND r.state IN ('leased', 'running')
-                  AND r.lease_expires_at > statement_timestamp()
-                  AND r.id NOT IN (SELECT id FROM input)) AS running
+        SELECT t.id, t.tenant, n.cap, n.running,
+               row_number() OVER (PARTITION BY t.tenant ORDER BY t.id) AS rank
         FROM target t
+        JOIN tenants n ON n.tenant = t.tenant
         WHERE t.claimable
           AND NOT EXISTS (SELECT 1 FROM keyed k WHERE k.id = t.id AND (k.key_over OR k.rate_over))
     ) c
@@ -114,16 +123,22 @@ WITH input AS (
 ), parking AS (
     -- A queued job over the tenant's cap or behind its key waits parked, with no message
     -- of its own to come back: the lease or the key's job that frees its slot releases it.
+    -- By id (an array, so the plan reads the primary key whatever the statistics say:
+    -- a plan made while the table was small scanned every queued job instead).
     UPDATE jobs j SET parked = true
-    FROM held h
-    WHERE h.id = j.id AND (h.tenant_over OR h.key_over) AND j.state = 'queued'
-      AND NOT j.cancel_requested
+    WHERE j.id = ANY(ARRAY(SELECT h.id FROM held h WHERE h.tenant_over OR h.key_over))
+      AND (j.state = 'queued') IS TRUE AND NOT j.cancel_requested
     RETURNING j.id
+), backlogs AS MATERIALIZED (
+    -- The backlog of each tenant with a job held back, counted once, not once a job.
+    SELECT d.tenant,
+           (SELECT count(*) FROM jobs b
+            WHERE b.tenant = d.tenant AND NOT b.parked
+              AND b.state IN ('queued', 'retrying', 'stalled')) AS backlog
+    FROM (SELECT DISTINCT t.tenant FROM target t JOIN held h ON h.id = t.id) d
 ), deferred AS (
     SELECT j.*, t.from_state, i.token AS token, false AS refused, true AS deferred,
-           (SELECT count(*) FROM jobs b
-            WHERE b.tenant = j.tenant AND NOT b.parked
-              AND b.state IN ('queued', 'retrying', 'stalled')) AS backlog,
+           b.backlog,
            coalesce(h.cap, 1) AS cap,
            false AS has_parked,
            j.id IN (SELECT id FROM parking) AS parked_now,
@@ -134,6 +149,8 @@ WITH input AS (
     JOIN target t ON t.id = j.id
     JOIN input i ON i.id = j.id
     JOIN held h ON h.id = j.id
+    JOIN backlogs b ON b.tenant = j.tenant
+    WHERE j.id = ANY(%(ids)s::uuid[])
 ), claimed AS (
     UPDATE jobs j
     SET state = 'leased',
@@ -151,13 +168,14 @@ WITH input AS (
         key_claimed_at = CASE WHEN j.flow_key IS NOT NULL THEN statement_timestamp() ELSE j.key_claimed_at END,
         updated_at = statement_timestamp()
     FROM target t, input i
-    WHERE j.id = t.id AND i.id = t.id
+    -- by_id (as start_batch): the batch's ids, the states tested with IS TRUE.
+    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = t.id AND i.id = t.id
       AND NOT j.cancel_requested
       AND (j.state IN ('queued', 'retrying', 'stalled')
            OR (j.state = 'waiting' AND j.wake_at <= statement_timestamp())
            OR (j.state IN ('leased', 'running') AND j.lease_expires_at <= statement_timestamp())
            OR (j.state = 'dead_lettered' AND t.budget_left
-               AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')))
+               AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper'))) IS TRUE
       AND NOT EXISTS (SELECT 1 FROM held h WHERE h.id = j.id)
     RETURNING j.*, t.from_state, i.token AS token, false AS refused, false AS deferred,
               0::bigint AS backlog, 0 AS cap,
@@ -172,9 +190,9 @@ WITH input AS (
                                     2000) END,
         updated_at = statement_timestamp()
     FROM target t, input i
-    WHERE j.id = t.id AND i.id = t.id
+    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = t.id AND i.id = t.id
       AND NOT j.cancel_requested
-      AND j.state = 'dead_lettered' AND NOT t.budget_left
+      AND (j.state = 'dead_lettered') IS TRUE AND NOT t.budget_left
       AND (i.generation = j.redrives OR j.dead_lettered_by = 'sweeper')
     RETURNING j.*, t.from_state, i.token AS token, true AS refused, false AS deferred,
               0::bigint AS backlog, 0 AS cap, false AS has_parked, false AS parked_now,
@@ -215,7 +233,9 @@ WITH input AS (
         kind_version = CASE WHEN j.runs = 0 THEN coalesce(j.kind_version, i.version)
                             ELSE j.kind_version END
     FROM input i
-    WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'leased'
+    -- by_id: the state tested with IS TRUE, so no index on state drives the plan.
+    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = i.id AND j.lease_token = i.token
+      AND (j.state = 'leased') IS TRUE
     RETURNING j.id, j.attempt, j.lease_owner, j.lease_token, j.kind_version
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker)
@@ -280,7 +300,9 @@ WITH input AS (
         finished_at = now(),
         updated_at = now()
     FROM input i
-    WHERE j.id = i.id AND j.lease_token = i.token AND j.state IN ('leased', 'running')
+    -- by_id: the state tested with IS TRUE, so no index on state drives the plan.
+    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = i.id AND j.lease_token = i.token
+      AND (j.state IN ('leased', 'running')) IS TRUE
     RETURNING j.id, j.attempt, j.lease_owner, i.token, j.tenant, j.kind, j.created_at
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker)
@@ -351,7 +373,8 @@ WITH t AS (
                   FOR UPDATE SKIP LOCKED) p
 ), up AS (
     UPDATE jobs j SET parked = false, updated_at = now()
-    FROM pick WHERE j.id = pick.id AND j.parked AND j.state = 'queued'
+    -- by_id: the state tested with IS TRUE, so no index on state drives the plan.
+    WHERE j.id = ANY(ARRAY(SELECT id FROM pick)) AND (j.parked AND j.state = 'queued') IS TRUE
     RETURNING j.id, j.trace_context, j.tenant, j.priority, j.flow_key
 ), box AS (
     INSERT INTO outbox (job_id) SELECT id FROM up RETURNING id, job_id
