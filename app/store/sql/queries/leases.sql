@@ -224,7 +224,8 @@ SELECT count(pg_advisory_xact_lock(s.lock)) AS locked FROM (
 -- leased -> running for a batch, with each job's recorded effects, in one round trip.
 -- The first start records the version of the kind's code it starts (kind_version, never
 -- changed after); a job started before versions were recorded keeps NULL (not known).
-WITH input AS (
+WITH input AS MATERIALIZED (
+    -- Materialized: joined to each job read by id, an inlined unnest ran once a job.
     SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(versions)s::text[])
         AS t(id, token, version)
 ), started AS (
@@ -287,7 +288,8 @@ FROM done;
 
 -- name: succeed_batch
 -- Fenced completions of a batch of jobs, one round trip: running -> succeeded.
-WITH input AS (
+WITH input AS MATERIALIZED (
+    -- Materialized, as start_batch's.
     SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb[])
         AS t(id, token, result)
 ), done AS (
