@@ -4,9 +4,11 @@ changed, and a prepared statement keeps the plan it made meanwhile: a worker sta
 an empty table, or statistics taken when few jobs were queued, meet a backlog of
 thousands with plans that think each state holds a row or two. Plans that joined the
 batch's ids to an index on state, or a submission's keys to the tenant's jobs, then read
-every queued, parked or leased job (or every job of the tenant) on each claim, start,
-completion, release and keyed submission. Each now reads its rows by primary key, or by
-(tenant, idempotency key).
+every queued or parked job (or every job of the tenant) on each claim, release and keyed
+submission. Each now reads its rows by primary key, or by (tenant, idempotency key).
+The start and the completion are left as they were: at worst they read the leased jobs,
+which the workers' slots bound, and in the LocalStack bench their by-id form cost more
+(0.2 against 0.12 ms a job at ten jobs a request).
 
 The test analyses the table while it is nearly empty, turns the background analysis
 off, makes a backlog, and EXPLAIN ANALYZEs each statement with the store's parameters
@@ -135,22 +137,6 @@ def test_a_claim_reads_only_its_jobs(backlog: str) -> None:
     # not once for each job held back.
     assert read.pop("Index Scan jobs_tenant_on_queue", 0) <= QUEUED
     assert read and _over(read) == {}
-
-
-def test_a_start_and_a_completion_read_only_their_jobs(backlog: str) -> None:
-    with psycopg.connect(backlog, autocommit=True) as conn:
-        leased = _ids(conn, "leased")
-        ids, tokens = [i for i, _ in leased], [t for _, t in leased]
-        started = _analyzed(
-            conn, "start_batch", {"ids": ids, "tokens": tokens, "versions": ["1"] * BATCH}
-        )
-        done = _analyzed(
-            conn,
-            "succeed_batch",
-            {"ids": ids, "tokens": tokens, "results": [Jsonb({})] * BATCH},
-        )
-    assert started and _over(started) == {}
-    assert done and _over(done) == {}
 
 
 def test_a_release_reads_only_the_jobs_it_releases(backlog: str) -> None:

@@ -168,7 +168,8 @@ WITH input AS (
         key_claimed_at = CASE WHEN j.flow_key IS NOT NULL THEN statement_timestamp() ELSE j.key_claimed_at END,
         updated_at = statement_timestamp()
     FROM target t, input i
-    -- by_id (as start_batch): the batch's ids, the states tested with IS TRUE.
+    -- By id: the batch's ids on the primary key, the states tested with IS TRUE so that no
+    -- index on state drives the plan (see parking).
     WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = t.id AND i.id = t.id
       AND NOT j.cancel_requested
       AND (j.state IN ('queued', 'retrying', 'stalled')
@@ -224,8 +225,7 @@ SELECT count(pg_advisory_xact_lock(s.lock)) AS locked FROM (
 -- leased -> running for a batch, with each job's recorded effects, in one round trip.
 -- The first start records the version of the kind's code it starts (kind_version, never
 -- changed after); a job started before versions were recorded keeps NULL (not known).
-WITH input AS MATERIALIZED (
-    -- Materialized: joined to each job read by id, an inlined unnest ran once a job.
+WITH input AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(versions)s::text[])
         AS t(id, token, version)
 ), started AS (
@@ -234,9 +234,7 @@ WITH input AS MATERIALIZED (
         kind_version = CASE WHEN j.runs = 0 THEN coalesce(j.kind_version, i.version)
                             ELSE j.kind_version END
     FROM input i
-    -- by_id: the state tested with IS TRUE, so no index on state drives the plan.
-    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = i.id AND j.lease_token = i.token
-      AND (j.state = 'leased') IS TRUE
+    WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'leased'
     RETURNING j.id, j.attempt, j.lease_owner, j.lease_token, j.kind_version
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker)
@@ -288,8 +286,7 @@ FROM done;
 
 -- name: succeed_batch
 -- Fenced completions of a batch of jobs, one round trip: running -> succeeded.
-WITH input AS MATERIALIZED (
-    -- Materialized, as start_batch's.
+WITH input AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb[])
         AS t(id, token, result)
 ), done AS (
@@ -302,9 +299,7 @@ WITH input AS MATERIALIZED (
         finished_at = now(),
         updated_at = now()
     FROM input i
-    -- by_id: the state tested with IS TRUE, so no index on state drives the plan.
-    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = i.id AND j.lease_token = i.token
-      AND (j.state IN ('leased', 'running')) IS TRUE
+    WHERE j.id = i.id AND j.lease_token = i.token AND j.state IN ('leased', 'running')
     RETURNING j.id, j.attempt, j.lease_owner, i.token, j.tenant, j.kind, j.created_at
 ), ev AS (
     INSERT INTO job_events (job_id, from_state, to_state, attempt, worker)
