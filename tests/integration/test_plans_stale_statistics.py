@@ -26,7 +26,6 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from app.store import admission
-from app.store.pool import q
 from bench import scale_plans as plans
 from tests.conftest import cloned_database
 
@@ -92,21 +91,18 @@ def _jobs_rows(plan: dict[str, Any]) -> dict[str, int]:
 
 def _analyzed(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> dict[str, int]:
     """``name`` EXPLAIN ANALYZEd with ``params`` (rolled back): each node reading jobs."""
-    with conn.transaction(force_rollback=True):
-        row = conn.execute(b"EXPLAIN (ANALYZE, FORMAT JSON) " + q(name).encode(), params).fetchone()
-    assert row is not None
-    return _jobs_rows(row[0][0]["Plan"])
+    plan, _ = plans.explain(conn, plans.Hot(name, name, params, writes=True), analyze=True)
+    return _jobs_rows(plan)
 
 
-def _ids(conn: psycopg.Connection[Any], state: str) -> list[tuple[uuid.UUID, uuid.UUID | None]]:
-    """BATCH of the backlog's jobs in ``state`` (not parked), with their lease tokens."""
+def _queued(conn: psycopg.Connection[Any]) -> list[uuid.UUID]:
+    """BATCH of the backlog's queued jobs that are not parked."""
     rows = conn.execute(
-        "SELECT id, lease_token FROM jobs WHERE state::text = %s AND NOT parked "
-        "ORDER BY created_at LIMIT %s",
-        (state, BATCH),
+        "SELECT id FROM jobs WHERE state = 'queued' AND NOT parked ORDER BY created_at LIMIT %s",
+        (BATCH,),
     ).fetchall()
     assert len(rows) == BATCH
-    return [(r[0], r[1]) for r in rows]
+    return [r[0] for r in rows]
 
 
 def _over(read: dict[str, int]) -> dict[str, int]:
@@ -115,12 +111,12 @@ def _over(read: dict[str, int]) -> dict[str, int]:
 
 def test_a_claim_reads_only_its_jobs(backlog: str) -> None:
     with psycopg.connect(backlog, autocommit=True) as conn:
-        queued = _ids(conn, "queued")
+        queued = _queued(conn)
         read = _analyzed(
             conn,
             "claim_batch",
             {
-                "ids": [i for i, _ in queued],
+                "ids": queued,
                 "tokens": [uuid.uuid4() for _ in queued],
                 "generations": [None] * BATCH,
                 "owner": "explain",

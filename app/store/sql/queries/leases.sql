@@ -370,7 +370,7 @@ WITH t AS (
                   FOR UPDATE SKIP LOCKED) p
 ), up AS (
     UPDATE jobs j SET parked = false, updated_at = now()
-    -- by_id: the state tested with IS TRUE, so no index on state drives the plan.
+    -- By id, the state tested with IS TRUE (see claim_batch's parking).
     WHERE j.id = ANY(ARRAY(SELECT id FROM pick)) AND (j.parked AND j.state = 'queued') IS TRUE
     RETURNING j.id, j.trace_context, j.tenant, j.priority, j.flow_key
 ), box AS (
