@@ -71,6 +71,9 @@ def test_each_system_gets_one_row_with_its_cost_and_a_total_of_the_processes() -
     # benchmark's own) is not in the total: API + workers + PG server + SQS server.
     assert (one["broker_requests"], one["empty_receives"]) == (3.2, 0.25)
     assert one["total_cpu_ms"] == 1.5 + 2.0 + 1.2 + 0.8
+    # Its own processes: the total less the SQS server; procrastinate has none.
+    assert one["own_cpu_ms"] == 1.5 + 2.0 + 1.2
+    assert rows["procrastinate"]["own_cpu_ms"] == rows["procrastinate"]["total_cpu_ms"] == 1.8
     assert rows["celery"] == {"system": "celery strict", "skipped": True}
     assert rows["procrastinate"]["broker_requests"] == 0  # its own figure, not the counts'
 
@@ -79,6 +82,8 @@ def test_a_missing_figure_leaves_the_total_unknown_rather_than_too_small() -> No
     r = results()
     r["tasklease"]["cost_per_job"]["broker_server_cpu_ms"] = None  # e.g. no local server
     assert cost_per_job.table_figures(r)["tasklease"]["total_cpu_ms"] is None
+    r["tasklease"]["cost_per_job"]["workers_cpu_ms"] = None
+    assert cost_per_job.table_figures(r)["tasklease"]["own_cpu_ms"] is None
 
 
 def test_the_table_renders_each_row_in_markdown_and_in_the_terminal() -> None:
@@ -89,7 +94,8 @@ def test_the_table_renders_each_row_in_markdown_and_in_the_terminal() -> None:
     assert header.count("|") == len(cost_per_job.COLUMNS) + 2
     row = next(line for line in md if line.startswith("| tasklease, 1 job/request"))
     assert (
-        row == "| tasklease, 1 job/request | 170 | 1.5 | 2 | 0.9 | 1.2 | 3.2 | 0.25 | 0.8 | 5.5 |"
+        row
+        == "| tasklease, 1 job/request | 170 | 1.5 | 2 | 0.9 | 1.2 | 3.2 | 0.25 | 0.8 | 5.5 | 4.7 |"
     )
     assert "| celery strict | not run |" in "\n".join(md)
     assert "- procrastinate: its queue is PostgreSQL" in md
@@ -101,6 +107,8 @@ def test_the_table_renders_each_row_in_markdown_and_in_the_terminal() -> None:
     lines = console.export_text().splitlines()
     total = next(line for line in lines if line.strip().startswith("total CPU"))
     assert total.split()[-4:] == ["5.5", "3.3", "2", "1.8"]  # celery strict's: blank
+    own = next(line for line in lines if line.strip().startswith("total less"))
+    assert own.split()[-4:] == ["4.7", "3", "1.4", "1.8"]
     assert "tinate" in next(line for line in lines if line.strip().startswith("per job"))
     assert any("not run" in line for line in lines)
     assert cost_per_job.markdown({}) == [] and cost_per_job.rich_table({}) is None
@@ -154,6 +162,17 @@ def test_target_rows_follow_the_reports_met_or_missed() -> None:
     )
     assert rows["target (issue 37): 10 jobs/request: ≥ 0.8 x the raw broker cycle"] == (
         "0.59 x (600 jobs/s, 750 msgs/s): MISSED"
+    )
+    # Beside the verdict on procrastinate, what a job cost each side.
+    assert rows["target (issue 37): 10 jobs/request: jobs/s > procrastinate's"] == (
+        "600 vs 600 jobs/s (1.00x): MISSED"  # no cost table in these results
+    )
+    r["cost_per_job"] = cost_per_job.table_figures(r)
+    r["targets"] = cost_per_job.targets(r)
+    rows = dict(cost_per_job.target_rows(r))
+    assert rows["target (issue 37): 10 jobs/request: jobs/s > procrastinate's"] == (
+        "600 vs 600 jobs/s (1.00x); CPU ms/job: tasklease 3.3 (3 less the SQS server's 0.3), "
+        "procrastinate 1.8: MISSED"
     )
     r["kill_run"] = None
     r["targets"] = cost_per_job.targets(r)
