@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.keyed import payloads, verdict
+from bench.keyed import payloads
+from bench.keyed_report import verdict
 
 
 def run(jobs_per_s: float, **extra: Any) -> dict[str, Any]:
