@@ -33,6 +33,7 @@ import sys
 import time
 import uuid
 import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import hypothesis
@@ -65,7 +66,13 @@ from app.worker.engine import Engine
 from tests import carrier
 from tests.conftest import Stack, bearer
 from tests.helpers import receive_records
-from tests.invariants import DEADLINE_GRACE_SECONDS, FINAL, check_invariants, describe
+from tests.invariants import (
+    DEADLINE_GRACE_SECONDS,
+    FINAL,
+    check_invariants,
+    describe,
+    timeline,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -113,14 +120,33 @@ class Spec:
     def __repr__(self) -> str:
         return self.label
 
-    def outcome(self, max_attempts: int, redrives: int) -> JobState:
+    def outcome(self, max_attempts: int, redrives: int, cut_short: Sequence[int] = ()) -> JobState:
         """Attempts are counted at claim and restart with every redrive; the fake model's
-        failures are counted per idempotency key across redrives."""
+        failures are counted per idempotency key across redrives. ``cut_short``: for each
+        life before the last that its deadline ended (then redriven), the model's failures
+        it used; every other life before the last used all its attempts' worth."""
         if self.permanent or self.fails_each_life >= max_attempts:
             return JobState.DEAD_LETTERED
-        if redrives < self.fails_in_total // max_attempts:
-            return JobState.DEAD_LETTERED
-        return JobState.SUCCEEDED
+        full = redrives - len(cut_short)
+        left = self.fails_in_total - full * max_attempts - sum(cut_short)
+        return JobState.DEAD_LETTERED if left >= max_attempts else JobState.SUCCEEDED
+
+
+def lives_cut_short(events: Sequence[Mapping[str, Any]]) -> list[int]:
+    """From a job's events in order: for each life but the last that ended "deadline
+    passed", the transient failures it saw. A life ends at a dead letter; the next starts
+    when the dead letter is redriven (to queued, or claimed straight from the DLQ)."""
+    lives: list[list[Mapping[str, Any]]] = [[]]
+    for e in events:
+        if e["from_state"] == JobState.DEAD_LETTERED and e["to_state"] != JobState.DEAD_LETTERED:
+            lives.append([])
+        lives[-1].append(e)
+    cut = []
+    for life in lives[:-1]:
+        end = next((e for e in reversed(life) if e["to_state"] == JobState.DEAD_LETTERED), None)
+        if end is not None and (end["detail"] or "").startswith("deadline passed"):
+            cut.append(sum("TransientModelError" in (e["detail"] or "") for e in life))
+    return cut
 
 
 def ticket(subject: str) -> dict[str, Any]:
@@ -849,7 +875,9 @@ class JobsMachine(RuleBasedStateMachine):
         dead: list[str] = []
         for job_id, job in self.accepted.items():
             row = self.row(job_id)
-            expected = job.spec.outcome(row["max_attempts"], row["redrives"])
+            # A life its deadline ended used fewer attempts than a life that ran out of them.
+            cut = lives_cut_short(timeline(self.sql, job_id)) if job.deadline else []
+            expected = job.spec.outcome(row["max_attempts"], row["redrives"], cut)
             allowed = {expected}
             if job.cancelled:
                 allowed = {JobState.CANCELLED}
